@@ -1,0 +1,140 @@
+"""The conformance classes: names, dependencies, protocols, methods.
+
+A store declares the classes it implements in ``store.capabilities`` (a
+``frozenset`` of names).  Certification runs every clause of every declared
+class and reports every other class as *not claimed* — never as passed.
+
+This table is the single place a new class plugs in: its protocol, the
+classes it needs, and the scope rule of each method (used by the scope
+clauses, which run against every scoped method of every declared class).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from .checkpoints import CheckpointStore
+from .runs import RunStore
+from .suspensions import SuspensionStore
+
+__all__ = ["Method", "ConformanceClass", "CLASSES", "Store", "declared_classes", "closure"]
+
+
+@attrs.frozen
+class Method:
+    """One store method of a class.
+
+    ``scoped`` is False only for the methods of SCOPE-XS-1 (they ignore
+    ``ctx.scope`` and accept the zero scope).
+    """
+
+    name: str
+    scoped: bool = True
+
+
+@attrs.frozen
+class ConformanceClass:
+    name: str
+    title: str
+    protocol: type
+    methods: tuple[Method, ...]
+    requires: tuple[str, ...] = ()
+
+    def method(self, name: str) -> Method:
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+def _m(*names: str, scoped: bool = True) -> tuple[Method, ...]:
+    return tuple(Method(n, scoped) for n in names)
+
+
+CLASSES: dict[str, ConformanceClass] = {
+    c.name: c
+    for c in (
+        ConformanceClass(
+            "runs",
+            "Runs, steps and tool calls",
+            RunStore,
+            _m(
+                "create_run",
+                "get_run",
+                "update_run",
+                "list_runs",
+                "count_runs",
+                "create_step",
+                "list_steps",
+                "create_tool_call",
+                "list_tool_calls",
+            ),
+        ),
+        ConformanceClass(
+            "suspensions",
+            "Suspensions and the resume/sweep claims",
+            SuspensionStore,
+            _m(
+                "create_suspension",
+                "get_suspension",
+                "claim_suspension",
+                "claim_expired_suspension",
+                "delete_suspension",
+                "list_expired",
+            )
+            + _m("list_expired_across_scopes", scoped=False),
+            requires=("runs",),
+        ),
+        ConformanceClass(
+            "checkpoints",
+            "Approval checkpoints",
+            CheckpointStore,
+            _m(
+                "create_checkpoint",
+                "get_checkpoint",
+                "resolve",
+                "list_pending",
+                "count_pending",
+            )
+            + _m("list_pending_across_scopes", scoped=False),
+        ),
+    )
+}
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The part every store shares, whatever classes it declares."""
+
+    #: The conformance classes this store implements.
+    capabilities: frozenset[str]
+
+    def close(self) -> None:
+        """Release connections and locks; idempotent."""
+        ...
+
+
+def declared_classes(store: object) -> frozenset[str]:
+    """``store.capabilities`` checked: a frozenset of known class names."""
+    caps = getattr(store, "capabilities", None)
+    if not isinstance(caps, (frozenset, set)) or not all(isinstance(c, str) for c in caps):
+        raise TypeError(
+            f"{type(store).__name__}.capabilities must be a frozenset of class names, got {caps!r}"
+        )
+    return frozenset(caps)
+
+
+def closure(names: frozenset[str] | set[str]) -> frozenset[str]:
+    """Classes plus every class they require, transitively."""
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in out:
+            continue
+        out.add(name)
+        if name in CLASSES:
+            todo.extend(CLASSES[name].requires)
+    return frozenset(out)

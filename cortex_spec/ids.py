@@ -1,0 +1,91 @@
+"""TypeID identifiers: ``prefix_`` + 26 base32 characters of a UUIDv7.
+
+Callers supply ids on create; stores never invent them (RSC-GEN-5).  An id of
+the wrong prefix, a malformed one or a non-``str`` is refused with
+:class:`~cortex_spec.errors.InvalidArgument`.
+
+>>> rid = new_id(RUN)
+>>> check_id(rid, RUN, "run_id") == rid
+True
+"""
+
+from __future__ import annotations
+
+from typeid import TypeID, from_string
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "RUN",
+    "STEP",
+    "TOOL_CALL",
+    "SUSPENSION",
+    "CHECKPOINT",
+    "AGENT",
+    "SESSION",
+    "DELIVERY",
+    "MESSAGE",
+    "CONVERSATION",
+    "PREFIXES",
+    "new_id",
+    "check_id",
+    "check_optional_id",
+    "is_id",
+]
+
+RUN = "arun"
+STEP = "astp"
+TOOL_CALL = "tcall"
+SUSPENSION = "sus"
+CHECKPOINT = "acp"
+AGENT = "agt"
+SESSION = "ses"
+DELIVERY = "dlv"
+MESSAGE = "msg"
+CONVERSATION = "conv"
+
+#: Every prefix this contract names, by entity.
+PREFIXES = {
+    "run": RUN,
+    "step": STEP,
+    "tool_call": TOOL_CALL,
+    "suspension": SUSPENSION,
+    "checkpoint": CHECKPOINT,
+    "agent": AGENT,
+    "session": SESSION,
+    "delivery": DELIVERY,
+    "message": MESSAGE,
+    "conversation": CONVERSATION,
+}
+
+
+def new_id(prefix: str) -> str:
+    """A fresh, k-sortable TypeID string with ``prefix``."""
+    return str(TypeID(prefix=prefix))
+
+
+def is_id(value: object, prefix: str) -> bool:
+    """True iff ``value`` is a well-formed TypeID string with ``prefix``."""
+    if not isinstance(value, str) or len(value) != len(prefix) + 27:
+        return False
+    if not value.startswith(prefix + "_"):
+        return False
+    try:
+        return from_string(value).prefix == prefix
+    except Exception:  # the library raises several unrelated classes
+        return False
+
+
+def check_id(value: object, prefix: str, field: str) -> str:
+    """Return ``value`` if it is a ``prefix_`` TypeID, else ``InvalidArgument``."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a str TypeID, got {type(value).__name__}")
+    if not is_id(value, prefix):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise InvalidArgument(f"{field} {shown!r} is not a TypeID with prefix {prefix!r}")
+    return value
+
+
+def check_optional_id(value: object, prefix: str, field: str) -> str | None:
+    """Like :func:`check_id`, but ``None`` is allowed."""
+    return None if value is None else check_id(value, prefix, field)

@@ -1,0 +1,328 @@
+"""Conformance class ``runs``: runs, steps and tool calls (spec: runs.md).
+
+This module holds the entities, filters, validation and the store protocol
+of the class.  Every rule cited (``RUN-*``, ``STEP-*``, ``TCALL-*``) is a
+clause of ``cortex_spec/spec/runs.md``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from . import ids
+from .context import Context
+from .entities import entity
+from .errors import InvalidArgument
+from .scope import Scope
+from .validation import (
+    check_bool,
+    check_count,
+    check_entity_size,
+    check_enum,
+    check_json_object,
+    check_nonempty_short_str,
+    check_optional_instant,
+    check_optional_json_object,
+    check_page,
+    check_short_str,
+    check_str,
+)
+
+__all__ = [
+    "RunState",
+    "TERMINAL_STATES",
+    "Lease",
+    "Run",
+    "Step",
+    "ToolCall",
+    "RunFilter",
+    "RunStore",
+    "validate_new_run",
+    "validate_run_update",
+    "validate_run_filter",
+    "validate_new_step",
+    "validate_new_tool_call",
+]
+
+
+class RunState(str, Enum):
+    """RUN-ENT-1: the six run states; the last three are terminal."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
+
+
+@entity
+class Lease:
+    """A worker's hold on a running run (written only by the ``leases`` class)."""
+
+    owner: str
+    expires_at: datetime
+
+
+@entity
+class Run:
+    """One agent run.  See the field table of runs.md for who writes what."""
+
+    id: str
+    agent_id: str
+    session_id: str | None = None
+    scope: Scope = Scope()
+    state: RunState | str = RunState.CREATED
+    input: str = ""
+    output: str = ""
+    error: str = ""
+    step_count: int = 0
+    tokens_used: int = 0
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    persona_ref: str = ""
+    metadata: dict[str, Any] = attrs.Factory(dict)
+    principal: str | None = None
+    reply_route: dict[str, Any] | None = None
+    lease: Lease | None = None
+    reclaim_count: int = 0
+    notified_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@entity
+class Step:
+    """One step of a run; never updated or deleted (STEP-5)."""
+
+    id: str
+    run_id: str
+    scope: Scope = Scope()
+    index: int = 0
+    type: str = ""
+    input: str = ""
+    output: str = ""
+    tokens_used: int = 0
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    metadata: dict[str, Any] = attrs.Factory(dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@entity
+class ToolCall:
+    """One tool call of a step; never updated or deleted (STEP-5)."""
+
+    id: str
+    step_id: str
+    run_id: str
+    scope: Scope = Scope()
+    tool_name: str = ""
+    arguments: str = ""
+    result: str = ""
+    error: str = ""
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    metadata: dict[str, Any] = attrs.Factory(dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@entity
+class RunFilter:
+    """Filter of ``list_runs``/``count_runs`` (RUN-LIST-1..5)."""
+
+    agent_id: str | None = None
+    state: RunState | str | None = None
+    exact: bool = False
+    limit: int = 0
+    offset: int = 0
+
+
+# -- validation (the store calls these before touching storage) --------------
+
+#: RUN-UPD-2: the fields ``update_run`` writes from its argument.
+RUN_MUTABLE_FIELDS = (
+    "agent_id",
+    "session_id",
+    "state",
+    "input",
+    "output",
+    "error",
+    "step_count",
+    "tokens_used",
+    "started_at",
+    "completed_at",
+    "persona_ref",
+    "metadata",
+)
+
+
+def _mutable_run_fields(run: Run) -> dict[str, Any]:
+    return {
+        "agent_id": ids.check_id(run.agent_id, ids.AGENT, "run.agent_id"),
+        "session_id": ids.check_optional_id(run.session_id, ids.SESSION, "run.session_id"),
+        "state": check_enum(run.state, RunState, "run.state"),
+        "input": check_str(run.input, "run.input"),
+        "output": check_str(run.output, "run.output"),
+        "error": check_str(run.error, "run.error"),
+        "step_count": check_count(run.step_count, "run.step_count"),
+        "tokens_used": check_count(run.tokens_used, "run.tokens_used"),
+        "started_at": check_optional_instant(run.started_at, "run.started_at"),
+        "completed_at": check_optional_instant(run.completed_at, "run.completed_at"),
+        "persona_ref": check_short_str(run.persona_ref, "run.persona_ref"),
+        "metadata": check_json_object(run.metadata, "run.metadata"),
+    }
+
+
+def validate_new_run(run: object, ctx: Context, now: datetime) -> Run:
+    """RUN-CREATE-1/3: the run as it will be stored, or ``InvalidArgument``."""
+    if not isinstance(run, Run):
+        raise InvalidArgument(f"run must be a Run, got {type(run).__name__}")
+    stored = Run(
+        id=ids.check_id(run.id, ids.RUN, "run.id"),
+        scope=ctx.scope,
+        principal=ctx.principal,
+        reply_route=check_optional_json_object(run.reply_route, "run.reply_route"),
+        lease=None,
+        reclaim_count=0,
+        notified_at=None,
+        created_at=now,
+        updated_at=now,
+        **_mutable_run_fields(run),
+    )
+    check_entity_size(stored, "run")
+    return stored
+
+
+def validate_run_update(run: object) -> tuple[str, dict[str, Any]]:
+    """RUN-UPD-2/3/7: ``(id, fields to write)``; other fields are ignored."""
+    if not isinstance(run, Run):
+        raise InvalidArgument(f"run must be a Run, got {type(run).__name__}")
+    run_id = ids.check_id(run.id, ids.RUN, "run.id")
+    return run_id, _mutable_run_fields(run)
+
+
+def validate_run_filter(flt: object) -> RunFilter:
+    """RUN-LIST-5: a normalised filter (``None`` means every default)."""
+    if flt is None:
+        return RunFilter()
+    if not isinstance(flt, RunFilter):
+        raise InvalidArgument(f"filter must be a RunFilter or None, got {type(flt).__name__}")
+    limit, offset = check_page(flt.limit, flt.offset)
+    return RunFilter(
+        agent_id=ids.check_optional_id(flt.agent_id, ids.AGENT, "filter.agent_id"),
+        state=None if flt.state is None else check_enum(flt.state, RunState, "filter.state"),
+        exact=check_bool(flt.exact, "filter.exact"),
+        limit=limit,
+        offset=offset,
+    )
+
+
+def validate_new_step(step: object, ctx: Context, now: datetime) -> Step:
+    """STEP-1: the step as it will be stored, or ``InvalidArgument``."""
+    if not isinstance(step, Step):
+        raise InvalidArgument(f"step must be a Step, got {type(step).__name__}")
+    stored = Step(
+        id=ids.check_id(step.id, ids.STEP, "step.id"),
+        run_id=ids.check_id(step.run_id, ids.RUN, "step.run_id"),
+        scope=ctx.scope,
+        index=check_count(step.index, "step.index"),
+        type=check_short_str(step.type, "step.type"),
+        input=check_str(step.input, "step.input"),
+        output=check_str(step.output, "step.output"),
+        tokens_used=check_count(step.tokens_used, "step.tokens_used"),
+        started_at=check_optional_instant(step.started_at, "step.started_at"),
+        completed_at=check_optional_instant(step.completed_at, "step.completed_at"),
+        metadata=check_json_object(step.metadata, "step.metadata"),
+        created_at=now,
+        updated_at=now,
+    )
+    check_entity_size(stored, "step")
+    return stored
+
+
+def validate_new_tool_call(tc: object, ctx: Context, now: datetime) -> ToolCall:
+    """TCALL-1: the tool call as it will be stored, or ``InvalidArgument``."""
+    if not isinstance(tc, ToolCall):
+        raise InvalidArgument(f"tool call must be a ToolCall, got {type(tc).__name__}")
+    stored = ToolCall(
+        id=ids.check_id(tc.id, ids.TOOL_CALL, "tool_call.id"),
+        step_id=ids.check_id(tc.step_id, ids.STEP, "tool_call.step_id"),
+        run_id=ids.check_id(tc.run_id, ids.RUN, "tool_call.run_id"),
+        scope=ctx.scope,
+        tool_name=check_nonempty_short_str(tc.tool_name, "tool_call.tool_name"),
+        arguments=check_str(tc.arguments, "tool_call.arguments"),
+        result=check_str(tc.result, "tool_call.result"),
+        error=check_str(tc.error, "tool_call.error"),
+        started_at=check_optional_instant(tc.started_at, "tool_call.started_at"),
+        completed_at=check_optional_instant(tc.completed_at, "tool_call.completed_at"),
+        metadata=check_json_object(tc.metadata, "tool_call.metadata"),
+        created_at=now,
+        updated_at=now,
+    )
+    check_entity_size(stored, "tool call")
+    return stored
+
+
+# -- the protocol ---------------------------------------------------------------
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """What a store of class ``runs`` provides.
+
+    Every method takes ``ctx`` first, refuses a non-``Context`` with
+    ``InvalidArgument`` and a zero scope with ``NoScope`` before touching
+    storage (SCOPE-ZERO-1..3), and applies prefix visibility (SCOPE-VIS,
+    SCOPE-BYID).
+    """
+
+    def create_run(self, ctx: Context, run: Run) -> Run:
+        """Store a new run stamped with ``ctx.scope``/``ctx.principal`` and clock
+        now (RUN-CREATE-1); an id used in any scope → ``AlreadyExists``
+        (RUN-CREATE-2); bad fields → ``InvalidArgument`` (RUN-CREATE-3)."""
+        ...
+
+    def get_run(self, ctx: Context, run_id: str) -> Run:
+        """The visible run, else ``RunNotFound`` (RUN-GET-1)."""
+        ...
+
+    def update_run(self, ctx: Context, run: Run) -> Run:
+        """Write the mutable fields, unconditionally and whole (RUN-UPD-1..7)."""
+        ...
+
+    def list_runs(self, ctx: Context, filter: RunFilter | None = None) -> list[Run]:
+        """Visible runs, ``created_at`` DESC then ``id`` DESC (RUN-LIST-1..3)."""
+        ...
+
+    def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
+        """How many runs ``list_runs`` selects, ignoring the page (RUN-LIST-4)."""
+        ...
+
+    def create_step(self, ctx: Context, step: Step) -> Step:
+        """STEP-1..3: run not checked; ``(run_id, index)`` not unique."""
+        ...
+
+    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
+        """Visible steps of the run, ``index`` ASC then ``id`` ASC (STEP-4)."""
+        ...
+
+    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
+        """TCALL-1: step and run not checked."""
+        ...
+
+    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
+        """Visible tool calls of the step, ``created_at`` ASC then ``id`` ASC (TCALL-2)."""
+        ...

@@ -1,0 +1,221 @@
+"""Field checks shared by every store (RSC-GEN-5..10).
+
+Stores call these before touching storage so that every backend refuses the
+same input with the same class, :class:`~cortex_spec.errors.InvalidArgument`,
+and writes nothing.  They are part of the contract, not of one backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from enum import Enum
+from typing import Any, TypeVar
+
+import attrs
+
+from .clock import to_instant
+from .errors import InvalidArgument
+from .scope import Scope
+
+__all__ = [
+    "SHORT_STRING",
+    "MAX_ENTITY_BYTES",
+    "INT64_MIN",
+    "INT64_MAX",
+    "check_str",
+    "check_short_str",
+    "check_nonempty_short_str",
+    "check_count",
+    "check_bool",
+    "check_json_object",
+    "check_optional_json_object",
+    "check_instant",
+    "check_optional_instant",
+    "check_enum",
+    "check_page",
+    "page",
+    "entity_size",
+    "check_entity_size",
+    "copy_json",
+]
+
+#: RSC-GEN-6: a short string has at most this many code points.
+SHORT_STRING = 255
+#: RSC-GEN-8: the largest entity, as measured by :func:`entity_size`.
+MAX_ENTITY_BYTES = 8 * 1024 * 1024
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+E = TypeVar("E", bound=Enum)
+
+
+def _check_text(value: str, field: str) -> None:
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains U+0000")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{field} contains a lone surrogate") from None
+
+
+def check_str(value: object, field: str) -> str:
+    """Any length; no NUL, no lone surrogate (RSC-GEN-6)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a str, got {type(value).__name__}")
+    _check_text(value, field)
+    return value
+
+
+def check_short_str(value: object, field: str) -> str:
+    """At most 255 code points (RSC-GEN-6)."""
+    check_str(value, field)
+    assert isinstance(value, str)
+    if len(value) > SHORT_STRING:
+        raise InvalidArgument(f"{field} is {len(value)} code points long (at most {SHORT_STRING})")
+    return value
+
+
+def check_nonempty_short_str(value: object, field: str) -> str:
+    check_short_str(value, field)
+    if value == "":
+        raise InvalidArgument(f"{field} must not be empty")
+    return value  # type: ignore[return-value]
+
+
+def check_count(value: object, field: str) -> int:
+    """An ``int`` (never a ``bool``) in ``0 .. 2**63-1`` (RSC-GEN-9)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{field} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= INT64_MAX:
+        raise InvalidArgument(f"{field} must be >= 0 and fit in 64 bits, got {value}")
+    return value
+
+
+def check_bool(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{field} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _check_json_value(value: object, path: str, depth: int) -> None:
+    if depth > 100:
+        raise InvalidArgument(f"{path} nests deeper than 100 levels")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidArgument(f"{path} holds an int outside the signed 64-bit range")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(f"{path} holds a non-finite float")
+        return
+    if isinstance(value, str):
+        _check_text(value, path)
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json_value(item, f"{path}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidArgument(f"{path} has a non-str key {key!r}")
+            _check_text(key, f"{path} key")
+            _check_json_value(item, f"{path}[{key!r}]", depth + 1)
+        return
+    raise InvalidArgument(f"{path} holds a {type(value).__name__}, which is not JSON")
+
+
+def check_json_object(value: object, field: str) -> dict[str, Any]:
+    """A ``dict`` of JSON values, recursively (RSC-GEN-7).
+
+    Exact types only: ``tuple``, ``set``, ``Decimal``, ``datetime`` and
+    subclasses of ``dict``/``list`` other than the builtins are refused.
+    """
+    if type(value) is not dict:
+        raise InvalidArgument(f"{field} must be a dict (JSON object), got {type(value).__name__}")
+    _check_json_value(value, field, 0)
+    return value
+
+
+def check_optional_json_object(value: object, field: str) -> dict[str, Any] | None:
+    return None if value is None else check_json_object(value, field)
+
+
+def check_instant(value: object, field: str) -> datetime:
+    """Aware ``datetime`` → UTC, truncated to ms (RSC-GEN-2)."""
+    return to_instant(value, field)
+
+
+def check_optional_instant(value: object, field: str) -> datetime | None:
+    return None if value is None else to_instant(value, field)
+
+
+def check_enum(value: object, enum: type[E], field: str) -> E:
+    """A member of ``enum``, or its exact string value (RSC-GEN-10)."""
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(m.value) for m in enum)
+    raise InvalidArgument(f"{field} must be one of {allowed}, got {value!r}")
+
+
+def check_page(limit: object, offset: object = 0) -> tuple[int, int]:
+    """``limit``/``offset`` ints; ``<= 0`` means none (README 'Lists')."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgument(f"{name} must be an int, got {type(value).__name__}")
+    return max(limit, 0), max(offset, 0)  # type: ignore[call-overload]
+
+
+def page(rows: list, limit: int, offset: int) -> list:
+    """Apply ``offset`` then ``limit`` (``0`` = none) to an ordered list."""
+    if offset > 0:
+        rows = rows[offset:]
+    if limit > 0:
+        rows = rows[:limit]
+    return rows
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Scope):
+        return value.canonical()
+    if isinstance(value, Enum):
+        return value.value
+    if attrs.has(type(value)):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def entity_size(entity: object) -> int:
+    """RSC-GEN-8's measure: bytes of the compact UTF-8 JSON of all fields."""
+    text = json.dumps(_jsonable(entity), ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_entity_size(entity: object, what: str) -> None:
+    size = entity_size(entity)
+    if size > MAX_ENTITY_BYTES:
+        raise InvalidArgument(f"{what} is {size} bytes as JSON (at most {MAX_ENTITY_BYTES})")
+
+
+def copy_json(value: Any) -> Any:
+    """Deep copy of a JSON value, keeping every type exactly."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value

@@ -1,0 +1,33 @@
+"""The reference store: the contract's semantics in plain Python.
+
+:class:`MemoryStore` implements every class of the suite in memory.  It is
+linearizable by construction (one lock around every method), deterministic
+(an injected clock, read once per call), and returns detached copies.
+Every backend must be observably identical to it; read it as the spec in
+code.
+
+>>> from cortex_spec import Context, ManualClock
+>>> store = MemoryStore(ManualClock())
+>>> sorted(store.capabilities)
+['checkpoints', 'runs', 'suspensions']
+"""
+
+from .checkpoints import CheckpointsMixin
+from .runs import RunsMixin
+from .store import MemoryMedium, StoreBase
+from .suspensions import SuspensionsMixin
+
+__all__ = ["MemoryStore", "MemoryMedium"]
+
+
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``.
+
+    ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
+    closing one store and opening another on the same medium is a restart.
+    """
+
+    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(clock={self.clock!r})"

@@ -1,0 +1,70 @@
+"""The reference store's core: one medium, one lock, one clock.
+
+Everything the reference does happens inside ``with self._tx() as t:``,
+which holds the medium's single lock.  Every method is therefore one atomic
+step (RSC-GEN-12): the reference is linearizable by construction, and it
+reads clock now exactly once per call, inside the lock (RSC-GEN-1).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Iterator
+
+from cortex_spec.clock import Clock, SystemClock, truncate_ms
+from cortex_spec.errors import StoreClosed
+
+__all__ = ["MemoryMedium", "StoreBase"]
+
+
+class MemoryMedium:
+    """The durable part of a reference store: its tables and its lock.
+
+    A medium outlives the stores opened on it, so closing a store and opening
+    another on the same medium is a faithful "restart" (nothing acknowledged
+    is lost).  Tables are plain dicts of frozen entities, keyed by id.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.runs: dict[str, object] = {}
+        self.steps: dict[str, object] = {}
+        self.tool_calls: dict[str, object] = {}
+        #: suspensions by run_id (one per run, SUSP-CREATE-2)
+        self.suspensions: dict[str, object] = {}
+        #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
+        self.suspension_ids: dict[str, str] = {}
+        self.checkpoints: dict[str, object] = {}
+
+
+class StoreBase:
+    """What every reference class mixin builds on."""
+
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, clock: Clock | None = None, *, medium: MemoryMedium | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.medium = medium if medium is not None else MemoryMedium()
+        self._closed = False
+
+    def close(self) -> None:
+        """Idempotent.  The medium (the data) survives."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextmanager
+    def _tx(self) -> Iterator[MemoryMedium]:
+        """Hold the single lock for one whole method (its linearization)."""
+        with self.medium.lock:
+            if self._closed:
+                raise StoreClosed("the store is closed")
+            yield self.medium
+
+    def _now(self) -> datetime:
+        """Clock now, truncated to ms (call once per method, inside ``_tx``)."""
+        return truncate_ms(self.clock.now())
