@@ -11,7 +11,7 @@ True
 
 from __future__ import annotations
 
-from typeid import TypeID, from_string
+from typeid import TypeID
 
 from .errors import InvalidArgument
 
@@ -71,7 +71,7 @@ def is_id(value: object, prefix: str) -> bool:
     if not value.startswith(prefix + "_"):
         return False
     try:
-        return from_string(value).prefix == prefix
+        return TypeID.from_string(value).prefix == prefix
     except Exception:  # the library raises several unrelated classes
         return False
 

@@ -1,0 +1,218 @@
+"""Helpers for writing certification tests: contexts, builders, races.
+
+These are what the clause suite is written with, and they are public so a
+backend author can write extra tests in the same style::
+
+    from cortex_spec.testing import ctx, make_run, race
+
+    def test_my_extra(cortex_store):
+        c = ctx("workspace=w1")
+        cortex_store.create_run(c, make_run(state="paused"))
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+import threading
+import time
+from enum import Enum
+from typing import Any, Callable, Sequence
+
+import attrs
+
+from . import ids
+from .checkpoints import Checkpoint, Decision
+from .context import Context
+from .runs import Run, RunState, Step, ToolCall
+from .scope import Scope
+from .suspensions import PendingCall, Suspension, SuspensionReason
+
+__all__ = [
+    "ctx",
+    "ZERO",
+    "make_run",
+    "make_step",
+    "make_tool_call",
+    "make_suspension",
+    "make_checkpoint",
+    "approve",
+    "reject",
+    "Outcome",
+    "race",
+    "strict_equal",
+    "assert_strict_equal",
+    "FAR_FUTURE",
+    "state_view",
+]
+
+#: A context with the zero scope.
+ZERO = Context(Scope())
+
+
+def ctx(scope: str | Scope, partition: str = "", principal: str | None = None) -> Context:
+    """``ctx("workspace=w1/project=p1")``."""
+    return Context.of(scope, partition, principal)
+
+
+def make_run(state: RunState | str = RunState.CREATED, **fields: Any) -> Run:
+    fields.setdefault("id", ids.new_id(ids.RUN))
+    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
+    return Run(state=state, **fields)
+
+
+def make_step(run_id: str | None = None, **fields: Any) -> Step:
+    fields.setdefault("id", ids.new_id(ids.STEP))
+    return Step(run_id=run_id or ids.new_id(ids.RUN), **fields)
+
+
+def make_tool_call(step_id: str | None = None, run_id: str | None = None, **fields: Any) -> ToolCall:
+    fields.setdefault("id", ids.new_id(ids.TOOL_CALL))
+    fields.setdefault("tool_name", "search")
+    return ToolCall(
+        step_id=step_id or ids.new_id(ids.STEP), run_id=run_id or ids.new_id(ids.RUN), **fields
+    )
+
+
+def make_suspension(run_id: str, **fields: Any) -> Suspension:
+    fields.setdefault("id", ids.new_id(ids.SUSPENSION))
+    fields.setdefault("reason", SuspensionReason.APPROVAL)
+    fields.setdefault(
+        "pending", (PendingCall(id="call_1", name="deploy", arguments='{"env": "prod"}'),)
+    )
+    fields.setdefault("continuation", {"step": 3, "resume_token": "abc"})
+    return Suspension(run_id=run_id, **fields)
+
+
+def make_checkpoint(run_id: str | None = None, **fields: Any) -> Checkpoint:
+    fields.setdefault("id", ids.new_id(ids.CHECKPOINT))
+    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
+    fields.setdefault("reason", "approve the deployment")
+    return Checkpoint(run_id=run_id or ids.new_id(ids.RUN), **fields)
+
+
+def approve(by: str = "alice", reason: str = "looks good") -> Decision:
+    return Decision(approved=True, decided_by=by, reason=reason)
+
+
+def reject(by: str = "bob", reason: str = "not now") -> Decision:
+    return Decision(approved=False, decided_by=by, reason=reason)
+
+
+@attrs.frozen
+class Outcome:
+    """What one racing call did: a value, or an exception."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def race(calls: Sequence[Callable[[], Any]], timeout: float = 60.0) -> list[Outcome]:
+    """Run each call in its own thread, all released by one barrier.
+
+    Returns one :class:`Outcome` per call, in the order given.  A thread that
+    does not finish within ``timeout`` seconds fails the race loudly (a hung
+    store is a bug, not a pass).
+    """
+    barrier = threading.Barrier(len(calls))
+    results: list[Outcome | None] = [None] * len(calls)
+
+    def worker(i: int, call: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[i] = Outcome(value=call())
+        except BaseException as exc:  # noqa: BLE001 - the outcome is the data
+            results[i] = Outcome(error=exc)
+
+    threads = [
+        threading.Thread(target=worker, args=(i, c), name=f"cortex-race-{i}", daemon=True)
+        for i, c in enumerate(calls)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in threads if t.is_alive()]
+    if hung:
+        raise AssertionError(f"{len(hung)} racing call(s) did not return within {timeout}s")
+    return [r for r in results if r is not None]
+
+
+def strict_equal(a: Any, b: Any) -> bool:
+    """Deep equality that also requires equal types (``1`` is not ``1.0`` or
+    ``True``), as RSC-GEN-7 demands of JSON round trips."""
+    if isinstance(a, Enum) or isinstance(b, Enum):
+        # str-valued enums (RunState, …) compare by value with their strings
+        return isinstance(a, str) and isinstance(b, str) and str.__eq__(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(strict_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if attrs.has(type(a)):
+        return all(
+            strict_equal(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))
+        )
+    return a == b
+
+
+def assert_strict_equal(actual: Any, expected: Any, what: str = "value") -> None:
+    if not strict_equal(actual, expected):
+        raise AssertionError(f"{what} differs (types included):\n  got      {actual!r}\n  expected {expected!r}")
+
+
+#: An instant far in the future, for "every deadline has passed" views.
+FAR_FUTURE = datetime(2999, 1, 1, tzinfo=timezone.utc)
+
+
+def state_view(
+    store: Any,
+    scopes: Sequence[str | Scope | Context],
+    *,
+    run_ids: Sequence[str] = (),
+    step_ids: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Everything observable through the store's declared classes, as seen
+    from each of ``scopes`` (and through the across-scope lists).
+
+    Compare two views taken before and after a call to prove the call wrote
+    nothing (a refused call writes nothing).  Only methods of declared
+    classes are called.
+    """
+    caps = getattr(store, "capabilities", frozenset())
+    view: dict[str, Any] = {}
+    contexts = [s if isinstance(s, Context) else ctx(s) for s in scopes]
+    for c in contexts:
+        key = c.scope.canonical()
+        if "runs" in caps:
+            view[f"runs@{key}"] = store.list_runs(c)
+            for rid in run_ids:
+                view[f"steps[{rid}]@{key}"] = store.list_steps(c, rid)
+            for sid in step_ids:
+                view[f"tool_calls[{sid}]@{key}"] = store.list_tool_calls(c, sid)
+        if "suspensions" in caps:
+            view[f"expired@{key}"] = store.list_expired(c, FAR_FUTURE)
+            for rid in run_ids:
+                view[f"suspension[{rid}]@{key}"] = _try(store.get_suspension, c, rid)
+        if "checkpoints" in caps:
+            view[f"pending@{key}"] = store.list_pending(c)
+    if "suspensions" in caps:
+        view["expired@*"] = store.list_expired_across_scopes(ZERO, FAR_FUTURE)
+    if "checkpoints" in caps:
+        view["pending@*"] = store.list_pending_across_scopes(ZERO)
+    return view
+
+
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the error class is the observation
+        return f"<{type(exc).__name__}>"
