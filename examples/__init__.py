@@ -1,0 +1,1 @@
+"""Example backends used by the README and the project's own tests."""

@@ -1,0 +1,249 @@
+"""Unit tests of the contract library: ids, clock, errors, validation, Scope."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from cortex_spec import Context, ManualClock, Scope, errors, ids
+from cortex_spec.clock import EPOCH, from_millis, to_instant, to_millis, truncate_ms
+from cortex_spec.context import require_context, require_scope
+from cortex_spec.validation import (
+    MAX_ENTITY_BYTES,
+    check_count,
+    check_json_object,
+    check_page,
+    check_short_str,
+    copy_json,
+    entity_size,
+    page,
+)
+
+# -- ids -----------------------------------------------------------------------------
+
+
+def test_new_id_has_prefix_and_validates():
+    rid = ids.new_id(ids.RUN)
+    assert rid.startswith("arun_") and len(rid) == len("arun_") + 26
+    assert ids.check_id(rid, ids.RUN, "run_id") == rid
+
+
+def test_new_ids_are_k_sortable():
+    made = [ids.new_id(ids.RUN) for _ in range(200)]
+    assert made == sorted(made)
+    assert len(set(made)) == 200
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        42,
+        b"arun_01m8ndjptte62t9wamc3yt2ac5",
+        "",
+        "arun",
+        "arun_",
+        "sus_01m8ndjptte62t9wamc3yt2ac5",  # wrong prefix
+        "ARUN_01m8ndjptte62t9wamc3yt2ac5",
+        "arun_01M8NDJPTTE62T9WAMC3YT2AC5",  # upper-case suffix
+        "arun_81m8ndjptte62t9wamc3yt2ac5",  # first char > 7 overflows 128 bits
+        "arun_01m8ndjptte62t9wamc3yt2ac",  # too short
+        "arun_01m8ndjptte62t9wamc3yt2ac5x",
+        "arun_01m8ndjptte62t9wamc3yt2ac\x00",
+    ],
+)
+def test_check_id_refuses(value):
+    with pytest.raises(errors.InvalidArgument):
+        ids.check_id(value, ids.RUN, "run_id")
+
+
+def test_optional_id():
+    assert ids.check_optional_id(None, ids.RUN, "x") is None
+    with pytest.raises(errors.InvalidArgument):
+        ids.check_optional_id("", ids.RUN, "x")
+
+
+# -- clock ---------------------------------------------------------------------------
+
+
+def test_truncate_ms_drops_microseconds_and_converts_to_utc():
+    plus2 = timezone(timedelta(hours=2))
+    t = datetime(2026, 5, 1, 12, 0, 0, 123999, tzinfo=plus2)
+    got = truncate_ms(t)
+    assert got == datetime(2026, 5, 1, 10, 0, 0, 123000, tzinfo=timezone.utc)
+    assert got.utcoffset() == timedelta(0)
+
+
+def test_to_instant_refuses_naive_and_non_datetimes():
+    with pytest.raises(errors.InvalidArgument):
+        to_instant(datetime(2026, 1, 1))
+    with pytest.raises(errors.InvalidArgument):
+        to_instant("2026-01-01T00:00:00Z")
+
+
+def test_millis_round_trip_exact():
+    for t in (EPOCH, datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc),
+              datetime(2999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)):
+        assert from_millis(to_millis(t)) == t
+
+
+def test_manual_clock_moves_only_when_told():
+    c = ManualClock()
+    assert c.now() == EPOCH
+    c.advance(milliseconds=1500)
+    assert c.now() == EPOCH + timedelta(milliseconds=1500)
+    c.advance(timedelta(microseconds=999))  # sub-ms steps are truncated away
+    assert c.now() == EPOCH + timedelta(milliseconds=1500)
+    c.set(EPOCH - timedelta(days=1))
+    assert c.now() == EPOCH - timedelta(days=1)
+    with pytest.raises(errors.InvalidArgument):
+        c.set(datetime(2026, 1, 1))
+
+
+def test_manual_clock_is_thread_safe():
+    c = ManualClock()
+
+    def bump():
+        for _ in range(1000):
+            c.advance(milliseconds=1)
+
+    threads = [threading.Thread(target=bump) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert c.now() == EPOCH + timedelta(milliseconds=8000)
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+def test_every_error_is_a_cortex_error_except_backend_unavailable():
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if name == "BackendUnavailable":
+            assert not issubclass(cls, errors.CortexError)
+        else:
+            assert issubclass(cls, errors.CortexError), name
+
+
+@pytest.mark.parametrize(
+    "child,parent",
+    [
+        (errors.RunNotFound, errors.NotFound),
+        (errors.CheckpointNotFound, errors.NotFound),
+        (errors.DeliveryNotFound, errors.NotFound),
+        (errors.AskNotFound, errors.NotFound),
+        (errors.InvalidPerformative, errors.InvalidArgument),
+        (errors.SelfAddressed, errors.InvalidArgument),
+        (errors.DeliveryAlreadyBound, errors.InvalidState),
+    ],
+)
+def test_error_family(child, parent):
+    assert issubclass(child, parent)
+
+
+def test_not_suspended_is_not_a_not_found():
+    # NotSuspended also means "the run is not paused": it is its own class.
+    assert not issubclass(errors.NotSuspended, errors.NotFound)
+
+
+# -- context ---------------------------------------------------------------------------
+
+
+def test_context_validates_at_construction():
+    with pytest.raises(errors.InvalidArgument):
+        Context("ws=a")  # type: ignore[arg-type]
+    with pytest.raises(errors.InvalidArgument):
+        Context(Scope(), partition="p\x00")
+    with pytest.raises(errors.InvalidArgument):
+        Context(Scope(), principal="x" * 256)
+    assert Context.of("ws=a").scope == Scope(("ws", "a"))
+
+
+def test_require_scope_precedence():
+    with pytest.raises(errors.InvalidArgument):
+        require_scope(None)
+    with pytest.raises(errors.NoScope):
+        require_scope(Context(Scope()))
+    assert require_context(Context(Scope())).scope.is_zero
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def test_short_strings():
+    assert check_short_str("é" * 255, "f") == "é" * 255
+    for bad in ("x" * 256, "a\x00b", "\ud800", 5):
+        with pytest.raises(errors.InvalidArgument):
+            check_short_str(bad, "f")
+
+
+def test_counts():
+    assert check_count(0, "n") == 0
+    assert check_count(2**63 - 1, "n") == 2**63 - 1
+    for bad in (-1, True, 1.0, "1", 2**63):
+        with pytest.raises(errors.InvalidArgument):
+            check_count(bad, "n")
+
+
+def test_json_object_rules():
+    ok = {"i": 1, "f": 1.0, "b": True, "n": None, "s": "x", "l": [1, [2.5]], "d": {"k": {}}}
+    assert check_json_object(ok, "m") is ok
+    for bad in (
+        [],
+        {1: "x"},
+        {"t": (1, 2)},
+        {"s": {1}},
+        {"x": float("nan")},
+        {"x": float("inf")},
+        {"x": 2**63},
+        {"x": -(2**63) - 1},
+        {"x": b"bytes"},
+        {"x": datetime.now(timezone.utc)},
+        {"k\x00": 1},
+        {"k": "\ud800"},
+    ):
+        with pytest.raises(errors.InvalidArgument):
+            check_json_object(bad, "m")
+
+
+def test_copy_json_is_deep_and_type_exact():
+    src = {"a": [1, {"b": 1.0}], "c": True}
+    dup = copy_json(src)
+    assert dup == src and dup is not src and dup["a"] is not src["a"]
+    assert type(dup["a"][1]["b"]) is float and type(dup["c"]) is bool
+
+
+def test_entity_size_counts_utf8_bytes():
+    assert entity_size({"a": "é"}) == len('{"a":"é"}'.encode())
+    assert MAX_ENTITY_BYTES == 8 * 1024 * 1024
+
+
+def test_page_and_check_page():
+    rows = list(range(10))
+    assert page(rows, 3, 2) == [2, 3, 4]
+    assert page(rows, 0, 0) == rows
+    assert page(rows, 5, 20) == []
+    assert check_page(-5, -1) == (0, 0)
+    with pytest.raises(errors.InvalidArgument):
+        check_page(True, 0)
+    with pytest.raises(errors.InvalidArgument):
+        check_page(1, "2")
+
+
+# -- scope -----------------------------------------------------------------------------
+
+
+def test_scope_helpers():
+    s = Scope.of(workspace="w", project="p")
+    assert s.canonical() == "workspace=w/project=p"
+    assert s.parent() == Scope.of(workspace="w")
+    assert s.child("env", "prod").depth == 3
+    assert s.ancestors() == [Scope.of(workspace="w")]
+    assert repr(s) == "Scope.parse('workspace=w/project=p')"
+    assert Scope().parent().is_zero
+    with pytest.raises(AttributeError):
+        s._levels = ()  # type: ignore[misc]
