@@ -129,7 +129,7 @@ class CertificationRun:
         self.machines: dict[str, dict[str, Any]] = {}
         self.started = time.monotonic()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.certification_tests = 0
+        self.first_failure: dict[str, Any] | None = None
 
     # -- backend ---------------------------------------------------------------
 
@@ -212,6 +212,12 @@ class CertificationRun:
         if previous is not None and _RANK[previous[0]] >= _RANK[outcome]:
             return
         self.records[report.nodeid] = (outcome, message, clause_ids, report.duration)
+        if outcome == "failed" and self.first_failure is None:
+            self.first_failure = {
+                "test": report.nodeid,
+                "clauses": list(clause_ids),
+                "after_s": round(time.monotonic() - self.started, 3),
+            }
 
     def record_machine(self, figures: dict[str, Any]) -> None:
         name = figures["machine"]
@@ -219,7 +225,9 @@ class CertificationRun:
         for key, value in figures.items():
             if key == "machine":
                 continue
-            if key.startswith("longest") or key.startswith("max"):
+            if key == "violation":
+                total.setdefault(key, value)  # keep the first picture
+            elif key.startswith("longest") or key.startswith("max"):
                 total[key] = max(total.get(key, 0), value)
             elif isinstance(value, (int, float)):
                 total[key] = round(total.get(key, 0) + value, 3)
@@ -257,6 +265,7 @@ class CertificationRun:
             duration_s=time.monotonic() - self.started,
             machines=self.machines,
             unavailable=self.unavailable,
+            first_failure=self.first_failure,
         )
 
     @pytest.hookimpl(trylast=True)
@@ -268,11 +277,12 @@ class CertificationRun:
         path = self.report_path()
         if path is None or (not self.records and self.unavailable is None):
             return
-        from cortex_spec.reports import write_report
+        from cortex_spec.reports import write_html, write_report
 
         report = self.build()
         self.report = report
         write_report(report, path)
+        write_html(report, os.path.splitext(path)[0] + ".html")
         self.report_written = path
         if not report["certified"] and session.exitstatus == 0:
             session.exitstatus = 1 if self.unavailable is None else EXIT_NOT_CERTIFIED

@@ -59,6 +59,7 @@ def build_report(
     duration_s: float,
     machines: dict[str, Any] | None = None,
     unavailable: str | None = None,
+    first_failure: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Aggregate test records into the report (see the package docstring).
 
@@ -137,6 +138,7 @@ def build_report(
         "counts": counts,
         "tests": tests,
         "machines": machines or {},
+        "first_failure": first_failure,
         "started_at": started_at,
         "duration_s": round(duration_s, 3),
     }

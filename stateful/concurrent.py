@@ -43,7 +43,7 @@ from cortex_spec.suspensions import Suspension
 
 from . import suspensions as susp_ops
 from .classes import modules_for
-from .history import Call, Recorder, render_timeline
+from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
 from .ops import Op, Outcome, py
@@ -365,6 +365,7 @@ def run_concurrent(
     seed_value = session_seed()
     remembered: dict[str, tuple[Scenario, str]] = {}
     last: list[str] = []
+    pictures: dict[str, dict[str, Any]] = {}
 
     def check_scenario(scenario: Scenario) -> None:
         stats.examples += 1
@@ -391,6 +392,13 @@ def run_concurrent(
             message = _explain(scenario, ex, verdict, len(failures), runs, clauses,
                                harness.name, seed_value)
             remembered[key] = (scenario, message)
+            highlight = {u.call for u in verdict.unexplained} if verdict else set()
+            pictures[key] = {
+                "clauses": clauses,
+                "scenario": scenario.render(),
+                "unexplained": [attrs.asdict(u) for u in verdict.unexplained] if verdict else [],
+                **timeline_data(ex.calls, ex.lanes, highlight),
+            }
             last.append(key)
             raise ScenarioFailure(message)
         if key in remembered:
@@ -403,6 +411,7 @@ def run_concurrent(
         """Re-run the minimal scenario and say in how many runs it fails."""
         scenario, message = remembered[key]
         n = max(2 * runs, 8)
+        stats.violation = pictures.get(key)
         k = 0
         for _ in range(n):
             ex = execute(harness, scenario)
