@@ -48,6 +48,7 @@ EXIT_NOT_CERTIFIED = 3
 _CLAUSES_KEY = "cortex_clauses"
 _BACKEND_KEY = "cortex_backend"
 _MACHINE_KEY = "cortex_machine"
+_REFUTED_KEY = "cortex_refuted"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -192,6 +193,19 @@ class CertificationRun:
             if clause_ids or classes:
                 item.user_properties.append((_CLAUSES_KEY, clause_ids))
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        """A failure whose exception names the clauses it refutes
+        (``exc.cortex_clauses``) fails only those clauses of the test."""
+        outcome = yield
+        report = outcome.get_result()
+        if call.excinfo is not None:
+            refuted = getattr(call.excinfo.value, "cortex_clauses", None)
+            if refuted:
+                report.user_properties = list(report.user_properties) + [
+                    (_REFUTED_KEY, tuple(refuted))
+                ]
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if _CLAUSES_KEY not in props:
@@ -211,11 +225,13 @@ class CertificationRun:
         # the worst phase wins: a teardown error fails a test that passed
         if previous is not None and _RANK[previous[0]] >= _RANK[outcome]:
             return
-        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration)
+        refuted = tuple(props.get(_REFUTED_KEY, ()))
+        clause_ids += tuple(c for c in refuted if c not in clause_ids)
+        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration, refuted)
         if outcome == "failed" and self.first_failure is None:
             self.first_failure = {
                 "test": report.nodeid,
-                "clauses": list(clause_ids),
+                "clauses": list(refuted or clause_ids),
                 "after_s": round(time.monotonic() - self.started, 3),
             }
 
@@ -250,8 +266,8 @@ class CertificationRun:
         from cortex_spec.reports import TestRecord, build_report
 
         records = [
-            TestRecord(nodeid, outcome, clauses, message, duration)
-            for nodeid, (outcome, message, clauses, duration) in self.records.items()
+            TestRecord(nodeid, outcome, clauses, message, duration, refuted)
+            for nodeid, (outcome, message, clauses, duration, refuted) in self.records.items()
         ]
         store = dict(self.backend_info) or {"name": _store_spec(self.config)}
         store.setdefault("spec", _store_spec(self.config))
