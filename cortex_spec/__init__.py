@@ -7,7 +7,8 @@ The contract, as Python types:
 * the errors (:mod:`cortex_spec.errors`);
 * entities and store protocols per conformance class
   (:mod:`cortex_spec.runs`, :mod:`cortex_spec.suspensions`,
-  :mod:`cortex_spec.checkpoints`), grouped in :data:`CLASSES`.
+  :mod:`cortex_spec.checkpoints`, :mod:`cortex_spec.gateway`), grouped in
+  :data:`CLASSES`.
 
 Sub-packages: :mod:`cortex_spec.reference` (the in-memory store that defines
 the semantics), :mod:`cortex_spec.adapters` (real backends),
@@ -20,6 +21,7 @@ from .checkpoints import Checkpoint, CheckpointFilter, CheckpointState, Checkpoi
 from .classes import CLASSES, ConformanceClass, Store
 from .clock import Clock, ManualClock, SystemClock, truncate_ms
 from .context import Context
+from .gateway import GatewayOpener, GatewayStore, InboundMessage, InboxItem, ItemStatus
 from .runs import Lease, Run, RunFilter, RunState, RunStore, Step, ToolCall
 from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason, SuspensionStore
@@ -36,6 +38,11 @@ __all__ = [
     "ConformanceClass",
     "Context",
     "Decision",
+    "GatewayOpener",
+    "GatewayStore",
+    "InboundMessage",
+    "InboxItem",
+    "ItemStatus",
     "Lease",
     "ManualClock",
     "PendingCall",

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from .checkpoints import CheckpointStore
+from .gateway import GATEWAY_METHODS, GatewayStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
 
@@ -41,6 +42,15 @@ class ConformanceClass:
     protocol: type
     methods: tuple[Method, ...]
     requires: tuple[str, ...] = ()
+    #: False for a class whose rows carry no scope at all (``gateway``,
+    #: GW-SCOPE-1/2): its methods take ``ctx`` for uniformity and ignore its
+    #: scope by design, so the scope tables treat them neither as scoped nor
+    #: as across-scope methods (SCOPE-XS-1 is about scoped rows).
+    scoped: bool = True
+    #: The opener method of the declaring store that returns the object these
+    #: methods live on (``open_gateway(location)``), or None when they are
+    #: methods of the store itself.
+    opened_by: str | None = None
 
     def method(self, name: str) -> Method:
         for m in self.methods:
@@ -99,6 +109,14 @@ CLASSES: dict[str, ConformanceClass] = {
                 "count_pending",
             )
             + _m("list_pending_across_scopes", scoped=False),
+        ),
+        ConformanceClass(
+            "gateway",
+            "Chat gateway durable state: inbox, reply queue, offsets, selection, lock",
+            GatewayStore,
+            _m(*GATEWAY_METHODS, scoped=False),
+            scoped=False,
+            opened_by="open_gateway",
         ),
     )
 }

@@ -13,6 +13,16 @@ everything acknowledged) is only checked for harnesses that say
 ``reopenable = True`` and implement :meth:`Harness.new_location` /
 :meth:`Harness.open`; for the others those checks are reported as not
 claimed, never as passed.
+
+Class ``gateway`` is opened by location, not made by the factory: a store
+declaring it provides ``open_gateway(location)``, and the harness hands out
+fresh locations (:meth:`Harness.new_gateway_location`, by default a unique
+name).  Its crash clauses need a way to stand in for the death of the
+holding process (:meth:`Harness.crash_gateway`, feature ``gateway-crash``),
+GW-OPEN-8 needs a location that cannot be opened
+(:meth:`Harness.unusable_gateway_location`, feature ``unusable-location``),
+and the cross-process lock clauses need a location a child process can open
+(:meth:`Harness.gateway_child`, feature ``cross-process``).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import importlib
 import inspect
 import os
 import sys
+import uuid
 from typing import Any, Callable
 
 from .classes import closure, declared_classes
@@ -53,6 +64,10 @@ class Harness:
     reopenable: bool = False
     #: True when :meth:`kill_connections` really kills server connections.
     can_kill_connections: bool = False
+    #: Seconds of the gateway lock's lease, for a backend whose lock is a
+    #: lease kept by the server (GW-OPEN-6); None when the lock dies with the
+    #: process holding it.
+    gateway_lease: float | None = None
 
     def start(self) -> None:
         """Start servers, check drivers; raise ``BackendUnavailable`` on failure."""
@@ -82,17 +97,62 @@ class Harness:
         """
         return False
 
+    # -- class gateway ---------------------------------------------------------------
+
+    def new_gateway_location(self) -> Any:
+        """A fresh, unused gateway location for the stores of this harness
+        (GW-SCOPE-4).  The default, a unique name, suits backends whose
+        locations are names; override it otherwise."""
+        return f"cortex-spec-gw-{uuid.uuid4().hex[:16]}"
+
+    def discard_gateway_location(self, location: Any) -> None:
+        """Remove a gateway location once its test is over (best effort)."""
+
+    def crash_gateway(self, gateway: Any) -> None:
+        """Stand in for the death of the process holding ``gateway``: abandon
+        it without ``close`` so that its lock is released the way the
+        backend releases the lock of a dead process (feature
+        ``gateway-crash``).  Needed by GW-OPEN-6 and the crash machine."""
+        raise NotImplementedError
+
+    def expire_gateway_lease(self, location: Any) -> None:
+        """For a lease lock (``gateway_lease``): let the lease of the dead
+        holder of ``location`` run out.  Nothing to do otherwise."""
+
+    def unusable_gateway_location(self) -> tuple[Any, Callable[[], None]]:
+        """A location whose storage exists but cannot be opened (the open
+        raises ``StoreError``, GW-OPEN-8), and a function that repairs it
+        (feature ``unusable-location``)."""
+        raise NotImplementedError
+
+    def gateway_child(self, location: Any) -> tuple[str, list[Any]]:
+        """For a backend a second process can open (feature
+        ``cross-process``): ``("module:function", args)`` with JSON ``args``
+        such that ``function(*args)``, called in a fresh Python process,
+        returns an open gateway store on ``location``."""
+        raise NotImplementedError
+
     # -- derived ---------------------------------------------------------------
+
+    def _overrides(self, name: str) -> bool:
+        return getattr(type(self), name) is not getattr(Harness, name)
 
     @property
     def features(self) -> frozenset[str]:
         """What tests marked ``@pytest.mark.cortex_requires(...)`` may need:
-        ``"reopen"`` and ``"kill-connection"``."""
+        ``"reopen"``, ``"kill-connection"``, and for class gateway
+        ``"gateway-crash"``, ``"unusable-location"`` and ``"cross-process"``."""
         out = set()
         if self.reopenable:
             out.add("reopen")
         if self.can_kill_connections:
             out.add("kill-connection")
+        if self._overrides("crash_gateway"):
+            out.add("gateway-crash")
+        if self._overrides("unusable_gateway_location"):
+            out.add("unusable-location")
+        if self._overrides("gateway_child"):
+            out.add("cross-process")
         return frozenset(out)
 
     def probe_capabilities(self, clock: Clock) -> frozenset[str]:

@@ -10,8 +10,10 @@ Options::
 Fixtures: ``cortex_harness`` (session; the started backend),
 ``cortex_clock`` (a fresh :class:`~cortex_spec.ManualClock` per test),
 ``cortex_store`` (a fresh, empty store on that clock, closed afterwards),
-``cortex_location`` / ``cortex_open`` (reopen the same storage), and
-``cortex_profile``.
+``cortex_location`` / ``cortex_open`` (reopen the same storage),
+``cortex_profile``, and for class ``gateway`` ``cortex_gateway_location`` (a
+fresh location), ``cortex_open_gateway`` (open a gateway store through the
+test's store) and ``cortex_gateway`` (one open on the fresh location).
 
 Markers: ``@pytest.mark.clause("SUSP-CLAIM-1", ...)`` names the clauses a test
 checks; ``@pytest.mark.cortex_classes("runs")`` names classes a test needs
@@ -80,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "cortex_requires(*features): harness features this test needs (reopen, kill-connection)",
+        "cortex_requires(*features): harness features this test needs (reopen, "
+        "kill-connection, gateway-crash, unusable-location, cross-process)",
     )
     run = CertificationRun(config)
     config._cortex = run  # type: ignore[attr-defined]
@@ -420,3 +423,38 @@ def cortex_open(cortex_harness: Harness, cortex_location: Any) -> Iterator[Any]:
 def cortex_store(cortex_open: Any, cortex_clock: ManualClock) -> Any:
     """A fresh, empty store of the backend, reading ``cortex_clock``."""
     return cortex_open(cortex_clock)
+
+
+@pytest.fixture
+def cortex_gateway_location(cortex_harness: Harness) -> Iterator[Any]:
+    """A fresh gateway location of the backend, discarded after the test."""
+    location = cortex_harness.new_gateway_location()
+    yield location
+    cortex_harness.discard_gateway_location(location)
+
+
+@pytest.fixture
+def cortex_open_gateway(cortex_store: Any, cortex_gateway_location: Any) -> Iterator[Any]:
+    """``cortex_open_gateway(location=None)`` opens a gateway store through the
+    test's store (the backend's opener) on the test's gateway location, or on
+    ``location``; every gateway store it opened is closed after the test."""
+    opened: list[Any] = []
+
+    def open_gateway(location: Any = None) -> Any:
+        target = cortex_gateway_location if location is None else location
+        gateway = cortex_store.open_gateway(target)
+        opened.append(gateway)
+        return gateway
+
+    yield open_gateway
+    for gateway in reversed(opened):
+        try:
+            gateway.close()
+        except Exception:  # noqa: BLE001 - a crashed or broken store: best effort
+            pass
+
+
+@pytest.fixture
+def cortex_gateway(cortex_open_gateway: Any) -> Any:
+    """An open gateway store on a fresh location."""
+    return cortex_open_gateway()

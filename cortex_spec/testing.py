@@ -24,6 +24,7 @@ import attrs
 from . import ids
 from .checkpoints import Checkpoint, Decision
 from .context import Context
+from .gateway import InboundMessage
 from .runs import Run, RunState, Step, ToolCall
 from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason
@@ -44,6 +45,8 @@ __all__ = [
     "assert_strict_equal",
     "FAR_FUTURE",
     "state_view",
+    "make_message",
+    "gateway_view",
 ]
 
 #: A context with the zero scope.
@@ -216,3 +219,39 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - the error class is the observation
         return f"<{type(exc).__name__}>"
+
+
+def make_message(channel: str = "telegram", message_id: str | None = None, **fields: Any) -> InboundMessage:
+    """An :class:`InboundMessage` with every field set to something distinct."""
+    if message_id is None:
+        message_id = ids.new_id(ids.MESSAGE)
+    fields.setdefault("conversation", "chat-42")
+    fields.setdefault("principal", "user:alice")
+    fields.setdefault("text", "deploy the staging branch, please")
+    fields.setdefault("trusted", True)
+    fields.setdefault("agent", "helper")
+    fields.setdefault("project", "proj-7")
+    return InboundMessage(channel=channel, message_id=message_id, **fields)
+
+
+def gateway_view(
+    gateway: Any,
+    keys: Sequence[tuple[str, str]] = (),
+    channels: Sequence[str] = (),
+    conversations: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """Everything observable through a gateway store: both queues, the row of
+    each of ``keys``, the offset of each of ``channels`` and the selection of
+    each of ``conversations``.  Compare views before and after a call to
+    prove it wrote nothing."""
+    view: dict[str, Any] = {
+        "pending": gateway.pending(ZERO),
+        "pending_replies": gateway.pending_replies(ZERO),
+    }
+    for channel, message_id in keys:
+        view[f"item[{channel!r},{message_id!r}]"] = gateway.get_item(ZERO, channel, message_id)
+    for channel in channels:
+        view[f"offset[{channel!r}]"] = gateway.offset(ZERO, channel)
+    for channel, conversation in conversations:
+        view[f"selection[{channel!r},{conversation!r}]"] = gateway.conversation(ZERO, channel, conversation)
+    return view

@@ -9,25 +9,29 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['checkpoints', 'runs', 'suspensions']
+['checkpoints', 'gateway', 'runs', 'suspensions']
 """
 
 from .checkpoints import CheckpointsMixin
+from .gateway import GatewayMixin, MemoryGateway
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
 from .suspensions import SuspensionsMixin
 
-__all__ = ["MemoryStore", "MemoryMedium"]
+__all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``.
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``
+    and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
+    ``store.open_gateway(name)`` opens the gateway location ``name`` (see
+    :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -6,10 +6,17 @@ import cortex_spec
 from cortex_spec.harness import Harness
 
 from . import MemoryMedium, MemoryStore
+from . import gateway as gw
 
 
 class ReferenceHarness(Harness):
-    """Each location is a :class:`MemoryMedium`; reopening it is a restart."""
+    """Each location is a :class:`MemoryMedium`; reopening it is a restart.
+
+    Gateway locations are names in the process-wide registry of
+    :mod:`.gateway`; its crash hook stands in for the death of the holding
+    process.  They live in one process, so the harness has no
+    ``cross-process`` feature.
+    """
 
     name = "reference"
     reopenable = True
@@ -23,3 +30,19 @@ class ReferenceHarness(Harness):
 
     def open(self, location: MemoryMedium, clock) -> MemoryStore:
         return MemoryStore(clock, medium=location)
+
+    # -- class gateway ------------------------------------------------------------------
+
+    def new_gateway_location(self) -> str:
+        return gw.new_location_name("cortex-spec-gw")
+
+    def discard_gateway_location(self, location: str) -> None:
+        gw.discard_location(location)
+
+    def crash_gateway(self, gateway) -> None:
+        gw.crash(gateway)
+
+    def unusable_gateway_location(self):
+        name = gw.new_location_name("cortex-spec-gw-broken")
+        gw.break_location(name)
+        return name, lambda: gw.repair_location(name)

@@ -37,6 +37,14 @@ class MemoryMedium:
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
         self.suspension_ids: dict[str, str] = {}
         self.checkpoints: dict[str, object] = {}
+        #: gateway inbox rows by (channel, message_id) (see .gateway)
+        self.gw_items: dict[tuple[str, str], object] = {}
+        #: gateway poll offsets by channel
+        self.gw_offsets: dict[str, int] = {}
+        #: gateway selections by (channel, conversation): (agent, project)
+        self.gw_selections: dict[tuple[str, str], tuple[str, str]] = {}
+        #: the gateway's insertion sequence: {"last": the last number handed out}
+        self.gw_sequence: dict[str, int] = {}
 
     def tables(self) -> dict[str, dict]:
         """Every table by name (every attribute but the lock)."""
