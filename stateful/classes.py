@@ -10,26 +10,84 @@ A class contributes one module (``stateful/<class>.py``) with:
   Op`` of calls for concurrent scenarios (a mix of anything, and storms
   where every branch contends for one row).
 
+Optional hooks:
+
+* ``draw_world(draw, world)`` (stored in ``world.extras[NAME]``) and
+  ``setup_ops(world)``: rows of the class a concurrent scenario starts from;
+* ``TARGET`` with ``open_target(harness, store)`` and
+  ``reference_target(reference_store)``: for a class whose methods live on
+  an object the store opens (``gateway``); its ops carry that target and run
+  through a :class:`~.ops.Session` (see :func:`open_session`).
+
 Adding a class is adding its module to :data:`MODULES`.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any, Callable
 
 from cortex_spec.classes import CLASSES
 
-from . import checkpoints, runs, suspensions
+from . import checkpoints, gateway, runs, suspensions
+from .ops import Session
 
-__all__ = ["MODULES", "modules_for"]
+__all__ = ["MODULES", "modules_for", "open_session", "close_session", "reopen_session",
+           "reference_session"]
 
 MODULES: dict[str, ModuleType] = {
     "runs": runs,
     "suspensions": suspensions,
     "checkpoints": checkpoints,
+    "gateway": gateway,
 }
 
 
 def modules_for(declared: frozenset[str]) -> list[ModuleType]:
     """The machine modules of the declared classes, in catalogue order."""
     return [MODULES[name] for name in CLASSES if name in declared and name in MODULES]
+
+
+def open_session(harness: Any, store: Any, declared: frozenset[str]) -> Session:
+    """``store`` with the objects the declared classes' targets open on it."""
+    handles = {}
+    try:
+        for module in modules_for(declared):
+            target = getattr(module, "TARGET", None)
+            if target:
+                handles[target] = module.open_target(harness, store)
+    except BaseException:
+        for handle in handles.values():
+            handle.close()
+        raise
+    return Session(store, handles)
+
+
+def close_session(session: Any) -> None:
+    """Close what :func:`open_session` opened (discarding its locations) and the store."""
+    try:
+        for handle in getattr(session, "handles", {}).values():
+            handle.close()
+    finally:
+        session.close()
+
+
+def reopen_session(session: Session, open_store: Callable[[], Any]) -> Session:
+    """A restart: close the targets and the store, open a new store with
+    ``open_store()`` and reopen every target on the same location."""
+    for handle in session.handles.values():
+        handle.close(discard=False)
+    session.store.close()
+    store = open_store()
+    for handle in session.handles.values():
+        handle.reopen(store)
+    return Session(store, session.handles)
+
+
+def reference_session(store: Any) -> Session:
+    """A reference store with every target on its own medium."""
+    handles = {
+        module.TARGET: module.reference_target(store)
+        for module in MODULES.values() if getattr(module, "TARGET", None)
+    }
+    return Session(store, handles)

@@ -42,7 +42,7 @@ from cortex_spec.runs import Run, RunState
 from cortex_spec.suspensions import Suspension
 
 from . import suspensions as susp_ops
-from .classes import modules_for
+from .classes import close_session, modules_for, open_session
 from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
@@ -91,6 +91,8 @@ class World:
     spare_suspensions: tuple[str, str]
     checkpoints: tuple[str, ...]
     spare_checkpoint: str
+    #: rows of classes with their own world (``draw_world`` hooks), by class
+    extras: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
 
 @attrs.frozen
@@ -123,9 +125,15 @@ class Scenario:
     prefix: tuple[Op, ...]
     branches: tuple[tuple[Step, ...], ...]
 
+    def targets(self) -> frozenset[str]:
+        """Targets (opened objects such as the gateway) the scenario's calls use."""
+        steps = list(self.prefix) + [s for branch in self.branches for s in branch]
+        return frozenset(s.target for s in steps if isinstance(s, Op) and s.target)
+
     def render(self) -> str:
         """The scenario as a runnable Python function of a store and a clock."""
         scripted = any(isinstance(step, Script) for branch in self.branches for step in branch)
+        targets = sorted(self.targets())
         lines = [
             "from datetime import datetime, timedelta, timezone",
             "from cortex_spec import *",
@@ -142,7 +150,8 @@ class Scenario:
             "def T(ms):",
             "    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)",
             "",
-            "def scenario(store, clock):",
+            "def scenario(store, clock" + "".join(f", {t}" for t in targets) + "):",
+            *(f"    # {t}: store.open_{t}(<a fresh location>)" for t in targets),
             f"    clock.set(T({to_millis(self.world.t0)}))",
         ]
         lines += [f"    {op.render()}" for op in self.prefix]
@@ -196,7 +205,21 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op]:
             prefix.append(make_op("create_checkpoint", exact,
                                   Checkpoint(id=cp_id, run_id=world.runs[0], agent_id=world.agent),
                                   keys=[cp_key(cp_id)]))
+    for module in modules_for(declared):
+        hook = getattr(module, "setup_ops", None)
+        if hook is not None:
+            prefix.extend(hook(world))
     return prefix
+
+
+def _with_extras(draw: Any, world: World, declared: frozenset[str]) -> World:
+    """The world plus the rows of classes that draw their own (``draw_world``)."""
+    extras = {}
+    for module in modules_for(declared):
+        hook = getattr(module, "draw_world", None)
+        if hook is not None:
+            extras[module.NAME] = hook(draw, world)
+    return attrs.evolve(world, extras=extras) if extras else world
 
 
 @st.composite
@@ -206,7 +229,7 @@ def _mixed(draw: Any, declared: frozenset[str]) -> Scenario:
     *mix* (each branch 1–3 calls of any kind on one or two rows)."""
     storm = draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
     n_rows = 1 if storm else draw(st.integers(1, 2))
-    world = _world(draw, n_rows, n_rows)
+    world = _with_extras(draw, _world(draw, n_rows, n_rows), declared)
     lanes = draw(st.integers(2, 4))
     if storm:
         storms = [build for m in modules_for(declared) for build in m.storm_ops(world)]
@@ -240,6 +263,8 @@ def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrate
     declared = frozenset(declared)
     if family == "four-writers":
         return _four_writers(declared)
+    if family == "gateway":  # the GW-RACE families on their own
+        return _mixed(declared & {"gateway"})
     return _mixed(declared)
 
 
@@ -258,6 +283,13 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
     clock = ManualClock(scenario.world.t0)
     location = harness.new_location()
     store = harness.open(location, clock)
+    targets = scenario.targets()
+    if targets:
+        try:
+            store = open_session(harness, store, targets)
+        except BaseException:
+            store.close()
+            raise
     recorder = Recorder()
 
     def stamped(op: Op) -> Op:
@@ -288,7 +320,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
         hung = [t.name for t in threads if t.is_alive()]
     finally:
         if not hung:
-            store.close()
+            close_session(store)
             harness.discard(location)
     lanes = ["setup"] + [_lane_name(b) for b in scenario.branches]
     return Execution(recorder.snapshot(), lanes, hung)
@@ -361,7 +393,7 @@ def run_concurrent(
     declared: Iterable[str] | None = None,
     family: str = "mixed",
     stats: MachineStats | None = None,
-    clauses: tuple[str, ...] = ("MACH-LIN-1",),
+    clauses: tuple[str, ...] | Callable[[Scenario], tuple[str, ...]] = ("MACH-LIN-1",),
 ) -> MachineStats:
     """Generate scenarios, race them, check every history (raises on a violation)."""
     from .runner import as_harness, declared_of, default_profile, phases, session_seed
@@ -398,7 +430,10 @@ def run_concurrent(
         if failures:
             stats.violations += 1
             ex, verdict = failures[0]
-            refuted = ("MACH-LIN-2",) if verdict is None else clauses
+            if verdict is None:
+                refuted: tuple[str, ...] = ("MACH-LIN-2",)
+            else:
+                refuted = clauses(scenario) if callable(clauses) else clauses
             message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
             remembered[key] = (scenario, message, refuted)
             highlight = {u.call for u in verdict.unexplained} if verdict else set()

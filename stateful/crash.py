@@ -17,6 +17,13 @@ It is the differential machine with the rules a real deployment adds:
   have happened entirely or not at all, and the store keeps working
   (MACH-DUR-2).
 
+Class ``gateway`` adds a machine of its own, :func:`run_gateway_crash`: the
+gateway driver model of :mod:`.gateway` (a model gateway that accepts,
+acknowledges the provider, runs jobs, records and sends replies) whose
+holder is crashed between and during calls — through the harness's crash
+hook, or as a real child process killed with SIGKILL — with the GW-CRASH
+checks after every restart and a drain at the end.
+
 Every rule still compares the backend with the reference, so a fault that
 makes the backend drift is caught by the next comparison too.
 """
@@ -25,6 +32,8 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+
+import attrs
 from typing import Any, Callable, Iterable
 
 from hypothesis import strategies as st
@@ -37,12 +46,13 @@ from cortex_spec.reference import MemoryStore
 from cortex_spec.scope import Scope
 from cortex_spec.testing import FAR_FUTURE
 
+from .classes import reference_session, reopen_session
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
 from .ops import Op, outcome_of
 from .stats import MachineStats
 from .world import make_op
 
-__all__ = ["run_crash", "CrashMachineBase"]
+__all__ = ["run_crash", "run_gateway_crash", "CrashMachineBase"]
 
 ZERO = Context(Scope())
 
@@ -113,8 +123,7 @@ class CrashMachineBase(DifferentialMachineBase):
     @rule()
     def restart(self) -> None:
         self.stats.rules["restart"] += 1
-        self.sut.close()
-        self.sut = self.harness.open(self.location, self.clock)
+        self.sut = reopen_session(self.sut, lambda: self.harness.open(self.location, self.clock))
         try:
             self.whole_state_views_agree()
         except Mismatch as exc:
@@ -130,12 +139,11 @@ class CrashMachineBase(DifferentialMachineBase):
         writers = [n for m in self.modules for n in m.RULES if not n.startswith(("get", "list", "count"))]
         name = data.draw(st.sampled_from(sorted(writers)), "write")
         generate = next(m.RULES[name] for m in self.modules if name in m.RULES)
-        op = generate(self, data)
-        op = Op(op.method, op.ctx, op.args, self.clock.now())
+        op = attrs.evolve(generate(self, data), at=self.clock.now())
         box: list[Any] = []
         worker = threading.Thread(target=lambda: box.append(outcome_of(lambda: op(self.sut))))
         worker.start()
-        self.harness.kill_connections(self.sut)
+        self.harness.kill_connections(self.sut.store)
         worker.join(60)
         if worker.is_alive():
             raise Mismatch(f"MACH-DUR-2: {op.render()} hung after its connection was killed",
@@ -152,7 +160,7 @@ class CrashMachineBase(DifferentialMachineBase):
         if got.kind == "error" and got.value == "StoreError":
             # the call failed: it must not have happened at all, or happened whole
             with_call = self.ref
-            without = MemoryStore(self.clock, medium=before)
+            without = reference_session(MemoryStore(self.clock, medium=before))
             for candidate in (without, with_call):
                 self.ref = candidate
                 try:
@@ -202,3 +210,36 @@ def run_crash(
     check_rules_ran(stats, machine, skip)
     return stats
 
+
+
+def run_gateway_crash(
+    harness: Harness | Callable[..., Any],
+    profile: Profile | None = None,
+    stats: MachineStats | None = None,
+    child: bool = False,
+) -> MachineStats:
+    """Run the gateway driver model (GW-CRASH-1..10).
+
+    ``child=False`` crashes the holder through ``harness.crash_gateway``
+    (feature ``gateway-crash``); ``child=True`` holds the location in a child
+    process and kills it with SIGKILL, mid-call too (feature
+    ``cross-process``).  Child processes are slow to start, so that variant
+    runs a fifth of the profile's crash examples, with shorter histories.
+    """
+    from hypothesis.stateful import run_state_machine_as_test as run
+
+    from .gateway import build_driver
+    from .runner import as_harness, check_rules_ran, default_profile
+
+    harness = as_harness(harness)
+    profile = profile or default_profile()
+    stats = stats or MachineStats("gateway-crash-child" if child else "gateway-crash")
+    feature = "cross-process" if child else "gateway-crash"
+    if feature not in harness.features:
+        raise ValueError(f"the {harness.name!r} harness does not provide {feature}")
+    machine = build_driver(harness, stats, use_child=child)
+    examples = max(6, profile.crash_examples // 4) if child else profile.crash_examples
+    steps = 25 if child else profile.differential_steps
+    run(machine, settings=machine_settings(examples, steps))
+    check_rules_ran(stats, machine)
+    return stats

@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
+import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -37,7 +38,7 @@ from cortex_spec.profiles import Profile
 from cortex_spec.reference import MemoryStore
 from cortex_spec.scope import Scope
 
-from .classes import modules_for
+from .classes import close_session, modules_for, open_session, reference_session
 from .ops import Op, Outcome, outcome_of
 from .stats import MachineStats
 from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
@@ -89,8 +90,10 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock(EPOCH)
         self.location = self.harness.new_location()
-        self.sut = self.harness.open(self.location, self.clock)
-        self.ref = MemoryStore(self.clock)
+        # a Session: the store plus the objects it opened (the gateway)
+        self.sut = open_session(self.harness, self.harness.open(self.location, self.clock),
+                                self.declared)
+        self.ref = reference_session(MemoryStore(self.clock))
         self.known: dict[str, list[str]] = {}
         self.instants: list[datetime] = [EPOCH]
         self.next_id = 1
@@ -132,7 +135,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     # -- running a call on both stores ------------------------------------------------
 
     def both(self, op: Op) -> Outcome:
-        op = Op(op.method, op.ctx, op.args, self.clock.now(), op.keys, op.label)
+        op = attrs.evolve(op, at=self.clock.now())
         got = outcome_of(lambda: op(self.sut))
         want = outcome_of(lambda: op(self.ref))
         self.stats.operations += 1
@@ -156,10 +159,12 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     def whole_state_views_agree(self) -> None:
         """MACH-DIFF-2."""
         for module in self.modules:
-            for name, (method, ctx, args) in module.views(
-                self.sut, self.view_contexts, self.known
-            ).items():
-                op = Op(method, ctx, args, self.clock.now())
+            for name, view in module.views(self.sut, self.view_contexts, self.known).items():
+                if isinstance(view, Op):
+                    op = attrs.evolve(view, at=self.clock.now())
+                else:
+                    method, ctx, args = view
+                    op = Op(method, ctx, args, self.clock.now())
                 compare(op, outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref)),
                         what=f"whole-state view {name}", clause="MACH-DIFF-2")
 
@@ -167,7 +172,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         self.stats.histories += 1
         self.stats.longest_history = max(self.stats.longest_history, self.calls)
         try:
-            self.sut.close()
+            close_session(self.sut)
         finally:
             self.harness.discard(self.location)
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Hashable
 from cortex_spec.clock import EPOCH
 from cortex_spec.reference import MemoryMedium, MemoryStore
 
+from .classes import reference_session
 from .ops import Op, Outcome, normalize, run_op
 
 __all__ = ["FixedClock", "RefState", "ReferenceModel", "fingerprint"]
@@ -89,7 +90,7 @@ class ReferenceModel:
     def step(self, state: RefState, op: Op, observed: Outcome) -> tuple[bool, Any, Outcome]:
         medium = state.medium.clone()
         store = MemoryStore(FixedClock(op.at or EPOCH), medium=medium)
-        expected = run_op(store, op)
+        expected = run_op(reference_session(store) if op.target else store, op)
         if expected.kind == "error":
             next_state = state  # a refused call writes nothing
         else:

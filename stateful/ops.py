@@ -22,7 +22,7 @@ from cortex_spec.clock import to_millis
 from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
-__all__ = ["Op", "Outcome", "normalize", "outcome_of", "run_op", "UNKNOWN", "py"]
+__all__ = ["Op", "Outcome", "Session", "normalize", "outcome_of", "run_op", "UNKNOWN", "py"]
 
 
 @attrs.frozen
@@ -38,20 +38,51 @@ class Op:
     keys: frozenset[Hashable] | None = None
     #: a label shown in timelines (e.g. the writer script it belongs to)
     label: str = ""
+    #: "" for a method of the store itself; else the name of the object the
+    #: store opened that the method belongs to (``"gateway"``), found through
+    #: :meth:`Session.target`
+    target: str = ""
 
     def __call__(self, store: Any) -> Any:
-        return getattr(store, self.method)(self.ctx, *self.args)
+        obj = store.target(self.target) if self.target else store
+        return getattr(obj, self.method)(self.ctx, *self.args)
 
     def render(self, store_name: str = "store") -> str:
         """The call as Python source."""
         args = ", ".join([py(self.ctx)] + [py(a) for a in self.args])
-        return f"{store_name}.{self.method}({args})"
+        return f"{self.target or store_name}.{self.method}({args})"
 
     def short(self) -> str:
         """A compact one-line form for timelines."""
         args = ", ".join(_short(a) for a in self.args)
         scope = self.ctx.scope.canonical() or "∅"
-        return f"{self.method}[{scope}]({args})"
+        prefix = f"{self.target}." if self.target else ""
+        return f"{prefix}{self.method}[{scope}]({args})"
+
+
+class Session:
+    """A store together with the objects it opened for the classes whose
+    methods do not live on the store itself (class ``gateway``: the object
+    ``open_gateway`` returns).  Ops with a ``target`` run on those objects;
+    everything else (attributes included) goes to the store.
+
+    ``handles`` maps a target name to whatever manages the opened object
+    (see :func:`cortex_spec.stateful.classes.open_session`); ``target(name)``
+    is its current ``obj``.
+    """
+
+    def __init__(self, store: Any, handles: dict[str, Any] | None = None) -> None:
+        object.__setattr__(self, "store", store)
+        object.__setattr__(self, "handles", dict(handles or {}))
+
+    def target(self, name: str) -> Any:
+        return self.handles[name].obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def __repr__(self) -> str:
+        return f"Session({self.store!r}, {sorted(self.handles)})"
 
 
 @attrs.frozen

@@ -80,3 +80,121 @@ def test_connection_faults(request, cortex_harness, cortex_profile):
     declared = declared_of(cortex_harness)
     _run(request, "connection-faults", lambda stats: run_crash(
         cortex_harness, cortex_profile, declared, faults={"kill"}, stats=stats))
+
+
+# -- class gateway --------------------------------------------------------------------------
+
+GW_CRASH = tuple(f"GW-CRASH-{i}" for i in range(1, 11))
+
+
+@pytest.mark.clause(*GW_CRASH, "GW-OPEN-6")
+@pytest.mark.cortex_requires("gateway-crash")
+def test_gateway_crash(request, cortex_harness, cortex_profile):
+    """The gateway driver model (accept, ack the provider, run the job,
+    set_replied, send, mark_done) with its holder crashed between and during
+    calls through the harness's crash hook: nothing acknowledged is lost, a
+    finished job never runs again, only delivery is retried."""
+    from cortex_spec.stateful.crash import run_gateway_crash
+
+    _run(request, "gateway-crash",
+         lambda stats: run_gateway_crash(cortex_harness, cortex_profile, stats))
+
+
+@pytest.mark.clause(*GW_CRASH, "GW-OPEN-6")
+@pytest.mark.cortex_requires("cross-process")
+def test_gateway_crash_killed_process(request, cortex_harness, cortex_profile):
+    """The same driver model with the store held by a real child process that
+    is killed with SIGKILL, between calls and while a write is in flight."""
+    from cortex_spec.stateful.crash import run_gateway_crash
+
+    _run(request, "gateway-crash-child",
+         lambda stats: run_gateway_crash(cortex_harness, cortex_profile, stats, child=True))
+
+
+GW_RACES = tuple(f"GW-RACE-{i}" for i in range(1, 9))
+
+
+@pytest.mark.clause(*GW_RACES, "GW-SCOPE-6", "GW-ACC-5", "GW-ST-8", "GW-SEL-6", "MACH-LIN-1",
+                    "MACH-LIN-2")
+def test_gateway_races(request, cortex_harness, cortex_profile):
+    """The GW-RACE families: accept storms, accept against prune, set_replied
+    against mark_done, competing replies, mark_done against prune, selection
+    setters, offsets, and queue reads against transitions; every history is
+    linearizable against the reference."""
+    from cortex_spec.stateful.gateway import race_clauses
+
+    _run(request, "gateway-races",
+         lambda stats: run_concurrent(cortex_harness, cortex_profile, {"gateway"}, "gateway", stats,
+                                      clauses=race_clauses))
+
+
+def _double_open_rounds(harness, profile, contenders):
+    from cortex_spec.clock import ManualClock
+    from cortex_spec.errors import StoreLocked
+
+    from cortex_spec.stateful.gateway import double_open_round
+
+    location_store = harness.new_location()
+    opener = harness.open(location_store, ManualClock())
+    location = harness.new_gateway_location()
+    try:
+        for round_ in range(profile.race_rounds):
+            results = double_open_round(opener, location, contenders)
+            winners = [r for r in results if not isinstance(r, BaseException)]
+            losers = [r for r in results if isinstance(r, BaseException)]
+            assert len(winners) == 1, f"round {round_}: {len(winners)} opens of one location succeeded"
+            assert all(isinstance(e, StoreLocked) for e in losers), losers
+            winners[0].close()
+    finally:
+        opener.close()
+        harness.discard_gateway_location(location)
+        harness.discard(location_store)
+
+
+@pytest.mark.clause("GW-RACE-9", "GW-OPEN-2", "GW-OPEN-3")
+@pytest.mark.cortex_classes("gateway")
+def test_gateway_double_open(cortex_harness, cortex_profile):
+    """Two threads, then `race_threads` threads, open one location at once:
+    exactly one gets the store, the others StoreLocked; repeated."""
+    _double_open_rounds(cortex_harness, cortex_profile, 2)
+    _double_open_rounds(cortex_harness, cortex_profile, cortex_profile.race_threads)
+
+
+@pytest.mark.clause("GW-RACE-9", "GW-OPEN-2")
+@pytest.mark.cortex_requires("cross-process")
+def test_gateway_double_open_across_processes(cortex_harness):
+    """Two child processes and this one open one location at once: exactly
+    one of the three holds it."""
+    from cortex_spec.clock import ManualClock
+    from cortex_spec.errors import StoreLocked
+    from cortex_spec.gateway_child import GatewayChild
+
+    location_store = cortex_harness.new_location()
+    opener = cortex_harness.open(location_store, ManualClock())
+    location = cortex_harness.new_gateway_location()
+    try:
+        for round_ in range(3):
+            children = [GatewayChild(*cortex_harness.gateway_child(location)) for _ in range(2)]
+            try:
+                for child in children:  # both requests in flight before either answers
+                    child.send({"op": "open", "target": child.target, "args": child.args,
+                                "path": list(__import__("sys").path)})
+                try:
+                    mine = opener.open_gateway(location)
+                except StoreLocked:
+                    mine = None
+                answers = [child.receive() for child in children]
+                won = [a for a in answers if "error" not in a]
+                assert all(a.get("error") == "StoreLocked" for a in answers if "error" in a), answers
+                assert len(won) + (mine is not None) == 1, (
+                    f"round {round_}: {len(won)} children and {int(mine is not None)} parent hold "
+                    "the location")
+                if mine is not None:
+                    mine.close()
+            finally:
+                for child in children:
+                    child.kill()
+    finally:
+        opener.close()
+        cortex_harness.discard_gateway_location(location)
+        cortex_harness.discard(location_store)

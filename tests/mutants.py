@@ -29,6 +29,17 @@ from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
 from cortex_spec.checkpoints import validate_decision
 from cortex_spec.validation import check_instant, check_page, page
+from cortex_spec.gateway import (
+    ItemStatus,
+    check_cutoff,
+    check_key,
+    check_queue_page,
+    check_reply,
+    check_reply_fits,
+    rfc3339_nano,
+)
+from cortex_spec.reference import MemoryGateway
+from cortex_spec.reference import gateway as refgw
 
 #: the gap a read-then-write bug leaves between its read and its write
 GAP = 0.002
@@ -251,6 +262,234 @@ class AmnesiaHarness(ReferenceHarness):
         return Amnesia(clock, medium=MemoryMedium())
 
 
+# -- class gateway ------------------------------------------------------------------------
+
+
+def _opener(gateway_cls: type) -> type:
+    """A reference store whose gateways are ``gateway_cls``."""
+    return type(f"{gateway_cls.__name__}Store", (MemoryStore,), {"gateway_class": gateway_cls,
+                                                                "__doc__": gateway_cls.__doc__})
+
+
+class DedupCheckThenInsert(MemoryGateway):
+    """accept looks the key up, lets go of the lock, then inserts: two
+    deliveries of one message both come back fresh."""
+
+    def accept(self, ctx, message, now):
+        from cortex_spec.gateway import validate_message
+
+        item = validate_message(ctx, message, now)
+        key = (item.channel, item.message_id)
+        with self._tx() as t:
+            if key in t.gw_items:
+                return False
+        time.sleep(GAP)
+        with self._tx() as t:
+            seq = t.gw_sequence.get("last", 0) + 1
+            t.gw_sequence["last"] = seq
+            t.gw_items[key] = refgw.GatewayRow(item=item, seq=seq)  # upsert
+            return True
+
+
+class DoneResurrected(MemoryGateway):
+    """set_replied on a done row moves it back to replied (the upstream
+    UPDATE without a status condition)."""
+
+    def set_replied(self, ctx, channel, message_id, reply):
+        require_context(ctx)
+        key = check_key(channel, message_id)
+        reply = check_reply(reply)
+        with self._tx() as t:
+            row = t.gw_items.get(key)
+            if row is not None and row.item.status == ItemStatus.DONE:
+                check_reply_fits(row.item, reply)
+                t.gw_items[key] = replace(row, item=replace(row.item, status=ItemStatus.REPLIED,
+                                                            reply=reply))
+                return True
+        return super().set_replied(ctx, channel, message_id, reply)
+
+
+class PruneDeletesReplied(MemoryGateway):
+    """prune_done deletes every row that is not pending (``status <> 'pending'``)."""
+
+    def prune_done(self, ctx, before):
+        require_context(ctx)
+        cutoff = check_cutoff(before)
+        with self._tx() as t:
+            doomed = [k for k, r in t.gw_items.items()
+                      if r.item.status != ItemStatus.PENDING and r.item.received_at < cutoff]
+            for k in doomed:
+                del t.gw_items[k]
+            return len(doomed)
+
+
+class OrderByFormattedText(MemoryGateway):
+    """The receipt time is kept as Go's RFC 3339 text of the given ``now``
+    (its own offset, trailing zeros trimmed) and the queues and the prune
+    compare that text: wrong within one second and across offsets."""
+
+    def accept(self, ctx, message, now):
+        fresh = super().accept(ctx, message, now)
+        if fresh:
+            with self._tx() as t:
+                texts = t.__dict__.setdefault("gw_text", {})
+                texts[(message.channel, message.message_id)] = _text_of(now)
+        return fresh
+
+    def _queue(self, ctx, status, limit, offset):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        with self._tx() as t:
+            texts = t.__dict__.get("gw_text", {})
+            rows = [r for r in t.gw_items.values() if r.item.status == status]
+            rows.sort(key=lambda r: (texts.get((r.item.channel, r.item.message_id), ""), r.seq))
+            return [detach(r.item) for r in page(rows, limit, offset)]
+
+    def prune_done(self, ctx, before):
+        require_context(ctx)
+        cutoff = check_cutoff(before)
+        with self._tx() as t:
+            texts = t.__dict__.get("gw_text", {})
+            doomed = [k for k, r in t.gw_items.items()
+                      if r.item.status == ItemStatus.DONE and texts.get(k, "") < _text_of(before)]
+            for k in doomed:
+                del t.gw_items[k]
+            return len(doomed)
+
+
+def _text_of(instant):
+    """The instant as given (its own offset), truncated to milliseconds."""
+    return rfc3339_nano(instant.replace(microsecond=instant.microsecond - instant.microsecond % 1000))
+
+
+class ReplyOverwritten(MemoryGateway):
+    """A second set_replied replaces the reply (the upstream behaviour)."""
+
+    def set_replied(self, ctx, channel, message_id, reply):
+        require_context(ctx)
+        key = check_key(channel, message_id)
+        reply = check_reply(reply)
+        with self._tx() as t:
+            row = t.gw_items.get(key)
+            if row is not None and row.item.status == ItemStatus.REPLIED:
+                t.gw_items[key] = replace(row, item=replace(row.item, reply=reply))
+                return True
+        return super().set_replied(ctx, channel, message_id, reply)
+
+
+class RepliesWithoutSnapshot(MemoryGateway):
+    """pending_replies does not read agent and project (the upstream SELECT)."""
+
+    def pending_replies(self, ctx, limit=0, offset=0):
+        return [replace(i, agent="", project="") for i in super().pending_replies(ctx, limit, offset)]
+
+
+class TieBreakByKey(MemoryGateway):
+    """Equal receipt times are ordered by (channel, message_id), the primary
+    key, instead of by insertion."""
+
+    def _queue(self, ctx, status, limit, offset):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        with self._tx() as t:
+            rows = [r for r in t.gw_items.values() if r.item.status == status]
+            rows.sort(key=lambda r: (r.item.received_at, r.item.channel, r.item.message_id))
+            return [detach(r.item) for r in page(rows, limit, offset)]
+
+
+class SelectionReadThenWrite(MemoryGateway):
+    """A selection setter reads the current pair, lets go, then writes both
+    fields back: a concurrent setter of the other field is lost."""
+
+    def _set_selection(self, ctx, channel, conversation, value, field):
+        from cortex_spec.gateway import check_selection_value
+
+        check_selection_value(value, field)
+        agent, project = self.conversation(ctx, channel, conversation)
+        time.sleep(GAP)
+        with self._tx() as t:
+            from cortex_spec.gateway import check_selection_key
+
+            key = check_selection_key(channel, conversation)
+            pair = (value, project) if field == "agent" else (agent, value)
+            if pair == ("", ""):
+                t.gw_selections.pop(key, None)
+            else:
+                t.gw_selections[key] = pair
+
+
+class ReplyNotDurable(MemoryGateway):
+    """set_replied is kept in the open store's memory, not in the storage:
+    after a crash or a restart the finished job is pending again."""
+
+    def __init__(self, medium, location=None):
+        super().__init__(medium, location)
+        self._replies: dict = {}
+
+    def _merge(self, item):
+        if item is not None and item.status == ItemStatus.PENDING:
+            reply = self._replies.get((item.channel, item.message_id))
+            if reply is not None:
+                return replace(item, status=ItemStatus.REPLIED, reply=reply)
+        return item
+
+    def get_item(self, ctx, channel, message_id):
+        return self._merge(super().get_item(ctx, channel, message_id))
+
+    def _queue(self, ctx, status, limit, offset):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        with self._tx() as t:
+            rows = sorted(t.gw_items.values(), key=lambda r: (r.item.received_at, r.seq))
+            items = [self._merge(detach(r.item)) for r in rows]
+            return page([i for i in items if i.status == status], limit, offset)
+
+    def set_replied(self, ctx, channel, message_id, reply):
+        require_context(ctx)
+        key = check_key(channel, message_id)
+        reply = check_reply(reply)
+        item = self.get_item(ctx, channel, message_id)
+        if item is None or item.status != ItemStatus.PENDING:
+            return False
+        self._replies[key] = reply
+        return True
+
+    def mark_done(self, ctx, channel, message_id):
+        key = check_key(channel, message_id)
+        reply = self._replies.pop(key, None)
+        done = super().mark_done(ctx, channel, message_id)
+        if done and reply is not None:
+            with self._tx() as t:
+                row = t.gw_items[key]
+                t.gw_items[key] = replace(row, item=replace(row.item, reply=reply))
+        return done
+
+    def prune_done(self, ctx, before):
+        return super().prune_done(ctx, before)
+
+
+class LockLeftByDeadHolder(MemoryGateway):
+    """The lock is a pid file created with O_EXCL: when the holder dies the
+    file stays, and the location cannot be opened again."""
+
+    def _abandon(self):
+        with self.medium.lock:
+            self._closed = True  # dead, but the lock is never released
+
+
+class NoLockStore(MemoryStore):
+    """open_gateway takes no lock (the upstream on platforms without flock):
+    two gateways open one location."""
+
+    def open_gateway(self, location):
+        name = refgw.check_location(location)
+        with refgw._REGISTRY_LOCK:
+            loc = refgw._REGISTRY.get(name)
+            if loc is None:
+                loc = refgw._REGISTRY[name] = refgw._Location(name)
+        return MemoryGateway(loc.medium, None)
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -287,6 +526,17 @@ MUTANTS: list[Mutant] = [
     _m("sweep-sees-caller-scope", SweepSeesCallerScope, ("SCOPE-XS-3", "SUSP-XLIST-1")),
     _m("torn-update", TornUpdate, ("RUN-UPD-6", "RSC-GEN-12")),
     Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1",), AmnesiaHarness),
+    _m("gw-dedup-check-then-insert", _opener(DedupCheckThenInsert), ("GW-ACC-5", "GW-RACE-1")),
+    _m("gw-done-resurrected", _opener(DoneResurrected), ("GW-ST-4",)),
+    _m("gw-prune-deletes-replied", _opener(PruneDeletesReplied), ("GW-PRUNE-2",)),
+    _m("gw-order-by-formatted-text", _opener(OrderByFormattedText), ("GW-ORD-1",)),
+    _m("gw-reply-overwritten", _opener(ReplyOverwritten), ("GW-ST-3",)),
+    _m("gw-replies-without-snapshot", _opener(RepliesWithoutSnapshot), ("GW-Q-2",)),
+    _m("gw-tie-break-by-key", _opener(TieBreakByKey), ("GW-ORD-2",)),
+    _m("gw-selection-read-then-write", _opener(SelectionReadThenWrite), ("GW-SEL-6", "GW-RACE-6")),
+    _m("gw-reply-not-durable", _opener(ReplyNotDurable), ("GW-CRASH-3", "GW-CRASH-4", "GW-OPEN-5")),
+    _m("gw-lock-left-by-dead-holder", _opener(LockLeftByDeadHolder), ("GW-OPEN-6", "GW-CRASH-9")),
+    _m("gw-no-lock", NoLockStore, ("GW-OPEN-2", "GW-RACE-9")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

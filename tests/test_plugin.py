@@ -67,7 +67,8 @@ def test_undeclared_classes_are_not_claimed(certify):
         if clause.cls == "checkpoints" and clause.id != "CP-RESOLVE-6":
             assert got[clause.id] == "passed", (clause.id, got[clause.id])
     assert report["classes"] == {"checkpoints": "claimed", "runs": "not claimed",
-                                 "suspensions": "not claimed"}
+                                 "suspensions": "not claimed", "gateway": "not claimed"}
+    assert all(got[c.id] == "not claimed" for c in cat.of_class("gateway"))
     # CP-RESOLVE-6 needs runs and suspensions too: not claimed, never passed
     assert got["CP-RESOLVE-6"] == "not claimed"
     # a plain factory cannot reopen storage: durability is not claimed

@@ -49,10 +49,17 @@ def certify_mutant(mutant, workdir: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def zoo_results(tmp_path_factory):
+def zoo_results(request, tmp_path_factory):
+    """Certify the mutants whose tests were selected (``-k`` picks a few)."""
     workdir = tmp_path_factory.mktemp("zoo")
+    selected = {
+        item.callspec.params["mutant"].name
+        for item in request.session.items
+        if "mutant" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    chosen = [m for m in MUTANTS if m.name in selected] or MUTANTS
     with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        results = list(pool.map(lambda m: certify_mutant(m, workdir), MUTANTS))
+        results = list(pool.map(lambda m: certify_mutant(m, workdir), chosen))
     return {r["mutant"].name: r for r in results}
 
 
