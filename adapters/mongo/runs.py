@@ -26,6 +26,7 @@ from cortex_spec.runs import (
     RunState,
     Step,
     ToolCall,
+    apply_run_update,
     validate_new_run,
     validate_new_step,
     validate_new_tool_call,
@@ -216,17 +217,26 @@ class RunsMixin(MongoStoreBase):
         run_id, fields = validate_run_update(run)
         with self._guard():
             now = self._now()
+            visible = {"_id": run_id, **scope_filter("run.scope", scope)}
+            slot = self._runs.find_one(visible, projection={"run": 1})
+            if slot is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+            # RUN-UPD-7: the size limit applies to the run as it will be
+            # stored.  It depends only on the written fields and on fields no
+            # method ever changes (id, scope, principal, reply_route,
+            # created_at), so this read cannot go stale before the write.
+            apply_run_update(run_from_doc(run_id, slot["run"]), fields, now)
             changes = {f"run.{name}": _run_field_out(name, value) for name, value in fields.items()}
             changes["run.updated_at"] = dt_out(now)
-            # RUN-UPD-1..6: one single-document update, unconditional on the
+            # RUN-UPD-2..6: one single-document update, unconditional on the
             # state, so it lands whole and the last writer wins.
             slot = self._runs.find_one_and_update(
-                {"_id": run_id, **scope_filter("run.scope", scope)},
+                visible,
                 {"$set": changes},
                 projection={"run": 1},
                 return_document=ReturnDocument.AFTER,
             )
-            if slot is None:
+            if slot is None:  # a run never leaves its slot nor changes scope
                 raise RunNotFound(f"run {run_id} not found")
             return run_from_doc(run_id, slot["run"])
 
