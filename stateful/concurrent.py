@@ -199,9 +199,12 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op]:
 @st.composite
 def _mixed(draw: Any, declared: frozenset[str]) -> Scenario:
     world = _world(draw, draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    racers = [s for m in modules_for(declared) for s in m.racing_ops(world)]
-    branch = st.lists(st.one_of(racers), min_size=1, max_size=3).map(tuple)
-    branches = tuple(draw(st.lists(branch, min_size=2, max_size=4)))
+    racers = [build for m in modules_for(declared) for build in m.racing_ops(world)]
+    pick = st.integers(0, len(racers) - 1)
+    branches = tuple(
+        tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
+        for _ in range(draw(st.integers(2, 4)))
+    )
     return Scenario("mixed", world, tuple(_setup(world, declared)), branches)
 
 
@@ -366,6 +369,7 @@ def run_concurrent(
                 stats.unknown_verdicts += 1
             if not verdict.ok:
                 failures.append((ex, verdict))
+                break  # one failing run decides; the final replay counts k of N
         if failures:
             stats.violations += 1
             ex, verdict = failures[0]
