@@ -271,3 +271,21 @@ def test_indexes_are_created_idempotently():
     assert db["cortex_runs"].index_information() == first
     assert first["susp_id_unique"]["unique"] is True
     assert "partialFilterExpression" in first["susp_id_unique"]
+
+
+def test_reopening_a_store_with_many_slots_keeps_its_indexes():
+    # mongomock re-validates a unique index on create_index and ignores its
+    # partial filter: slots without a suspension all looked like susp.id=None
+    client = FaithfulClient()
+    clock = ManualClock()
+    store = MongoStore(client["cortex"], clock)
+    c = ctx("ws=w1")
+    runs = [store.create_run(c, make_run()) for _ in range(3)]
+    for _ in range(2):
+        store.close()
+        store = MongoStore(client.reopen()["cortex"], clock)
+        assert [store.get_run(c, r.id) for r in runs] == runs
+    other = make_suspension(runs[0].id)
+    store.create_suspension(c, other)
+    with pytest.raises(AlreadyExists):
+        store.create_suspension(c, make_suspension(runs[1].id, id=other.id))

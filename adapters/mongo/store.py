@@ -212,32 +212,42 @@ class MongoStoreBase:
     # -- indexes ---------------------------------------------------------------------
 
     def ensure_indexes(self) -> None:
-        """Create every index the store relies on; idempotent."""
+        """Create every index the store relies on that does not exist yet.
+
+        Idempotent.  An index that already exists (by name) is left alone
+        rather than created again: a server would accept the repeat, but
+        mongomock re-validates a unique index against every stored document
+        and ignores its ``partialFilterExpression`` while doing so, so
+        reopening a store whose slots mostly carry no suspension would fail.
+        """
         has_susp = {"susp.id": {"$exists": True}}
-        # SUSP-CREATE-3: suspension ids are unique over all scopes.  Partial,
-        # because most documents of the collection carry no suspension.
-        self._runs.create_index(
-            [("susp.id", 1)], name="susp_id_unique", unique=True,
-            partialFilterExpression=has_susp,
-        )
-        # Run ids (RUN-CREATE-2) and the one-suspension-per-run rule
-        # (SUSP-CREATE-2) are both enforced by `_id`: one document per run id.
-        self._runs.create_index(
-            [("run.scope.k0", 1), ("run.scope.v0", 1), ("run.created_at", -1), ("_id", -1)],
-            name="run_list",
-        )
-        self._runs.create_index(
-            [("susp.expires_at", 1), ("susp.id", 1)], name="susp_expired",
-            partialFilterExpression=has_susp,
-        )
-        self._steps.create_index([("run_id", 1), ("index", 1), ("_id", 1)], name="steps_of_run")
-        self._tool_calls.create_index(
-            [("step_id", 1), ("created_at", 1), ("_id", 1)], name="tool_calls_of_step"
-        )
-        self._checkpoints.create_index(
-            [("state", 1), ("created_at", 1), ("_id", 1)], name="pending_by_created"
-        )
-        self._checkpoints.create_index([("state", 1), ("_id", 1)], name="pending_by_id")
+        wanted: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]] = [
+            # SUSP-CREATE-3: suspension ids are unique over all scopes.
+            # Partial, because most documents carry no suspension.  Run ids
+            # (RUN-CREATE-2) and one suspension per run (SUSP-CREATE-2) are
+            # both enforced by `_id`: one document per run id.
+            (self._runs, [("susp.id", 1)], "susp_id_unique",
+             {"unique": True, "partialFilterExpression": has_susp}),
+            (self._runs,
+             [("run.scope.k0", 1), ("run.scope.v0", 1), ("run.created_at", -1), ("_id", -1)],
+             "run_list", {}),
+            (self._runs, [("susp.expires_at", 1), ("susp.id", 1)], "susp_expired",
+             {"partialFilterExpression": has_susp}),
+            (self._steps, [("run_id", 1), ("index", 1), ("_id", 1)], "steps_of_run", {}),
+            (self._tool_calls, [("step_id", 1), ("created_at", 1), ("_id", 1)],
+             "tool_calls_of_step", {}),
+            (self._checkpoints, [("state", 1), ("created_at", 1), ("_id", 1)],
+             "pending_by_created", {}),
+            (self._checkpoints, [("state", 1), ("_id", 1)], "pending_by_id", {}),
+        ]
+        existing: dict[str, set[str]] = {}
+        for collection, keys, name, options in wanted:
+            names = existing.get(collection.name)
+            if names is None:
+                names = existing[collection.name] = set(collection.index_information())
+            if name not in names:
+                collection.create_index(keys, name=name, **options)
+                names.add(name)
 
     # -- the guard ---------------------------------------------------------------------
 
