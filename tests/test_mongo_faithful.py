@@ -349,3 +349,38 @@ def test_certification_on_an_unavailable_server_is_not_certified(tmp_path, store
     data = json.loads(report.read_text())
     assert data["certified"] is False
     assert "NOT CERTIFIED" in data["verdict"]
+
+
+def test_docker_harness_removes_its_container_when_the_server_never_answers(monkeypatch):
+    docker = pytest.importorskip("docker", reason="the docker extra is not installed")
+    removed = []
+
+    class FakeContainer:
+        ports = {"27017/tcp": [{"HostIp": "127.0.0.1", "HostPort": "1"}]}
+
+        def reload(self):
+            pass
+
+        def remove(self, force=False):
+            removed.append(force)
+
+    class FakeEngine:
+        class containers:  # noqa: N801 - mirrors docker's attribute
+            @staticmethod
+            def run(image, **kwargs):
+                assert kwargs["command"][:2] == ["--replSet", "rs0"]
+                assert kwargs["ports"] == {"27017/tcp": ("127.0.0.1", None)}
+                return FakeContainer()
+
+        def ping(self):
+            return True
+
+    monkeypatch.setattr(docker, "from_env", lambda: FakeEngine())
+    harness = MongoDockerHarness()
+    harness.start_timeout_s = 0.5
+    with pytest.raises(BackendUnavailable) as info:
+        harness.start()
+    one_line(info.value)
+    assert removed == [True] and harness.container is None
+    harness.stop()  # nothing left to remove
+    assert removed == [True]
