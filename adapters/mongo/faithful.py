@@ -27,13 +27,15 @@ What the wrapper guarantees
   operations interleave between any two operations of one thread — as other
   clients' operations interleave between two round trips to a server.  An
   adapter that reads a document and then writes it in a second call races
-  exactly as it would against a server, and is caught.
+  as it would against a server, so repeated claim races catch it.
 * **Stronger than a server in one respect**: a call that touches several
   documents (``find``, ``update_many``, ``count_documents``) is atomic as a
   whole here, whereas a server only makes each document's part atomic.  The
   wrapper therefore cannot catch an adapter that relies on a multi-document
-  read being a snapshot; :mod:`cortex_spec.adapters.mongo` does not rely on
-  that (see its docstring on list reads against a real server).
+  read being a snapshot.  :mod:`cortex_spec.adapters.mongo` makes every
+  decision with one single-document operation, and on a real server it runs
+  its list reads in a snapshot session where the server has them (see
+  ``MongoStoreBase._detect_snapshot_reads``).
 
 What it does not do
 -------------------
