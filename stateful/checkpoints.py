@@ -136,3 +136,21 @@ def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
                        keys=[cp_key(cp_id)])
 
     return [resolve, resolve, get, listing, create]
+
+
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: concurrent resolves of one pending checkpoint
+    (CP-RESOLVE-4) and duplicate creates."""
+    cp_id = world.checkpoints[0]
+
+    def resolve(draw):
+        role = draw(st.sampled_from(["exact", "exact", "ancestor"]))
+        return make_op("resolve", ctx_of(ROLES[role]), cp_id, draw(DECISIONS), keys=[cp_key(cp_id)])
+
+    def create_twice(draw):
+        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        return make_op("create_checkpoint", ctx_of(ROLES[role]),
+                       Checkpoint(id=world.spare_checkpoint, run_id=world.runs[0], agent_id=AGENTS[0]),
+                       keys=[cp_key(world.spare_checkpoint)])
+
+    return [resolve, create_twice]

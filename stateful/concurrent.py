@@ -43,7 +43,7 @@ from cortex_spec.suspensions import Suspension
 
 from . import suspensions as susp_ops
 from .classes import modules_for
-from .history import Call, Recorder, render_timeline
+from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
 from .ops import Op, Outcome, py
@@ -125,13 +125,19 @@ class Scenario:
 
     def render(self) -> str:
         """The scenario as a runnable Python function of a store and a clock."""
+        scripted = any(isinstance(step, Script) for branch in self.branches for step in branch)
         lines = [
             "from datetime import datetime, timedelta, timezone",
             "from cortex_spec import *",
             "from cortex_spec.testing import ctx, race",
-            "from cortex_spec.stateful.suspensions import "
-            "writer_resume, writer_reject, writer_sweep, writer_cancel",
-            "from cortex_spec.stateful.ops import outcome_of",
+        ]
+        if scripted:
+            lines += [
+                "from cortex_spec.stateful.ops import outcome_of",
+                "from cortex_spec.stateful.suspensions import "
+                "writer_resume, writer_reject, writer_sweep, writer_cancel",
+            ]
+        lines += [
             "",
             "def T(ms):",
             "    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)",
@@ -139,15 +145,12 @@ class Scenario:
             "def scenario(store, clock):",
             f"    clock.set(T({to_millis(self.world.t0)}))",
         ]
-        for op in self.prefix:
-            lines.append(f"    {op.render()}")
-        lines.append("    call = lambda op: outcome_of(lambda: op(store))")
+        lines += [f"    {op.render()}" for op in self.prefix]
+        if scripted:
+            lines.append("    call = lambda op: outcome_of(lambda: op(store))")
         lines.append("    return race([")
         for branch in self.branches:
-            parts = [
-                s.render() if isinstance(s, Script) else s.render() for s in branch
-            ]
-            lines.append(f"        lambda: ({', '.join(parts)},),")
+            lines.append(f"        lambda: ({', '.join(step.render() for step in branch)},),")
         lines.append("    ])")
         return "\n".join(lines)
 
@@ -198,14 +201,25 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op]:
 
 @st.composite
 def _mixed(draw: Any, declared: frozenset[str]) -> Scenario:
-    world = _world(draw, draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    racers = [build for m in modules_for(declared) for build in m.racing_ops(world)]
-    pick = st.integers(0, len(racers) - 1)
-    branches = tuple(
-        tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
-        for _ in range(draw(st.integers(2, 4)))
-    )
-    return Scenario("mixed", world, tuple(_setup(world, declared)), branches)
+    """Either a *storm* (2–4 branches making the same kind of call on one
+    row: the claim races of SUSP-CLAIM-10, CP-RESOLVE-4, RUN-UPD-6, …) or a
+    *mix* (each branch 1–3 calls of any kind on one or two rows)."""
+    storm = draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
+    n_rows = 1 if storm else draw(st.integers(1, 2))
+    world = _world(draw, n_rows, n_rows)
+    lanes = draw(st.integers(2, 4))
+    if storm:
+        storms = [build for m in modules_for(declared) for build in m.storm_ops(world)]
+        build = storms[draw(st.integers(0, len(storms) - 1))]
+        branches = tuple((build(draw),) for _ in range(lanes))
+    else:
+        racers = [build for m in modules_for(declared) for build in m.racing_ops(world)]
+        pick = st.integers(0, len(racers) - 1)
+        branches = tuple(
+            tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
+            for _ in range(lanes)
+        )
+    return Scenario("storm" if storm else "mixed", world, tuple(_setup(world, declared)), branches)
 
 
 @st.composite
@@ -289,22 +303,31 @@ def _lane_name(branch: tuple[Step, ...]) -> str:
 
 
 class ScenarioFailure(AssertionError):
-    pass
+    """A scenario broke a clause; ``cortex_clauses`` names which."""
+
+    def __init__(self, message: str, clauses: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cortex_clauses = clauses
 
 
-def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None, failed: int,
-             runs: int, clauses: str, store_name: str, seed_value: int) -> str:
-    if verdict is None:
-        headline = (f"{clauses}: racing calls did not return within {CALL_TIMEOUT}s "
-                    f"({', '.join(ex.hung)}) — MACH-LIN-2")
+def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None,
+             clauses: tuple[str, ...], store_name: str, seed_value: int) -> str:
+    crashed = [c for c in ex.calls if c.outcome.kind == "crash"]
+    if verdict is None and ex.hung:
+        headline = (f"MACH-LIN-2: racing calls did not return within {CALL_TIMEOUT}s "
+                    f"({', '.join(ex.hung)})")
+    elif verdict is None:
+        headline = "MACH-LIN-2: calls raised exceptions outside the contract: " + "; ".join(
+            f"#{c.index} {c.op.short()}: {c.outcome.value}" for c in crashed
+        )
     elif verdict.result == "unknown":
-        headline = (f"{clauses}: the checker ran out of its budget after {verdict.steps} steps "
-                    f"(verdict unknown, which is not a pass)")
+        headline = (f"{', '.join(clauses)}: the checker ran out of its budget after "
+                    f"{verdict.steps} steps (verdict unknown, which is not a pass)")
     else:
-        headline = f"{clauses}: no order of the calls explains the observed results"
+        headline = f"{', '.join(clauses)}: no order of the calls explains the observed results"
     lines = [
         headline,
-        f"Observed in {failed} of {runs} runs of this scenario.",
+        "{replay}",
         "",
         "Minimal scenario (runnable):",
         "",
@@ -338,10 +361,10 @@ def run_concurrent(
     declared: Iterable[str] | None = None,
     family: str = "mixed",
     stats: MachineStats | None = None,
-    clauses: str = "MACH-LIN-1",
+    clauses: tuple[str, ...] = ("MACH-LIN-1",),
 ) -> MachineStats:
     """Generate scenarios, race them, check every history (raises on a violation)."""
-    from .runner import as_harness, declared_of, default_profile, session_seed
+    from .runner import as_harness, declared_of, default_profile, phases, session_seed
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -349,7 +372,9 @@ def run_concurrent(
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
     seed_value = session_seed()
-    remembered: dict[str, str] = {}
+    remembered: dict[str, tuple[Scenario, str, tuple[str, ...]]] = {}
+    last: list[str] = []
+    pictures: dict[str, dict[str, Any]] = {}
 
     def check_scenario(scenario: Scenario) -> None:
         stats.examples += 1
@@ -360,7 +385,7 @@ def run_concurrent(
             stats.histories += 1
             stats.operations += len(ex.calls)
             stats.longest_history = max(stats.longest_history, len(ex.calls))
-            if ex.hung:
+            if ex.hung or any(c.outcome.kind == "crash" for c in ex.calls):
                 failures.append((ex, None))
                 break
             verdict = check(ReferenceModel(), ex.calls, profile.checker_budget)
@@ -373,18 +398,43 @@ def run_concurrent(
         if failures:
             stats.violations += 1
             ex, verdict = failures[0]
-            message = _explain(scenario, ex, verdict, len(failures), runs, clauses,
-                               harness.name, seed_value)
-            remembered[key] = message
-            raise ScenarioFailure(message)
+            refuted = ("MACH-LIN-2",) if verdict is None else clauses
+            message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
+            remembered[key] = (scenario, message, refuted)
+            highlight = {u.call for u in verdict.unexplained} if verdict else set()
+            pictures[key] = {
+                "clauses": ", ".join(refuted),
+                "scenario": scenario.render(),
+                "unexplained": [attrs.asdict(u) for u in verdict.unexplained] if verdict else [],
+                **timeline_data(ex.calls, ex.lanes, highlight),
+            }
+            last.append(key)
+            raise ScenarioFailure(message, refuted)
         if key in remembered:
             # Hypothesis replays the shrunk example once more; a race need not
             # reproduce on demand, so the failure already observed stands.
-            raise ScenarioFailure(remembered[key] + "\n(this replay passed; the failure above stands)")
+            last.append(key)
+            raise ScenarioFailure(remembered[key][1], remembered[key][2])
+
+    def replay(key: str) -> ScenarioFailure:
+        """Re-run the minimal scenario and say in how many runs it fails."""
+        scenario, message, refuted = remembered[key]
+        n = max(2 * runs, 8)
+        stats.violation = pictures.get(key)
+        k = 0
+        for _ in range(n):
+            ex = execute(harness, scenario)
+            if (ex.hung or any(c.outcome.kind == "crash" for c in ex.calls)
+                    or not check(ReferenceModel(), ex.calls, profile.checker_budget).ok):
+                k += 1
+        note = (f"Replayed {n} times: {k} of {n} runs failed"
+                + ("" if k else " (the race did not recur, but the violation above was observed)"))
+        return ScenarioFailure(message.replace("{replay}", note), refuted)
 
     @seed(seed_value)
     @settings(
         max_examples=profile.concurrent_examples,
+        phases=phases(),
         deadline=None,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -395,8 +445,8 @@ def run_concurrent(
 
     try:
         race_scenarios()
-    except Flaky as exc:
-        if remembered:
-            raise ScenarioFailure(next(reversed(remembered.values()))) from exc
-        raise
+    except (ScenarioFailure, Flaky) as exc:
+        if not last:
+            raise
+        raise replay(last[-1]) from None if isinstance(exc, ScenarioFailure) else exc
     return stats

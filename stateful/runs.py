@@ -191,6 +191,25 @@ def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
     return [update, read, create_dup, listing]
 
 
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: whole updates of one run (RUN-UPD-6) and one id
+    created from several scopes (SCOPE-ID-1)."""
+    run_id = world.runs[0]
+
+    def update(draw):
+        role = draw(st.sampled_from(["exact", "ancestor"]))
+        return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
+                       keys=[run_key(run_id)])
+
+    def create_twice(draw):
+        role = draw(st.sampled_from(["exact", "sibling", "other", "lookalike"]))
+        return make_op("create_run", ctx_of(ROLES[role]),
+                       Run(id=world.spare_run, agent_id=AGENTS[0], state=RunState.PAUSED),
+                       keys=[run_key(world.spare_run)])
+
+    return [update, create_twice]
+
+
 class _Drawer:
     """Adapts a composite ``draw`` to the ``data.draw(strategy, label)`` shape."""
 

@@ -163,6 +163,33 @@ def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
     return [claim, claim, sweep, delete, get, recreate, listing, set_state]
 
 
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: every branch contends for the first run's pause
+    (SUSP-CLAIM-10, the deadline partition, duplicate suspensions)."""
+    run_id = world.runs[0]
+    visible = st.sampled_from(["exact", "exact", "ancestor"])
+    deadline = world.deadlines[run_id]
+    instants = instants_around([world.t0] + ([deadline] if deadline is not None else []))
+
+    def claim(draw):
+        return make_op("claim_suspension", ctx_of(ROLES[draw(visible)]), run_id, keys=[run_key(run_id)])
+
+    def claim_or_sweep(draw):
+        if draw(st.booleans()):
+            return claim(draw)
+        return make_op("claim_expired_suspension", ctx_of(ROLES[draw(visible)]), run_id,
+                       draw(instants), keys=[run_key(run_id)])
+
+    def create_twice(draw):
+        sus_id = world.spare_suspensions[draw(st.integers(0, 1))]
+        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        return make_op("create_suspension", ctx_of(ROLES[role]),
+                       Suspension(id=sus_id, run_id=world.spare_run),
+                       keys=[run_key(world.spare_run), ("sus", sus_id)])
+
+    return [claim, claim_or_sweep, create_twice]
+
+
 # -- the four writers on a paused run (FOUR-1..7) -------------------------------------
 #
 # Each writer is a script of store calls made through ``call(op) -> Outcome``;
