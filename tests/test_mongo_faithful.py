@@ -6,8 +6,9 @@ the mongo harnesses refuse to start.
 * Through the faithful wrapper each call is atomic: exactly one winner per
   document — and a ``MongoStore`` claim race has exactly one winner per run.
 * The wrapper holds no lock across two calls: a store whose claim reads the
-  slot and then writes it (the Go Mongo store's shape) still double-claims
-  through the wrapper, so certification can catch it.
+  slot and then writes it (``mongo_mutants.ReadThenWriteStore``) still
+  double-claims through the wrapper, and certifying it on faithful mongomock
+  fails the claim-race clauses.
 * ``mongo-url`` without ``CORTEX_SPEC_MONGO_URL``, with an unreachable URL,
   and ``mongo-docker`` without a Docker engine each refuse in one line, and a
   certification run on them ends NOT CERTIFIED with exit status 3.
@@ -22,6 +23,7 @@ import sys
 import textwrap
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -38,16 +40,13 @@ from cortex_spec.adapters.mongo.harness import (  # noqa: E402
     MongoUrlHarness,
     redact_url,
 )
-from cortex_spec.adapters.mongo.store import dt_out  # noqa: E402
-from cortex_spec.adapters.mongo.suspensions import susp_from_doc  # noqa: E402
-from cortex_spec.context import require_scope  # noqa: E402
 from cortex_spec.errors import (  # noqa: E402
     BackendUnavailable,
     NotSuspended,
     SuspensionExpired,
 )
-from cortex_spec.suspensions import resume_eligible  # noqa: E402
 from cortex_spec.testing import ctx, make_run, make_suspension, race  # noqa: E402
+from mongo_mutants import ReadThenWriteStore  # noqa: E402
 
 THREADS = 8
 #: bounded repeats for "this race shows up at least once"
@@ -196,34 +195,8 @@ def test_resume_and_sweep_at_the_deadline_never_both_win(busy_scheduler):
         assert (sweep_wins == 1) == (offset_ms >= 0)
 
 
-class ReadThenWriteStore(MongoStore):
-    """A broken adapter: reads the slot, checks in Python, then writes it.
-
-    This is the Go Mongo store's shape (read the suspension, check, then a
-    separate write) taken one step further: the write is not conditional on
-    the run still being paused.
-    """
-
-    def claim_suspension(self, ctx, run_id):
-        scope = require_scope(ctx)
-        with self._guard():
-            now = self._now()
-            slot = self._runs.find_one({"_id": run_id})
-            susp = self._visible_part(slot, "susp", scope)
-            if susp is None:
-                raise NotSuspended(run_id)
-            if not resume_eligible(susp_from_doc(run_id, susp).expires_at, now):
-                raise SuspensionExpired(run_id)
-            if not self._run_paused(slot, scope):
-                raise NotSuspended(run_id)
-            self._runs.update_one(
-                {"_id": run_id},
-                {"$set": {"run.state": RunState.RUNNING.value, "run.updated_at": dt_out(now)}},
-            )
-            return susp_from_doc(run_id, susp)
-
-
 def test_read_then_write_adapter_still_races_through_the_wrapper(busy_scheduler):
+    """The mutant of mongo_mutants.py, raced directly: some run gets two winners."""
     store = ReadThenWriteStore(FaithfulClient()["cortex"], ManualClock())
     c = ctx("ws=w1")
     rounds = []
@@ -384,3 +357,24 @@ def test_docker_harness_removes_its_container_when_the_server_never_answers(monk
     assert removed == [True] and harness.container is None
     harness.stop()  # nothing left to remove
     assert removed == [True]
+
+
+def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(tmp_path):
+    """The clause suite, through the wrapper, fails the mutant's claim races."""
+    report = tmp_path / "report.json"
+    # only the tests folder on the path: the source tree must not shadow the
+    # installed package
+    environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+         "cortex_spec.conformance.test_suspensions",
+         "--cortex-store", "mongo_mutants:ReadThenWriteHarness", "--cortex-report", str(report)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
+    assert data["certified"] is False
+    assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
+    assert outcomes["FOUR-1"] == "failed"
+    assert outcomes["SUSP-CREATE-1"] == "passed"  # what the bug does not touch
