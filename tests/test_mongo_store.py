@@ -289,3 +289,97 @@ def test_reopening_a_store_with_many_slots_keeps_its_indexes():
     store.create_suspension(c, other)
     with pytest.raises(AlreadyExists):
         store.create_suspension(c, make_suspension(runs[1].id, id=other.id))
+
+
+def test_a_raw_mongomock_database_works_single_threaded():
+    import mongomock
+
+    store = MongoStore(mongomock.MongoClient()["cortex"], ManualClock())
+    assert store._snapshot_reads is False
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run(state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run.id))
+    assert store.claim_suspension(c, run.id).run_id == run.id
+    assert store.list_runs(c)[0].state == RunState.RUNNING
+
+
+class _Recording:
+    """A collection that records the sessions its calls are given."""
+
+    def __init__(self, collection, seen):
+        self._collection, self._seen = collection, seen
+
+    @property
+    def name(self):
+        return self._collection.name
+
+    def __getattr__(self, name):
+        fn = getattr(self._collection, name)
+
+        def call(*args, session=None, **kwargs):
+            self._seen.append((name, session))
+            return fn(*args, **kwargs)
+
+        return call
+
+
+class _FakeReplicaSet:
+    """A database whose client says it is a MongoDB 7 replica set member."""
+
+    def __init__(self, database, seen, hello):
+        self._database, self._seen = database, seen
+        self.name = database.name
+        outer = self
+
+        class Client:
+            class admin:  # noqa: N801
+                @staticmethod
+                def command(name):
+                    assert name == "hello"
+                    return hello
+
+            @staticmethod
+            def start_session(snapshot=False):
+                from contextlib import nullcontext
+
+                assert snapshot is True
+                outer._seen.append(("start_session", "snapshot"))
+                return nullcontext("snapshot-session")
+
+        self.client = Client()
+
+    def __getitem__(self, name):
+        return _Recording(self._database[name], self._seen)
+
+
+@pytest.mark.parametrize(
+    "hello,snapshot",
+    [
+        ({"setName": "rs0", "maxWireVersion": 21}, True),
+        ({"msg": "isdbgrid", "maxWireVersion": 21}, True),
+        ({"setName": "rs0", "maxWireVersion": 12}, False),  # 4.4: no snapshot reads
+        ({"maxWireVersion": 21}, False),  # standalone
+    ],
+)
+def test_list_reads_use_a_snapshot_session_where_the_server_has_them(hello, snapshot):
+    seen: list = []
+    store = MongoStore(_FakeReplicaSet(FaithfulClient()["cortex"], seen, hello), ManualClock())
+    assert store._snapshot_reads is snapshot
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run())
+    seen.clear()
+    store.get_run(c, run.id)
+    assert seen == [("find_one", None)]  # one document: no session needed
+    seen.clear()
+    assert store.list_runs(c) == [run] and store.count_runs(c) == 1
+    store.list_expired_across_scopes(Context(Scope()), datetime(2030, 1, 1, tzinfo=timezone.utc))
+    store.list_pending(c)
+    if snapshot:
+        assert seen == [
+            ("start_session", "snapshot"), ("find", "snapshot-session"),
+            ("start_session", "snapshot"), ("count_documents", "snapshot-session"),
+            ("start_session", "snapshot"), ("find", "snapshot-session"),
+            ("start_session", "snapshot"), ("find", "snapshot-session"),
+        ]
+    else:
+        assert seen == [("find", None), ("count_documents", None), ("find", None), ("find", None)]

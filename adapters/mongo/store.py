@@ -288,10 +288,17 @@ class MongoStoreBase:
 
         if isinstance(self.database, FaithfulDatabase):
             return False
+        if type(self.database).__module__.startswith("mongomock"):
+            return False  # raw mongomock: no sessions (and no thread safety)
         client = getattr(self.database, "client", None)
         if client is None or not hasattr(client, "start_session"):
             return False
-        hello = client.admin.command("hello")
+        from pymongo.errors import OperationFailure
+
+        try:
+            hello = client.admin.command("hello")
+        except OperationFailure:  # servers before 4.4.2 only know isMaster
+            hello = client.admin.command("isMaster")
         clustered = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
         return clustered and int(hello.get("maxWireVersion", 0)) >= 13
 
