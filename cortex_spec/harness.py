@@ -185,6 +185,9 @@ class FactoryHarness(Harness):
 #: Built-in backends by name (``--cortex-store NAME``).
 BUILTIN_HARNESSES: dict[str, str] = {
     "reference": "cortex_spec.reference.harness:ReferenceHarness",
+    "mongo": "cortex_spec.adapters.mongo.harness:MongoHarness",
+    "mongo-url": "cortex_spec.adapters.mongo.harness:MongoUrlHarness",
+    "mongo-docker": "cortex_spec.adapters.mongo.harness:MongoDockerHarness",
 }
 
 
