@@ -224,10 +224,8 @@ def run_gateway_crash(
     ``cross-process``).  Child processes are slow to start, so that variant
     runs a fifth of the profile's crash examples, with shorter histories.
     """
-    from hypothesis.stateful import run_state_machine_as_test as run
-
     from .gateway import build_driver
-    from .runner import as_harness, check_rules_ran, default_profile
+    from .runner import as_harness, default_profile, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -238,6 +236,5 @@ def run_gateway_crash(
     machine = build_driver(harness, stats, use_child=child)
     examples = max(6, profile.crash_examples // 4) if child else profile.crash_examples
     steps = 25 if child else profile.differential_steps
-    run(machine, settings=machine_settings(examples, steps))
-    check_rules_ran(stats, machine)
+    run_machine(machine, machine_settings(examples, steps), stats)
     return stats

@@ -1,4 +1,5 @@
-"""MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``, ``checkpoints``.
+"""MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``,
+``checkpoints`` and ``gateway``.
 
 ``MongoStore(database, clock)`` takes a :class:`pymongo.database.Database`
 (any server: standalone, replica set or sharded) or the
@@ -20,28 +21,43 @@ visibility, its deadline compared with clock now, and the run's visibility
 and ``paused`` state (SUSP-CLAIM-9) — the window the Go Mongo store leaves
 between reading the deadline and flipping the run does not exist here.
 
+Class ``gateway`` (:mod:`.gateway`): ``store.open_gateway(database_name)``
+opens a chat gateway's state in that database, locked by a lease
+(``gateway_lease`` seconds, default 10) that a heartbeat renews.
+
 Certify it with ``--cortex-store mongo`` (faithful mongomock, or the server
 at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
 from .checkpoints import CheckpointsMixin
+from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
 from .store import MongoStoreBase
 from .suspensions import SuspensionsMixin
 
-__all__ = ["MongoStore"]
+__all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions`` and ``checkpoints``.
+class MongoStore(SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin, MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``
+    and ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
-    snapshot_reads=None, close_client=False)``.  Collections and indexes are
-    created when the store opens (idempotently).  ``close()`` is idempotent;
-    it closes the client only when ``close_client=True``.
+    snapshot_reads=None, close_client=False, gateway_client=None,
+    gateway_lease=10.0, lease_clock=time.time)``.  Collections and indexes
+    are created when the store opens (idempotently).  ``close()`` is
+    idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
+
+    def __init__(self, database, clock=None, *, gateway_client=None,
+                 gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
+        super().__init__(database, clock, **options)
+        self.gateway_client = gateway_client
+        self.gateway_lease = gateway_lease
+        if lease_clock is not None:
+            self.lease_clock = lease_clock
 
     def __repr__(self) -> str:
         return f"MongoStore(database={getattr(self.database, 'name', '?')!r}, clock={self.clock!r})"

@@ -31,6 +31,8 @@ from typing import Any
 from cortex_spec.errors import BackendUnavailable
 from cortex_spec.harness import Harness
 
+from .gateway import DEFAULT_LEASE
+
 __all__ = [
     "MongoHarness",
     "MongomockHarness",
@@ -60,6 +62,64 @@ def _first_words(exc: BaseException, limit: int = 200) -> str:
     return text[:limit]
 
 
+class LeaseClock:
+    """Wall-clock seconds that certification can move forward, so that the
+    gateway lease of a crashed holder runs out without a test sleeping
+    (GW-OPEN-6)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+class _GatewayHooks:
+    """Class ``gateway`` for the Mongo harnesses: locations are database names
+    on one gateway client (``self._gateway_client()``), the lock is a lease
+    of :data:`DEFAULT_LEASE` seconds on a movable :class:`LeaseClock`, and a
+    crash abandons the store (its lease is left to run out)."""
+
+    gateway_lease = DEFAULT_LEASE
+    _lease_clock: "LeaseClock | None" = None
+
+    def _gateway_client(self) -> Any:
+        raise NotImplementedError
+
+    def _gateway_options(self) -> dict[str, Any]:
+        if self._lease_clock is None:
+            self._lease_clock = LeaseClock()
+        return {"gateway_client": self._gateway_client(), "gateway_lease": self.gateway_lease,
+                "lease_clock": self._lease_clock}
+
+    def new_gateway_location(self) -> str:
+        return f"cortex_gw_{uuid.uuid4().hex[:16]}"
+
+    def discard_gateway_location(self, location: str) -> None:
+        try:
+            self._gateway_client().drop_database(location)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+    def crash_gateway(self, gateway: Any) -> None:
+        gateway.abandon()
+
+    def expire_gateway_lease(self, location: Any) -> None:
+        self._gateway_options()
+        assert self._lease_clock is not None
+        self._lease_clock.advance(self.gateway_lease + 1.0)
+
+    def unusable_gateway_location(self) -> tuple[str, Any]:
+        """A gateway database whose schema version this adapter does not read."""
+        name = self.new_gateway_location()
+        meta = self._gateway_client()[name]["gw_meta"]
+        meta.insert_one({"_id": "schema", "version": 999})
+        return name, lambda: meta.delete_one({"_id": "schema"})
+
+
 def _drivers() -> tuple[Any, Any]:
     try:
         import mongomock
@@ -72,18 +132,28 @@ def _drivers() -> tuple[Any, Any]:
     return pymongo, mongomock
 
 
-class MongomockHarness(Harness):
+class MongomockHarness(_GatewayHooks, Harness):
     """Faithful mongomock: each location is a fresh in-process storage.
 
     Reopening a location opens a new client on the same storage (same data,
-    same atomicity lock): a faithful restart.
+    same atomicity lock): a faithful restart.  Gateway locations are
+    databases of one more storage shared by the whole run (in one process:
+    no ``cross-process`` feature).
     """
 
     name = "mongo"
     reopenable = True
+    _gw_client: Any = None
 
     def start(self) -> None:
         _drivers()
+
+    def _gateway_client(self) -> Any:
+        if self._gw_client is None:
+            from .faithful import FaithfulClient
+
+            self._gw_client = FaithfulClient()
+        return self._gw_client
 
     def describe(self) -> dict[str, Any]:
         pymongo, mongomock = _drivers()
@@ -92,6 +162,7 @@ class MongomockHarness(Harness):
             "implementation": "cortex_spec.adapters.mongo.MongoStore",
             "server": f"mongomock {mongomock.__version__} (faithful wrapper)",
             "pymongo": pymongo.version,
+            "gateway_lock": f"lease of {self.gateway_lease:g}s renewed by a heartbeat (GW-OPEN-6)",
         }
 
     def new_location(self) -> Any:
@@ -103,13 +174,13 @@ class MongomockHarness(Harness):
         from . import MongoStore
 
         client = location.reopen()
-        return MongoStore(client["cortex"], clock, close_client=True)
+        return MongoStore(client["cortex"], clock, close_client=True, **self._gateway_options())
 
     def discard(self, location: Any) -> None:
         location.close()
 
 
-class MongoUrlHarness(Harness):
+class MongoUrlHarness(_GatewayHooks, Harness):
     """A real MongoDB server named by a URL (``CORTEX_SPEC_MONGO_URL``)."""
 
     name = "mongo-url"
@@ -182,6 +253,7 @@ class MongoUrlHarness(Harness):
             "implementation": "cortex_spec.adapters.mongo.MongoStore",
             **self.info,
             "pymongo": pymongo.version,
+            "gateway_lock": f"lease of {self.gateway_lease:g}s renewed by a heartbeat (GW-OPEN-6)",
         }
 
     def new_location(self) -> str:
@@ -189,10 +261,13 @@ class MongoUrlHarness(Harness):
         self._databases.add(name)
         return name
 
+    def _gateway_client(self) -> Any:
+        return self.client
+
     def open(self, location: str, clock: Any) -> Any:
         from . import MongoStore
 
-        return MongoStore(self.client[location], clock)
+        return MongoStore(self.client[location], clock, **self._gateway_options())
 
     def discard(self, location: str) -> None:
         if self.client is not None:
@@ -232,6 +307,26 @@ class MongoHarness(Harness):
 
     def discard(self, location: Any) -> None:
         self.impl.discard(location)
+
+    # class gateway: delegated (the hooks exist on both implementations)
+    @property
+    def gateway_lease(self) -> float | None:  # type: ignore[override]
+        return self.impl.gateway_lease
+
+    def new_gateway_location(self) -> Any:
+        return self.impl.new_gateway_location()
+
+    def discard_gateway_location(self, location: Any) -> None:
+        self.impl.discard_gateway_location(location)
+
+    def crash_gateway(self, gateway: Any) -> None:
+        self.impl.crash_gateway(gateway)
+
+    def expire_gateway_lease(self, location: Any) -> None:
+        self.impl.expire_gateway_lease(location)
+
+    def unusable_gateway_location(self) -> tuple[Any, Any]:
+        return self.impl.unusable_gateway_location()
 
 
 class MongoDockerHarness(MongoUrlHarness):
