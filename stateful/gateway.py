@@ -26,6 +26,7 @@ linearizability model clones and fingerprints them like any other table).
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -547,6 +548,19 @@ class Life:
         return f"reply to {self.message.channel}/{self.message.message_id} (life {self.number})"
 
 
+def _step(fn: Callable) -> Callable:
+    """Mark a rule in progress, so that teardown knows whether the example
+    ended with a violation (then it must not drain and mask it)."""
+
+    @functools.wraps(fn)
+    def step(self: "GatewayDriverMachine", *args: Any, **kwargs: Any) -> None:
+        self.in_step = True
+        fn(self, *args, **kwargs)
+        self.in_step = False
+
+    return step
+
+
 class GatewayDriverMachine(RuleBasedStateMachine):
     """A model gateway driving the store under crashes.
 
@@ -594,6 +608,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.to_ack: dict[str, int] = {}
         self.job: tuple[tuple[str, str], str] | None = None
         self.sending: tuple[str, str] | None = None
+        #: True while a rule runs: still True in teardown after a violation
+        self.in_step = False
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -643,6 +659,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
             text=f"{text} #{n}", trusted=trusted, agent=agent, project="p"))
 
     @rule(channel=st.sampled_from(["tg", "sms"]), step=st.sampled_from([0, 0, 1, 1000]))
+    @_step
     def poll_and_accept(self, channel: str, step: int) -> None:
         """Poll from the stored offset and accept the next message; the ack
         waits for a later step (a crash in between means redelivery)."""
@@ -675,6 +692,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.to_ack))
     @rule(data=st.data())
+    @_step
     def ack_provider(self, data: Any) -> None:
         """Acknowledge the provider: advance the stored offset past what was accepted."""
         self.stats.rules["ack_provider"] += 1
@@ -685,6 +703,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.job is None)
     @rule()
+    @_step
     def run_job(self) -> None:
         """Run the oldest pending job (an effect outside the store)."""
         self.stats.rules["run_job"] += 1
@@ -706,6 +725,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.job is not None)
     @rule()
+    @_step
     def record_reply(self) -> None:
         """``set_replied`` with the finished job's reply."""
         self.stats.rules["record_reply"] += 1
@@ -720,6 +740,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.sending is None)
     @rule()
+    @_step
     def send_reply(self) -> None:
         """Send the oldest pending reply (an effect outside the store)."""
         self.stats.rules["send_reply"] += 1
@@ -742,6 +763,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.sending is not None)
     @rule()
+    @_step
     def confirm_sent(self) -> None:
         """``mark_done`` after the send."""
         self.stats.rules["confirm_sent"] += 1
@@ -756,6 +778,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     @rule(field=st.sampled_from(["agent", "project"]), conv=st.sampled_from(CONVERSATIONS),
           value=st.sampled_from(NAMES))
+    @_step
     def select(self, field: str, conv: str, value: str) -> None:
         """A conversation's agent or project selection changes."""
         self.stats.rules["select"] += 1
@@ -764,6 +787,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.selections[("tg", conv)] = (value, project) if field == "agent" else (agent, value)
 
     @rule(back=st.sampled_from([timedelta(0), timedelta(milliseconds=1), timedelta(seconds=2)]))
+    @_step
     def prune(self, back: timedelta) -> None:
         """Prune done rows received before a cutoff near the model's now."""
         self.stats.rules["prune"] += 1
@@ -784,6 +808,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
     # -- crashes ----------------------------------------------------------------------------
 
     @rule()
+    @_step
     def crash(self) -> None:
         """The holding process dies between two calls; the gateway restarts."""
         self.stats.rules["crash"] += 1
@@ -791,6 +816,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.restart()
 
     @rule(what=st.sampled_from(["accept", "set_replied", "mark_done", "select", "set_offset"]))
+    @_step
     def crash_during_call(self, what: str) -> None:
         """The holder dies while a write is in flight (GW-CRASH-7)."""
         self.stats.rules["crash_during_call"] += 1
@@ -1000,8 +1026,9 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.stats.histories += 1
         self.stats.longest_history = max(self.stats.longest_history, self.calls)
         try:
-            self.drain()
-            self.check_nothing_lost()
+            if not self.in_step:  # a rule failed: keep its violation, do not drain
+                self.drain()
+                self.check_nothing_lost()
         finally:
             try:
                 self.worker.close()
