@@ -740,7 +740,6 @@ def test_snapshot_is_kept_whatever_the_selection_does(gateway):
 @pytest.mark.clause("GW-ACC-8")
 def test_get_item_follows_the_row_and_writes_nothing(gateway):
     assert gateway.get_item(ZERO, "tg", "m1") is None
-    assert gateway_view(gateway, [("tg", "m1")]) == gateway_view(gateway, [("tg", "m1")])
     msg = make_message("tg", "m1")
     gateway.accept(ZERO, msg, T0)
     assert_item(gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0))

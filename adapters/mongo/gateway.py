@@ -42,7 +42,9 @@ Atomicity without transactions (any server, and faithful mongomock):
   offsets and the two selection setters are single upserts (``$set`` of one
   field, GW-SEL-6).
 * Queues are one ``find`` sorted by ``(received_at, seq)`` (BSON dates:
-  instants, never text, GW-ORD-1).
+  instants, never text, GW-ORD-1), in a snapshot session where the server
+  has them (replica sets and sharded clusters of MongoDB 5.0+, as the
+  store's own lists), so a queue read is one instant (GW-RACE-8).
 """
 
 from __future__ import annotations
@@ -122,8 +124,10 @@ def _item_from_doc(doc: dict[str, Any]) -> InboxItem:
 class MongoGateway:
     """An open gateway store on one MongoDB database (see the module docstring)."""
 
-    def __init__(self, database: Any, *, lease: float, lease_clock: Callable[[], float]) -> None:
+    def __init__(self, database: Any, *, lease: float, lease_clock: Callable[[], float],
+                 snapshot_reads: bool = False) -> None:
         self.database = database
+        self.snapshot_reads = snapshot_reads
         self.lease = float(lease)
         self.lease_clock = lease_clock
         self.owner = uuid.uuid4().hex
@@ -140,12 +144,13 @@ class MongoGateway:
 
     @classmethod
     def open(cls, database: Any, *, lease: float = DEFAULT_LEASE,
-             lease_clock: Callable[[], float] = time.time) -> "MongoGateway":
+             lease_clock: Callable[[], float] = time.time,
+             snapshot_reads: bool = False) -> "MongoGateway":
         """Take the lease, then create or check the state (GW-OPEN-1..4, 8)."""
         from pymongo import ReturnDocument
         from pymongo.errors import DuplicateKeyError, PyMongoError
 
-        store = cls(database, lease=lease, lease_clock=lease_clock)
+        store = cls(database, lease=lease, lease_clock=lease_clock, snapshot_reads=snapshot_reads)
         now = _ms(lease_clock())
         try:
             store._meta.find_one_and_update(
@@ -281,9 +286,13 @@ class MongoGateway:
     def _queue(self, ctx, status, limit, offset):
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
+        options: dict[str, Any] = {"sort": [("received_at", 1), ("seq", 1)], "skip": offset,
+                                   "limit": limit}
         with self._guard():
-            docs = self._items.find({"status": status}, sort=[("received_at", 1), ("seq", 1)],
-                                    skip=offset, limit=limit)
+            if not self.snapshot_reads:
+                return [_item_from_doc(d) for d in self._items.find({"status": status}, **options)]
+            with self.database.client.start_session(snapshot=True) as session:
+                docs = list(self._items.find({"status": status}, session=session, **options))
             return [_item_from_doc(d) for d in docs]
 
     def pending(self, ctx, limit=0, offset=0):
@@ -390,4 +399,7 @@ class GatewayOpenerMixin:
             raise StoreClosed("the store is closed")
         name = check_database_name(location)
         client = self.gateway_client if self.gateway_client is not None else self.database.client
-        return MongoGateway.open(client[name], lease=self.gateway_lease, lease_clock=self.lease_clock)
+        same_client = self.gateway_client is None or self.gateway_client is self.database.client
+        snapshot = same_client and bool(getattr(self, "_snapshot_reads", False))
+        return MongoGateway.open(client[name], lease=self.gateway_lease, lease_clock=self.lease_clock,
+                                 snapshot_reads=snapshot)
