@@ -259,12 +259,27 @@ def _four_writers(draw: Any, declared: frozenset[str]) -> Scenario:
     return Scenario("four-writers", world, tuple(setup), branches)
 
 
+@st.composite
+def _gateway_races(draw: Any, declared: frozenset[str], race: str | None = None) -> Scenario:
+    """One GW-RACE per scenario (``race``, or drawn; see stateful/gateway.py)."""
+    from . import gateway as gateway_ops
+
+    if race is None:
+        race = draw(st.sampled_from(gateway_ops.RACE_IDS))
+    world = _world(draw, 1, 1)
+    world = attrs.evolve(world, extras={"gateway": gateway_ops.race_world(draw, world, race)})
+    branches = gateway_ops.race_branches(draw, world, race)
+    return Scenario("gateway", world, tuple(_setup(world, declared & {"gateway"})), branches)
+
+
 def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrategy[Scenario]:
     declared = frozenset(declared)
     if family == "four-writers":
         return _four_writers(declared)
     if family == "gateway":  # the GW-RACE families on their own
-        return _mixed(declared & {"gateway"})
+        return _gateway_races(declared)
+    if family.startswith("gateway:"):  # one of them: "gateway:GW-RACE-3"
+        return _gateway_races(declared, family.split(":", 1)[1])
     return _mixed(declared)
 
 

@@ -1102,3 +1102,98 @@ def double_open_round(opener: Any, location: Any, contenders: int) -> list[Any]:
         raise CrashViolation("an open of a held location did not return (GW-OPEN-3)", "GW-RACE-9",
                              "GW-OPEN-3")
     return results
+
+
+# -- the GW-RACE family: one race per scenario, drawn evenly ----------------------------------
+
+#: The races of gateway.md §10 that run as linearizability scenarios (GW-RACE-9,
+#: two opens, has a test of its own).
+RACE_IDS = tuple(f"GW-RACE-{i}" for i in range(1, 9))
+
+#: the inbox key's status each race needs at the start
+_RACE_STATUS = {
+    "GW-RACE-1": ("absent", "absent", "pending", "done"),
+    "GW-RACE-2": ("done",),
+    "GW-RACE-3": ("pending",),
+    "GW-RACE-4": ("pending",),
+    "GW-RACE-5": ("pending", "replied", "done"),
+    "GW-RACE-6": STATUSES,
+    "GW-RACE-7": STATUSES,
+    "GW-RACE-8": ("pending", "replied"),
+}
+
+
+def race_world(draw: Any, world: Any, race: str) -> GatewayWorld:
+    """A gateway world fit for ``race`` (its key in a status the race needs;
+    a receipt before the race instant, so a prune at it can take the row)."""
+    t0 = world.t0
+    return GatewayWorld(
+        race="reads",
+        status=draw(st.sampled_from(_RACE_STATUS[race])),
+        received=draw(st.sampled_from([t0 - timedelta(days=1), t0 - timedelta(milliseconds=1)])),
+        other_status=draw(st.sampled_from(STATUSES)),
+        offset=draw(st.sampled_from([None, 5])),
+        selection=("", "") if race == "GW-RACE-6" else draw(st.sampled_from([("", ""), ("a0", "")])),
+    )
+
+
+def race_branches(draw: Any, world: Any, race: str) -> tuple[tuple[Op, ...], ...]:
+    """2–4 branches that make ``race`` happen; the branches beyond the two
+    that define it repeat one of them or read."""
+    g: GatewayWorld = world.extras[NAME]
+    b = _inbox_builders(g, world.t0)
+    cut = g.received + timedelta(milliseconds=draw(st.sampled_from([1, 1, 1000])))
+
+    def prune(draw_: Any) -> Op:
+        return gw_op("prune_done", draw_(_contexts()), cut, keys=None)
+
+    def agent(draw_: Any) -> Op:
+        return gw_op("set_conversation_agent", draw_(_contexts()), *SEL,
+                     draw_(st.sampled_from(("x1", "x2"))), keys=[selection_key(*SEL)])
+
+    def project(draw_: Any) -> Op:
+        return gw_op("set_conversation_project", draw_(_contexts()), *SEL,
+                     draw_(st.sampled_from(("y1", "y2"))), keys=[selection_key(*SEL)])
+
+    def set_offset(draw_: Any) -> Op:
+        return gw_op("set_offset", draw_(_contexts()), "tg", draw_(st.sampled_from((1, 2, 3, -1))),
+                     keys=[offset_key("tg")])
+
+    def read_offset(draw_: Any) -> Op:
+        return gw_op("offset", draw_(_contexts()), "tg", keys=[offset_key("tg")])
+
+    def queue_read(draw_: Any) -> Op:
+        return gw_op(draw_(st.sampled_from(("pending", "pending_replies"))), draw_(_contexts()), 0, 0,
+                     keys=None)
+
+    def transition(draw_: Any) -> Op:
+        return (b["set_replied"] if draw_(st.booleans()) else b["mark_done"])(draw_)
+
+    defining: dict[str, tuple[Callable[[Any], Op], ...]] = {
+        "GW-RACE-1": (b["accept"], b["accept"]),
+        "GW-RACE-2": (b["accept"], prune),
+        "GW-RACE-3": (b["set_replied"], b["mark_done"]),
+        "GW-RACE-4": (b["set_replied"], b["set_replied"]),
+        "GW-RACE-5": (b["mark_done"], prune),
+        "GW-RACE-6": (agent, project),
+        "GW-RACE-7": (set_offset, set_offset),
+        "GW-RACE-8": (queue_read, transition),
+    }
+    extra: dict[str, tuple[Callable[[Any], Op], ...]] = {
+        "GW-RACE-1": (b["accept"], b["read"]),
+        "GW-RACE-2": (b["accept"], b["read"], prune),
+        "GW-RACE-3": (b["set_replied"], b["mark_done"], b["read"]),
+        "GW-RACE-4": (b["set_replied"], b["read"]),
+        "GW-RACE-5": (b["mark_done"], prune, b["read"]),
+        "GW-RACE-6": (agent, project),
+        "GW-RACE-7": (set_offset, read_offset),
+        "GW-RACE-8": (queue_read, transition),
+    }
+    lanes = [[build(draw)] for build in defining[race]]
+    for _ in range(draw(st.integers(0, 2))):
+        lanes.append([draw(st.sampled_from(extra[race]))(draw)])
+    if race == "GW-RACE-8":  # a read lane may read twice, a writer may write twice
+        for lane in lanes:
+            if draw(st.booleans()):
+                lane.append(draw(st.sampled_from((queue_read, transition)))(draw))
+    return tuple(tuple(lane) for lane in lanes)

@@ -121,11 +121,20 @@ def test_gateway_races(request, cortex_harness, cortex_profile):
     against mark_done, competing replies, mark_done against prune, selection
     setters, offsets, and queue reads against transitions; every history is
     linearizable against the reference."""
-    from cortex_spec.stateful.gateway import race_clauses
+    import attrs
 
-    _run(request, "gateway-races",
-         lambda stats: run_concurrent(cortex_harness, cortex_profile, {"gateway"}, "gateway", stats,
-                                      clauses=race_clauses))
+    from cortex_spec.stateful.gateway import RACE_IDS, race_clauses
+
+    # every race gets its share of the profile's scenarios
+    share = attrs.evolve(cortex_profile,
+                         concurrent_examples=max(6, cortex_profile.concurrent_examples // len(RACE_IDS)))
+
+    def body(stats):
+        for race in RACE_IDS:
+            run_concurrent(cortex_harness, share, {"gateway"}, f"gateway:{race}", stats,
+                           clauses=race_clauses)
+
+    _run(request, "gateway-races", body)
 
 
 def _double_open_rounds(harness, profile, contenders):
