@@ -1196,4 +1196,14 @@ def race_branches(draw: Any, world: Any, race: str) -> tuple[tuple[Op, ...], ...
         for lane in lanes:
             if draw(st.booleans()):
                 lane.append(draw(st.sampled_from((queue_read, transition)))(draw))
+    # Writers that return nothing (the setters) show a lost update only in a
+    # later read: each lane reads what it wrote (always for the selection,
+    # sometimes elsewhere), so no order explains a write that vanished.
+    def read_selection(draw_: Any) -> Op:
+        return gw_op("conversation", draw_(_contexts()), *SEL, keys=[selection_key(*SEL)])
+
+    trailing = {"GW-RACE-6": read_selection, "GW-RACE-7": read_offset}.get(race, b["read"])
+    for lane in lanes:
+        if race == "GW-RACE-6" or draw(st.booleans()):
+            lane.append(trailing(draw))
     return tuple(tuple(lane) for lane in lanes)
