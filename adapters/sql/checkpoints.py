@@ -1,0 +1,200 @@
+"""Class ``checkpoints`` on SQL (spec: checkpoints.md).
+
+``resolve`` is one conditional UPDATE ``... WHERE id = :id AND <visible> AND
+state = 'pending'``: of concurrent resolves exactly one matches the row
+(CP-RESOLVE-4).  A loser is classified by a read in the same transaction:
+no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from cortex_spec import ids
+from cortex_spec.checkpoints import (
+    Checkpoint,
+    CheckpointState,
+    Decision,
+    validate_checkpoint_filter,
+    validate_decision,
+    validate_new_checkpoint,
+)
+from cortex_spec.context import require_context, require_scope
+from cortex_spec.entities import detach
+from cortex_spec.errors import CheckpointNotFound, InvalidState, StoreError
+from cortex_spec.validation import check_page
+
+from .schema import checkpoints
+from .store import (
+    SqlStoreBase,
+    decode,
+    dump_json,
+    instant,
+    load_json,
+    ms,
+    read_scope,
+    scope_values,
+    visible,
+)
+
+__all__ = ["CheckpointsMixin"]
+
+_PENDING = CheckpointState.PENDING.value
+_RESOLVED = CheckpointState.RESOLVED.value
+
+
+def _checkpoint_row(cp: Checkpoint) -> dict[str, Any]:
+    return {
+        "id": cp.id,
+        "run_id": cp.run_id,
+        "agent_id": cp.agent_id,
+        **scope_values(cp.scope),
+        "reason": cp.reason,
+        "step_index": cp.step_index,
+        "state": _PENDING,
+        "decision_approved": None,
+        "decided_by": None,
+        "decision_reason": None,
+        "decided_at": None,
+        "metadata": dump_json(cp.metadata),
+        "created_at": ms(cp.created_at),
+        "updated_at": ms(cp.updated_at),
+    }
+
+
+def _checkpoint_from_row(row: Any) -> Checkpoint:
+    def build() -> Checkpoint:
+        state = CheckpointState(row.state)
+        decision = None
+        if state is CheckpointState.RESOLVED:
+            decision = Decision(
+                approved=bool(row.decision_approved),
+                decided_by=row.decided_by,
+                reason=row.decision_reason,
+                decided_at=instant(row.decided_at),
+            )
+        return Checkpoint(
+            id=row.id,
+            run_id=row.run_id,
+            agent_id=row.agent_id,
+            scope=read_scope(row),
+            reason=row.reason,
+            step_index=int(row.step_index),
+            state=state,
+            decision=decision,
+            metadata=load_json(row.metadata),
+            created_at=instant(row.created_at),
+            updated_at=instant(row.updated_at),
+        )
+
+    return decode("checkpoint", build)
+
+
+_RESOLVE_ATTEMPTS = 50
+
+
+class CheckpointsMixin(SqlStoreBase):
+    def create_checkpoint(self, ctx, checkpoint):
+        require_scope(ctx)
+        stored = validate_new_checkpoint(checkpoint, ctx, self._now())
+        row = _checkpoint_row(stored)
+        # CP-CREATE-3: the primary key refuses an id of any scope
+        self._tx(lambda conn: conn.execute(sa.insert(checkpoints).values(row)), write=True)
+        return detach(stored)
+
+    def get_checkpoint(self, ctx, checkpoint_id):
+        scope = require_scope(ctx)
+        ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
+
+        def read(conn):
+            row = conn.execute(
+                sa.select(checkpoints).where(
+                    checkpoints.c.id == checkpoint_id, visible(checkpoints, scope)
+                )
+            ).one_or_none()
+            if row is None:
+                raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-GET-1
+            return _checkpoint_from_row(row)
+
+        return self._tx(read, write=False)
+
+    def resolve(self, ctx, checkpoint_id, decision):
+        scope = require_scope(ctx)
+        ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
+        decision = validate_decision(decision)
+        now_ms = ms(self._now())
+        mine = sa.and_(checkpoints.c.id == checkpoint_id, visible(checkpoints, scope))
+        resolve = (
+            sa.update(checkpoints)
+            .where(mine, checkpoints.c.state == _PENDING)
+            .values(
+                state=_RESOLVED,
+                decision_approved=decision.approved,
+                decided_by=decision.decided_by,
+                decision_reason=decision.reason,
+                decided_at=now_ms,  # CP-RESOLVE-1: the passed value is ignored
+                updated_at=now_ms,
+            )
+        )
+
+        def write(conn):
+            for _ in range(_RESOLVE_ATTEMPTS):
+                if conn.execute(resolve).rowcount == 1:
+                    row = conn.execute(sa.select(checkpoints).where(mine)).one()
+                    return _checkpoint_from_row(row)
+                state = conn.execute(sa.select(checkpoints.c.state).where(mine)).scalar_one_or_none()
+                if state is None:
+                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
+                if state != _PENDING:
+                    # CP-RESOLVE-3: the first decision stays
+                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
+                # created between the two statements (READ COMMITTED): try again
+            raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
+
+        return self._tx(write, write=True)
+
+    def _pending_selection(self, scope, flt):
+        conds = [visible(checkpoints, scope), checkpoints.c.state == _PENDING]
+        if flt.run_id is not None:
+            conds.append(checkpoints.c.run_id == flt.run_id)
+        return conds
+
+    def list_pending(self, ctx, filter=None):
+        scope = require_scope(ctx)
+        flt = validate_checkpoint_filter(filter)
+        stmt = (
+            sa.select(checkpoints)
+            .where(*self._pending_selection(scope, flt))
+            .order_by(checkpoints.c.created_at, checkpoints.c.id)  # CP-LIST-2
+        )
+        if flt.offset > 0:
+            stmt = stmt.offset(flt.offset)
+        if flt.limit > 0:
+            stmt = stmt.limit(flt.limit)
+        return self._tx(
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt)], write=False
+        )
+
+    def count_pending(self, ctx, filter=None):
+        scope = require_scope(ctx)
+        flt = validate_checkpoint_filter(filter)
+        stmt = sa.select(sa.func.count()).select_from(checkpoints).where(
+            *self._pending_selection(scope, flt)
+        )
+        return self._tx(lambda conn: int(conn.execute(stmt).scalar_one()), write=False)
+
+    def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
+        require_context(ctx)  # SCOPE-XS-2
+        after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
+        limit, _ = check_page(limit)
+        stmt = sa.select(checkpoints).where(checkpoints.c.state == _PENDING)
+        if after is not None:
+            stmt = stmt.where(checkpoints.c.id > after)  # binary collation (id_type)
+        stmt = stmt.order_by(checkpoints.c.id)  # CP-XLIST-2
+        if limit > 0:
+            stmt = stmt.limit(limit)
+        return self._tx(
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt)], write=False
+        )

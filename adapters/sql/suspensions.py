@@ -1,0 +1,262 @@
+"""Class ``suspensions`` on SQL (spec: suspensions.md).
+
+The two claims are each **one conditional UPDATE** on the run whose WHERE
+holds every condition of the claim, the suspension's included::
+
+    UPDATE cortex_runs SET state = 'running', updated_at = :clock_now
+     WHERE id = :run_id AND state = 'paused' AND <run visible>
+       AND EXISTS (SELECT 1 FROM cortex_suspensions s
+                    WHERE s.run_id = :run_id AND <s visible>
+                      AND (s.expires_at IS NULL OR s.expires_at > :now))
+
+(the sweep claim has ``s.expires_at IS NOT NULL AND s.expires_at <= :now``).
+The deadline is never checked in a separate, earlier read (SUSP-CLAIM-9).
+A row count of 1 is a win, 0 a loss; both are settled by a follow-up read
+in the same transaction:
+
+* win: the suspension is read back (under a share lock on PostgreSQL, so a
+  concurrent delete waits for the commit; SQLite's write lock covers it)
+  and returned.  If it vanished between the two statements — possible only
+  under PostgreSQL's READ COMMITTED — the transaction rolls back and the
+  call is decided by the loss rule below, as of that read.
+* loss: one SELECT reads the suspension's deadline and the run's state
+  together.  No visible suspension → ``NotSuspended``; a visible one past
+  its deadline → ``SuspensionExpired`` (resume claim only); otherwise, if
+  the run is not visible and paused → ``NotSuspended``.  If that read finds
+  the claim *would* now succeed (rows changed between the two statements,
+  READ COMMITTED again), the UPDATE is simply tried again.  Every outcome is
+  therefore the one the reference gives at one instant inside the call.
+
+Nothing is written by a refused claim: the UPDATE matched no row, or the
+transaction is rolled back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from cortex_spec import ids
+from cortex_spec.context import require_context, require_scope
+from cortex_spec.entities import detach
+from cortex_spec.errors import NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.runs import RunState
+from cortex_spec.suspensions import (
+    PendingCall,
+    Suspension,
+    SuspensionReason,
+    validate_new_suspension,
+)
+from cortex_spec.validation import check_instant, check_page
+
+from .schema import runs, suspensions
+from .store import (
+    SqlStoreBase,
+    decode,
+    dump_json,
+    instant,
+    load_json,
+    ms,
+    read_scope,
+    scope_values,
+    visible,
+)
+
+__all__ = ["SuspensionsMixin"]
+
+#: A claim whose follow-up read keeps finding it claimable gives up after this
+#: many UPDATEs (only reachable under sustained concurrent writes).
+_CLAIM_ATTEMPTS = 50
+
+
+class _Retry(Exception):
+    """Internal: a won claim found its suspension gone; roll back, try again."""
+
+
+def _suspension_row(s: Suspension) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "run_id": s.run_id,
+        **scope_values(s.scope),
+        "reason": SuspensionReason(s.reason).value,
+        "pending": dump_json([[p.id, p.name, p.arguments] for p in s.pending]),
+        "continuation": dump_json(s.continuation),
+        "expires_at": ms(s.expires_at),
+        "created_at": ms(s.created_at),
+        "updated_at": ms(s.updated_at),
+    }
+
+
+def _suspension_from_row(row: Any) -> Suspension:
+    return decode("suspension", lambda: Suspension(
+        id=row.id,
+        run_id=row.run_id,
+        scope=read_scope(row),
+        reason=SuspensionReason(row.reason),
+        pending=tuple(
+            PendingCall(id=pid, name=name, arguments=arguments)
+            for pid, name, arguments in load_json(row.pending)
+        ),
+        continuation=load_json(row.continuation),
+        expires_at=instant(row.expires_at),
+        created_at=instant(row.created_at),
+        updated_at=instant(row.updated_at),
+    ))
+
+
+def _resume_side(now_ms: int) -> sa.ColumnElement[bool]:
+    """SUSP-PART-1, resume side: no deadline, or the deadline is after now."""
+    return sa.or_(suspensions.c.expires_at.is_(None), suspensions.c.expires_at > now_ms)
+
+
+def _sweep_side(now_ms: int) -> sa.ColumnElement[bool]:
+    """SUSP-PART-1, sweep side: a deadline at or before now."""
+    return sa.and_(suspensions.c.expires_at.is_not(None), suspensions.c.expires_at <= now_ms)
+
+
+class SuspensionsMixin(SqlStoreBase):
+    def create_suspension(self, ctx, suspension):
+        require_scope(ctx)
+        stored = validate_new_suspension(suspension, ctx, self._now())
+        row = _suspension_row(stored)
+        # SUSP-CREATE-2/3: the run_id unique constraint and the primary key
+        self._tx(lambda conn: conn.execute(sa.insert(suspensions).values(row)), write=True)
+        return detach(stored)
+
+    def get_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+
+        def read(conn):
+            row = conn.execute(
+                sa.select(suspensions).where(
+                    suspensions.c.run_id == run_id, visible(suspensions, scope)
+                )
+            ).one_or_none()
+            if row is None:
+                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-GET-1
+            return _suspension_from_row(row)
+
+        return self._tx(read, write=False)
+
+    # -- the claims ------------------------------------------------------------------
+
+    def _claim(self, scope, run_id: str, eligible: sa.ColumnElement[bool], clock_now_ms: int,
+               expired_error: bool):
+        """Both claims: ``eligible`` is the deadline predicate of the side."""
+        claim = (
+            sa.update(runs)
+            .where(
+                runs.c.id == run_id,
+                runs.c.state == RunState.PAUSED.value,
+                visible(runs, scope),
+                sa.exists().where(
+                    suspensions.c.run_id == run_id,
+                    visible(suspensions, scope),
+                    eligible,
+                ),
+            )
+            # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
+            .values(state=RunState.RUNNING.value, updated_at=clock_now_ms)
+        )
+        claimed = self._dialect.share_lock(
+            sa.select(suspensions).where(
+                suspensions.c.run_id == run_id, visible(suspensions, scope), eligible
+            )
+        )
+        # the loser's view, read by one statement (one snapshot): is there a
+        # visible suspension, is it on this claim's side of the deadline, and
+        # is the visible run paused?
+        def count(table, *conds):
+            return sa.select(sa.func.count()).select_from(table).where(*conds).scalar_subquery()
+
+        probe = sa.select(
+            count(suspensions, suspensions.c.run_id == run_id,
+                  visible(suspensions, scope)).label("has_s"),
+            count(suspensions, suspensions.c.run_id == run_id,
+                  visible(suspensions, scope), eligible).label("eligible"),
+            count(runs, runs.c.id == run_id, visible(runs, scope),
+                  runs.c.state == RunState.PAUSED.value).label("paused"),
+        )
+
+        def attempt(conn):
+            for _ in range(_CLAIM_ATTEMPTS):
+                if conn.execute(claim).rowcount == 1:
+                    row = conn.execute(claimed).one_or_none()
+                    if row is not None:
+                        return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
+                    # S vanished after the UPDATE (READ COMMITTED): undo, decide below
+                    raise _Retry()
+                verdict = conn.execute(probe).one()
+                if not verdict.has_s:
+                    raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
+                if not verdict.eligible:
+                    if expired_error:  # SUSP-CLAIM-6, whatever the run's state
+                        raise SuspensionExpired(f"the suspension of run {run_id} has expired")
+                    raise NotSuspended(f"the suspension of run {run_id} is not expired")
+                if not verdict.paused:
+                    raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
+                # claimable now: the rows changed between the two statements
+            raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
+
+        for _ in range(_CLAIM_ATTEMPTS):
+            try:
+                return self._tx(attempt, write=True)
+            except _Retry:
+                continue  # rolled back; the next attempt decides afresh
+        raise StoreError(f"the claim on run {run_id} kept racing concurrent deletes")
+
+    def claim_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        now_ms = ms(self._now())
+        return self._claim(scope, run_id, _resume_side(now_ms), now_ms, expired_error=True)
+
+    def claim_expired_suspension(self, ctx, run_id, now):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        cutoff = ms(check_instant(now, "now"))
+        clock_now_ms = ms(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
+        return self._claim(scope, run_id, _sweep_side(cutoff), clock_now_ms, expired_error=False)
+
+    # -- the rest -----------------------------------------------------------------------
+
+    def delete_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+
+        def delete(conn):
+            result = conn.execute(
+                sa.delete(suspensions).where(
+                    suspensions.c.run_id == run_id, visible(suspensions, scope)
+                )
+            )
+            if result.rowcount != 1:
+                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-DEL-1
+
+        self._tx(delete, write=True)
+
+    def _expired(self, conds, cutoff_ms: int, limit: int):
+        stmt = (
+            sa.select(suspensions)
+            .where(*conds, _sweep_side(cutoff_ms))
+            .order_by(suspensions.c.expires_at, suspensions.c.id)  # SUSP-LIST-3
+        )
+        if limit > 0:
+            stmt = stmt.limit(limit)
+        return self._tx(
+            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt)], write=False
+        )
+
+    def list_expired(self, ctx, now, limit=0):
+        scope = require_scope(ctx)
+        cutoff = check_instant(now, "now")
+        limit, _ = check_page(limit)
+        return self._expired([visible(suspensions, scope)], ms(cutoff), limit)
+
+    def list_expired_across_scopes(self, ctx, now, limit=0):
+        require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
+        cutoff = check_instant(now, "now")
+        limit, _ = check_page(limit)
+        return self._expired([], ms(cutoff), limit)
