@@ -10,8 +10,10 @@ and states each rule as a bullet ``- **SUSP-CLAIM-1** …`` (continuation
 lines indented by two spaces).  Tests name clause ids with
 ``@pytest.mark.clause(...)``; reports list every clause with its outcome.
 
-Classes ``scope``, ``common`` and ``machines`` are not conformance classes of
-their own: their clauses apply to every class a store declares.
+Classes ``scope``, ``common``, ``machines`` and ``durability`` are not
+conformance classes of their own: their clauses apply to every class a store
+declares (``durability`` only where the harness provides the features its
+tests need, see :attr:`cortex_spec.harness.Harness.features`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import attrs
 __all__ = ["Clause", "Catalogue", "catalogue", "GENERAL_CLASSES", "UnknownClause"]
 
 #: Catalogue classes whose clauses apply to every declared conformance class.
-GENERAL_CLASSES = frozenset({"scope", "common", "machines"})
+GENERAL_CLASSES = frozenset({"scope", "common", "machines", "durability"})
 
 _META = re.compile(r"<!--\s*cortex-spec:\s*(?P<body>.*?)-->")
 _CLAUSE = re.compile(r"^- \*\*(?P<id>[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+)\*\*\s*(?P<text>.*)$")

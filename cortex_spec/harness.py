@@ -51,6 +51,8 @@ class Harness:
     name: str = "custom"
     #: True when ``open(location)`` after ``close()`` sees the same data.
     reopenable: bool = False
+    #: True when :meth:`kill_connections` really kills server connections.
+    can_kill_connections: bool = False
 
     def start(self) -> None:
         """Start servers, check drivers; raise ``BackendUnavailable`` on failure."""
@@ -81,6 +83,17 @@ class Harness:
         return False
 
     # -- derived ---------------------------------------------------------------
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What tests marked ``@pytest.mark.cortex_requires(...)`` may need:
+        ``"reopen"`` and ``"kill-connection"``."""
+        out = set()
+        if self.reopenable:
+            out.add("reopen")
+        if self.can_kill_connections:
+            out.add("kill-connection")
+        return frozenset(out)
 
     def probe_capabilities(self, clock: Clock) -> frozenset[str]:
         """Open one store and read its declared classes."""

@@ -84,6 +84,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "cortex_classes(*names): conformance classes this test needs"
     )
+    config.addinivalue_line(
+        "markers",
+        "cortex_requires(*features): harness features this test needs (reopen, kill-connection)",
+    )
     pg_url = config.getoption("--cortex-postgres-url")
     if pg_url:
         os.environ["CORTEX_SPEC_POSTGRES_URL"] = pg_url  # read by the postgres harness
@@ -195,9 +199,10 @@ class CertificationRun:
         if _BACKEND_KEY in props and not self.backend_info:
             self.backend_info = props[_BACKEND_KEY]["info"]
             self.declared = frozenset(props[_BACKEND_KEY]["declared"])
-        for key, value in report.user_properties:
-            if key == _MACHINE_KEY:
-                self.record_machine(value)
+        if report.when == "call":  # later phases carry the same properties
+            for key, value in report.user_properties:
+                if key == _MACHINE_KEY:
+                    self.record_machine(value)
         clause_ids = tuple(props[_CLAUSES_KEY])
         previous = self.records.get(report.nodeid)
         outcome, message = _outcome_of(report)
@@ -304,6 +309,11 @@ def _outcome_of(report: pytest.TestReport) -> tuple[str | None, str]:
     return None, ""
 
 
+def record_machine(request: pytest.FixtureRequest, figures: dict[str, Any]) -> None:
+    """Attach a machine's figures to the current test (they reach the report)."""
+    request.node.user_properties.append((_MACHINE_KEY, dict(figures)))
+
+
 # -- fixtures -------------------------------------------------------------------
 
 
@@ -324,15 +334,18 @@ def cortex_profile(pytestconfig: pytest.Config) -> Profile:
 
 @pytest.fixture(autouse=True)
 def _cortex_claim_gate(request: pytest.FixtureRequest) -> None:
-    """Skip as *not claimed* a test whose classes the store does not declare."""
+    """Skip as *not claimed* a test the store or its harness cannot take:
+    one needing a class the store does not declare, or a harness feature
+    (``cortex_requires``) the harness does not provide."""
     item = request.node
     if not any(p[0] == _CLAUSES_KEY for p in item.user_properties):
         return
     _, classes = required_classes(item)
-    if not classes:
+    features = {f for mark in item.iter_markers("cortex_requires") for f in mark.args}
+    if not classes and not features and "cortex_harness" not in item.fixturenames:
         return  # a library-level clause (e.g. Scope validation): no store needed
     run = _run(request.config)
-    run.start_backend()
+    harness = run.start_backend()
     assert run.declared is not None
     item.user_properties.append(
         (_BACKEND_KEY, {"info": run.backend_info, "declared": sorted(run.declared)})
@@ -340,6 +353,11 @@ def _cortex_claim_gate(request: pytest.FixtureRequest) -> None:
     missing = sorted(classes - run.declared)
     if missing:
         pytest.skip(f"{NOT_CLAIMED}: the store does not declare {', '.join(missing)}")
+    lacking = sorted(features - harness.features)
+    if lacking:
+        pytest.skip(
+            f"{NOT_CLAIMED}: the {harness.name!r} harness does not provide {', '.join(lacking)}"
+        )
 
 
 @pytest.fixture

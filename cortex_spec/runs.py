@@ -43,6 +43,7 @@ __all__ = [
     "RunStore",
     "validate_new_run",
     "validate_run_update",
+    "apply_run_update",
     "validate_run_filter",
     "validate_new_step",
     "validate_new_tool_call",
@@ -212,6 +213,14 @@ def validate_run_update(run: object) -> tuple[str, dict[str, Any]]:
         raise InvalidArgument(f"run must be a Run, got {type(run).__name__}")
     run_id = ids.check_id(run.id, ids.RUN, "run.id")
     return run_id, _mutable_run_fields(run)
+
+
+def apply_run_update(stored: Run, fields: dict[str, Any], now: datetime) -> Run:
+    """The run an update will store: ``stored`` with the written ``fields``
+    and ``updated_at = now``, refused if it breaks the size limit (RUN-UPD-7)."""
+    updated = attrs.evolve(stored, updated_at=now, **fields)
+    check_entity_size(updated, "run")
+    return updated
 
 
 def validate_run_filter(flt: object) -> RunFilter:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from cortex_spec import ids
 from cortex_spec.context import require_scope
-from cortex_spec.entities import detach, replace
+from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, RunNotFound
 from cortex_spec.runs import (
     Run,
+    apply_run_update,
     RunFilter,
     Step,
     ToolCall,
@@ -67,7 +68,7 @@ class RunsMixin(StoreBase):
                 raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
             # RUN-UPD-2/3/5: unconditional, whole, only the mutable fields.
             # RUN-UPD-4: the lease is untouched (this store never holds one).
-            updated = replace(stored, updated_at=self._now(), **detach(fields))
+            updated = apply_run_update(stored, detach(fields), self._now())
             t.runs[run_id] = updated
             return detach(updated)
 

@@ -8,6 +8,7 @@ reads clock now exactly once per call, inside the lock (RSC-GEN-1).
 
 from __future__ import annotations
 
+import copy
 import threading
 from contextlib import contextmanager
 from datetime import datetime
@@ -37,6 +38,19 @@ class MemoryMedium:
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
         self.suspension_ids: dict[str, str] = {}
         self.checkpoints: dict[str, object] = {}
+
+    def tables(self) -> dict[str, dict]:
+        """Every table by name (every attribute but the lock)."""
+        return {k: v for k, v in vars(self).items() if k != "lock"}
+
+    def clone(self) -> "MemoryMedium":
+        """An independent deep copy of the data (a new lock)."""
+        with self.lock:
+            twin = MemoryMedium.__new__(MemoryMedium)
+            twin.lock = threading.RLock()
+            for name, table in self.tables().items():
+                setattr(twin, name, copy.deepcopy(table))
+            return twin
 
 
 class StoreBase:

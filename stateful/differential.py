@@ -1,0 +1,249 @@
+"""The differential machine: the backend against the reference, step by step.
+
+Every rule makes one store call of a declared class, runs it on the backend
+under test and on a fresh reference :class:`MemoryStore` that read the same
+:class:`ManualClock`, and compares the observable outcomes (MACH-DIFF-1).
+After every step the whole-state views of both stores are compared
+(MACH-DIFF-2).  Hypothesis' stateful runner already applies swarm testing to
+rule selection (each example runs with a random subset of rules switched
+off); the machine counts how often each rule ran and fails a run in which
+some rule never did.
+
+Run it against your own store in one line::
+
+    from cortex_spec.stateful import check_differential
+    check_differential(my_factory)          # or a Harness instance
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from cortex_spec import ids as idlib
+from cortex_spec.clock import EPOCH, ManualClock
+from cortex_spec.context import Context
+from cortex_spec.harness import Harness
+from cortex_spec.profiles import Profile
+from cortex_spec.reference import MemoryStore
+from cortex_spec.scope import Scope
+
+from .classes import modules_for
+from .ops import Op, Outcome, outcome_of
+from .stats import MachineStats
+from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
+
+__all__ = ["DifferentialMachineBase", "build_differential", "run_differential", "Mismatch"]
+
+#: scopes the whole-state views are taken from (roots see their descendants)
+VIEW_SCOPES = ("ws=w1", "ws=w1/proj=p1", "ws=w10", "ws=w1x", "org=w1", "ws=w2")
+
+
+class Mismatch(AssertionError):
+    """The backend and the reference disagreed."""
+
+
+def compare(op: Op, got: Outcome, want: Outcome, what: str = "") -> None:
+    if got == want:
+        return
+    lines = [
+        f"{what or 'call'} differs from the reference (MACH-DIFF-1):",
+        f"  call:      {op.render()}",
+        f"  backend:   {got.describe()}",
+        f"  reference: {want.describe()}",
+    ]
+    if got.ok and want.ok:
+        lines.append(f"  backend value:   {got.raw!r}")
+        lines.append(f"  reference value: {want.raw!r}")
+    if got.kind == "crash":
+        lines.append(f"  the backend raised a non-contract exception: {got.value}")
+    raise Mismatch("\n".join(lines))
+
+
+class DifferentialMachineBase(RuleBasedStateMachine):
+    """Shared state and helpers; concrete machines get their rules added by
+    :func:`build_differential`."""
+
+    harness: Harness
+    declared: frozenset[str]
+    stats: MachineStats
+    view_contexts: list[Context]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock(EPOCH)
+        self.location = self.harness.new_location()
+        self.sut = self.harness.open(self.location, self.clock)
+        self.ref = MemoryStore(self.clock)
+        self.known: dict[str, list[str]] = {}
+        self.instants: list[datetime] = [EPOCH]
+        self.next_id = 1
+        self.calls = 0
+        self.stats.examples += 1
+
+    # -- argument strategies used by the class modules' rules ------------------------
+
+    def remember(self, kind: str, value: str) -> None:
+        pool = self.known.setdefault(kind, [])
+        if value not in pool:
+            pool.append(value)
+
+    def remember_instant(self, instant: datetime) -> None:
+        if instant not in self.instants:
+            self.instants.append(instant)
+
+    def id_choice(self, kind: str, fresh: bool = False) -> st.SearchStrategy[str]:
+        """A known id of ``kind``, or an unknown one; ``fresh`` favours new ids."""
+        prefix = self.id_prefixes[kind]
+        new = fixed_id(prefix, 10_000 + self.next_id)
+        self.next_id += 1
+        known = self.known.get(kind, [])
+        if not known:
+            return st.just(new)
+        if fresh:
+            return st.one_of(st.just(new), st.sampled_from(known))
+        return st.one_of(st.sampled_from(known), st.just(new))
+
+    def ctx_choice(self, zero: bool = False) -> st.SearchStrategy[Context]:
+        choices = [ctx_of(s) for s in SCOPE_POOL]
+        if zero:
+            choices.append(Context(Scope()))
+        return st.sampled_from(choices)
+
+    def instant_choice(self) -> st.SearchStrategy[datetime]:
+        return instants_around(self.instants + [self.clock.now()])
+
+    # -- running a call on both stores ------------------------------------------------
+
+    def both(self, op: Op) -> Outcome:
+        op = Op(op.method, op.ctx, op.args, self.clock.now(), op.keys, op.label)
+        got = outcome_of(lambda: op(self.sut))
+        want = outcome_of(lambda: op(self.ref))
+        self.stats.operations += 1
+        self.calls += 1
+        compare(op, got, want)
+        return got
+
+    @rule(step=st.sampled_from([
+        timedelta(milliseconds=1), timedelta(seconds=1), timedelta(days=1), "deadline",
+    ]), data=st.data())
+    def advance_clock(self, step: Any, data: st.DataObject) -> None:
+        """Move the shared clock: by 1 ms, 1 s or a day, or onto (or 1 ms
+        either side of) an instant a row cares about."""
+        self.stats.rules["advance_clock"] += 1
+        if step == "deadline":
+            self.clock.set(data.draw(instants_around(self.instants), "instant"))
+        else:
+            self.clock.advance(step)
+
+    @invariant()
+    def whole_state_views_agree(self) -> None:
+        """MACH-DIFF-2."""
+        for module in self.modules:
+            for name, (method, ctx, args) in module.views(
+                self.sut, self.view_contexts, self.known
+            ).items():
+                op = Op(method, ctx, args, self.clock.now())
+                compare(op, outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref)),
+                        what=f"whole-state view {name} (MACH-DIFF-2)")
+
+    def teardown(self) -> None:
+        self.stats.histories += 1
+        self.stats.longest_history = max(self.stats.longest_history, self.calls)
+        try:
+            self.sut.close()
+        finally:
+            self.harness.discard(self.location)
+
+
+def _make_rule(name: str, generate: Callable[[Any, st.DataObject], Op | None]) -> Callable:
+    @rule(data=st.data())
+    def run_rule(self: DifferentialMachineBase, data: st.DataObject) -> None:
+        op = generate(self, data)
+        self.stats.rules[name] += 1
+        if op is not None:
+            self.both(op)
+
+    run_rule.__name__ = name
+    run_rule.__qualname__ = name
+    run_rule.__doc__ = f"{name} on the backend and on the reference"
+    return run_rule
+
+
+def build_differential(
+    harness: Harness,
+    declared: Iterable[str],
+    stats: MachineStats | None = None,
+    base: type[DifferentialMachineBase] = DifferentialMachineBase,
+    extra_rules: dict[str, Callable] | None = None,
+) -> type[DifferentialMachineBase]:
+    """A machine class over the rules of the declared classes."""
+    declared = frozenset(declared)
+    modules = modules_for(declared)
+    namespace: dict[str, Any] = {
+        "harness": harness,
+        "declared": declared,
+        "stats": stats or MachineStats("differential"),
+        "modules": modules,
+        "view_contexts": [ctx_of(s) for s in VIEW_SCOPES],
+        "id_prefixes": {
+            kind: prefix for m in modules for kind, prefix in m.ID_KINDS.items()
+        } | {"run": idlib.RUN},
+    }
+    for module in modules:
+        for name, generate in module.RULES.items():
+            namespace[name] = _make_rule(name, generate)
+    namespace.update(extra_rules or {})
+    return type("DifferentialMachine", (base,), namespace)
+
+
+def rule_names(machine: type) -> list[str]:
+    return sorted(
+        name for name in dir(machine)
+        if getattr(getattr(machine, name), "hypothesis_stateful_rule", None) is not None
+    )
+
+
+def machine_settings(examples: int, steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.filter_too_much],
+    )
+
+
+def run_differential(
+    harness: Harness | Callable[..., Any],
+    profile: Profile | None = None,
+    declared: Iterable[str] | None = None,
+    stats: MachineStats | None = None,
+) -> MachineStats:
+    """Run the differential machine against ``harness`` (or a plain factory).
+
+    Raises the first :class:`Mismatch` (after Hypothesis has shrunk it) and
+    returns the machine figures otherwise.
+    """
+    from .runner import as_harness, check_rules_ran, declared_of, default_profile
+
+    harness = as_harness(harness)
+    profile = profile or default_profile()
+    declared = frozenset(declared) if declared is not None else declared_of(harness)
+    stats = stats or MachineStats("differential")
+    machine = build_differential(harness, declared, stats)
+    run_state_machine_as_test(
+        machine, settings=machine_settings(profile.differential_examples, profile.differential_steps)
+    )
+    check_rules_ran(stats, machine)
+    return stats

@@ -1,0 +1,63 @@
+"""Small shared pieces: harness coercion, seeds, rule coverage."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, Callable
+
+from cortex_spec.clock import ManualClock
+from cortex_spec.harness import FactoryHarness, Harness, effective_classes
+from cortex_spec.profiles import PROFILES, Profile, profile_from_env
+
+from .stats import MachineStats
+
+__all__ = ["as_harness", "declared_of", "default_profile", "session_seed", "check_rules_ran"]
+
+
+def as_harness(obj: Harness | Callable[..., Any]) -> Harness:
+    """A :class:`Harness`, or a plain ``factory(clock)`` wrapped as one."""
+    if isinstance(obj, Harness):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Harness):
+        return obj()
+    if callable(obj):
+        return FactoryHarness(obj, name=getattr(obj, "__qualname__", "factory"))
+    raise TypeError(f"expected a Harness or a factory(clock), got {obj!r}")
+
+
+def declared_of(harness: Harness) -> frozenset[str]:
+    return effective_classes(harness.probe_capabilities(ManualClock()))
+
+
+def default_profile() -> Profile:
+    return PROFILES[profile_from_env()]
+
+
+_SEED: int | None = None
+
+
+def session_seed() -> int:
+    """The seed of this process's machines: ``CORTEX_SPEC_SEED`` or a random
+    one, chosen once and printed with every failure so it can be replayed."""
+    global _SEED
+    if _SEED is None:
+        env = os.environ.get("CORTEX_SPEC_SEED")
+        _SEED = int(env) if env else random.SystemRandom().randrange(2**32)
+    return _SEED
+
+
+def check_rules_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> None:
+    """Fail a run in which some rule of the machine (other than ``skip``,
+    rules whose precondition can never hold for this store) never ran."""
+    names = [
+        name for name in dir(machine)
+        if getattr(getattr(machine, name, None), "hypothesis_stateful_rule", None) is not None
+        and name not in skip
+    ]
+    never = sorted(n for n in names if stats.rules.get(n, 0) == 0)
+    if never:
+        raise AssertionError(
+            f"the {stats.machine} machine never ran rule(s) {', '.join(never)} in "
+            f"{stats.examples} examples: raise the profile's example count"
+        )

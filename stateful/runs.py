@@ -1,0 +1,202 @@
+"""Machine operations of class ``runs``: rules, racing calls, object keys."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import strategies as st
+
+from cortex_spec import ids
+from cortex_spec.clock import EPOCH
+from cortex_spec.runs import Run, RunFilter, RunState, Step, ToolCall
+
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
+
+NAME = "runs"
+
+AGENTS = tuple(fixed_id(ids.AGENT, n) for n in (1, 2))
+#: ``started_at`` values: none, and one with sub-millisecond digits to truncate
+STARTS = (None, EPOCH + timedelta(microseconds=1500))
+
+
+def run_key(run_id: str) -> tuple[str, str]:
+    return ("run", run_id)
+
+
+def run_entity(data: st.DataObject, run_id: str, *, state: Any = None) -> Run:
+    """A run with drawn mutable fields (the identity fields are the caller's)."""
+    return Run(
+        id=run_id,
+        agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
+        session_id=data.draw(st.sampled_from([None, fixed_id(ids.SESSION, 1)]), "session_id"),
+        state=state if state is not None else data.draw(st.sampled_from(list(RunState)), "state"),
+        input=data.draw(short_texts(), "input"),
+        output=data.draw(st.sampled_from(["", "done"]), "output"),
+        step_count=data.draw(st.integers(0, 3), "step_count"),
+        tokens_used=data.draw(st.sampled_from([0, 7, 2**63 - 1]), "tokens_used"),
+        started_at=data.draw(st.sampled_from(STARTS), "started_at"),
+        metadata=data.draw(json_objects(), "metadata"),
+        reply_route=data.draw(st.sampled_from([None, {"channel": "slack", "n": 1}]), "reply_route"),
+    )
+
+
+# -- differential rules: each returns an Op (or None to do nothing) -----------------
+
+
+def _run_id(m: Any, data: st.DataObject) -> str:
+    return data.draw(m.id_choice("run"), "run_id")
+
+
+def r_create_run(m: Any, data: st.DataObject):
+    run_id = data.draw(m.id_choice("run", fresh=True), "run_id")
+    m.remember("run", run_id)
+    run = run_entity(data, run_id)
+    return make_op("create_run", data.draw(m.ctx_choice(), "ctx"), run, keys=[run_key(run_id)])
+
+
+def r_get_run(m, data):
+    run_id = _run_id(m, data)
+    return make_op("get_run", data.draw(m.ctx_choice(), "ctx"), run_id, keys=[run_key(run_id)])
+
+
+def r_update_run(m, data):
+    run_id = _run_id(m, data)
+    return make_op(
+        "update_run", data.draw(m.ctx_choice(), "ctx"), run_entity(data, run_id), keys=[run_key(run_id)]
+    )
+
+
+def _run_filter(data: st.DataObject) -> RunFilter | None:
+    if data.draw(st.booleans(), "no filter"):
+        return None
+    return RunFilter(
+        agent_id=data.draw(st.sampled_from((None,) + AGENTS), "agent_id"),
+        state=data.draw(st.sampled_from([None, RunState.PAUSED, RunState.RUNNING, RunState.FAILED])),
+        exact=data.draw(st.booleans(), "exact"),
+        limit=data.draw(st.sampled_from([0, 1, 2, -1]), "limit"),
+        offset=data.draw(st.sampled_from([0, 1, 3]), "offset"),
+    )
+
+
+def r_list_runs(m, data):
+    return make_op("list_runs", data.draw(m.ctx_choice(), "ctx"), _run_filter(data), keys=None)
+
+
+def r_count_runs(m, data):
+    return make_op("count_runs", data.draw(m.ctx_choice(), "ctx"), _run_filter(data), keys=None)
+
+
+def r_create_step(m, data):
+    step_id = data.draw(m.id_choice("step", fresh=True), "step_id")
+    m.remember("step", step_id)
+    run_id = _run_id(m, data)
+    step = Step(
+        id=step_id,
+        run_id=run_id,
+        index=data.draw(st.integers(0, 2), "index"),
+        type=data.draw(st.sampled_from(["llm", "tool"]), "type"),
+        metadata=data.draw(json_objects(), "metadata"),
+    )
+    return make_op("create_step", data.draw(m.ctx_choice(), "ctx"), step,
+                   keys=[("step", step_id), ("steps-of", run_id)])
+
+
+def r_list_steps(m, data):
+    run_id = _run_id(m, data)
+    return make_op("list_steps", data.draw(m.ctx_choice(), "ctx"), run_id, keys=[("steps-of", run_id)])
+
+
+def r_create_tool_call(m, data):
+    tc_id = data.draw(m.id_choice("tool_call", fresh=True), "tool_call_id")
+    m.remember("tool_call", tc_id)
+    step_id = data.draw(m.id_choice("step"), "step_id")
+    tc = ToolCall(
+        id=tc_id,
+        step_id=step_id,
+        run_id=_run_id(m, data),
+        tool_name=data.draw(st.sampled_from(["search", "deploy"]), "tool_name"),
+        arguments=data.draw(short_texts(), "arguments"),
+    )
+    return make_op("create_tool_call", data.draw(m.ctx_choice(), "ctx"), tc,
+                   keys=[("tool_call", tc_id), ("calls-of", step_id)])
+
+
+def r_list_tool_calls(m, data):
+    step_id = data.draw(m.id_choice("step"), "step_id")
+    return make_op("list_tool_calls", data.draw(m.ctx_choice(), "ctx"), step_id,
+                   keys=[("calls-of", step_id)])
+
+
+RULES = {
+    "create_run": r_create_run,
+    "get_run": r_get_run,
+    "update_run": r_update_run,
+    "list_runs": r_list_runs,
+    "count_runs": r_count_runs,
+    "create_step": r_create_step,
+    "list_steps": r_list_steps,
+    "create_tool_call": r_create_tool_call,
+    "list_tool_calls": r_list_tool_calls,
+}
+
+ID_KINDS = {"run": ids.RUN, "step": ids.STEP, "tool_call": ids.TOOL_CALL}
+
+
+def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]:
+    """Whole-state views of the class (MACH-DIFF-2)."""
+    out: dict[str, Any] = {}
+    for c in ctxs:
+        scope = c.scope.canonical()
+        out[f"list_runs@{scope}"] = ("list_runs", c, (None,))
+        out[f"count_runs@{scope}"] = ("count_runs", c, (None,))
+    root = ctx_of("ws=w1")
+    for run_id in known.get("run", [])[:6]:
+        out[f"list_steps[{run_id}]"] = ("list_steps", root, (run_id,))
+    for step_id in known.get("step", [])[:6]:
+        out[f"list_tool_calls[{step_id}]"] = ("list_tool_calls", root, (step_id,))
+    return out
+
+
+# -- concurrent scenarios ------------------------------------------------------------
+
+
+def racing_ops(world: Any) -> list[st.SearchStrategy]:
+    """Calls on the world's runs that race well: updates, reads, duplicate creates."""
+
+    @st.composite
+    def update(draw):
+        run_id = draw(st.sampled_from(world.runs))
+        data = _Drawer(draw)
+        return make_op("update_run", ctx_of(ROLES[draw(st.sampled_from(["exact", "ancestor"]))]),
+                       run_entity(data, run_id), keys=[run_key(run_id)])
+
+    @st.composite
+    def read(draw):
+        run_id = draw(st.sampled_from(world.runs))
+        role = draw(st.sampled_from(["exact", "ancestor", "sibling", "lookalike"]))
+        return make_op("get_run", ctx_of(ROLES[role]), run_id, keys=[run_key(run_id)])
+
+    @st.composite
+    def create_dup(draw):
+        run_id = draw(st.sampled_from(world.runs + (world.spare_run,)))
+        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        return make_op("create_run", ctx_of(ROLES[role]), Run(id=run_id, agent_id=AGENTS[0],
+                       state=RunState.PAUSED), keys=[run_key(run_id)])
+
+    @st.composite
+    def listing(draw):
+        role = draw(st.sampled_from(["exact", "ancestor"]))
+        return make_op("list_runs", ctx_of(ROLES[role]), None, keys=None)
+
+    return [update(), read(), create_dup(), listing()]
+
+
+class _Drawer:
+    """Adapts a composite ``draw`` to the ``data.draw(strategy, label)`` shape."""
+
+    def __init__(self, draw: Any) -> None:
+        self._draw = draw
+
+    def draw(self, strategy: st.SearchStrategy, label: str | None = None) -> Any:
+        return self._draw(strategy)

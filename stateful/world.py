@@ -1,0 +1,111 @@
+"""Shared vocabulary of the machines: scopes, ids, instants, entities.
+
+Everything here is deterministic given Hypothesis' choices, so a failing
+example replays and shrinks: ids are built from small integers
+(``fixed_id("arun", 7)``), scopes come from a fixed pool with ancestors,
+siblings and look-alikes, and instants are chosen relative to the clock and
+to known deadlines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any, Hashable, Iterable
+
+from hypothesis import strategies as st
+from typeid import TypeID
+
+from cortex_spec.context import Context
+from cortex_spec.scope import Scope
+
+from .ops import Op
+
+__all__ = [
+    "SCOPE_POOL",
+    "ROLES",
+    "fixed_id",
+    "ctx_of",
+    "contexts",
+    "instants_around",
+    "json_objects",
+    "short_texts",
+    "make_op",
+]
+
+#: The scope pool: an exact scope, its ancestors and descendant, a sibling,
+#: look-alikes that share a string prefix, a positional look-alike, and an
+#: unrelated tenant.
+SCOPE_POOL: tuple[str, ...] = (
+    "ws=w1",
+    "ws=w1/proj=p1",
+    "ws=w1/proj=p1/env=e1",
+    "ws=w1/proj=p2",
+    "ws=w10",
+    "ws=w10/proj=p1",
+    "ws=w1x",
+    "org=w1",
+    "ws=w2",
+)
+
+#: Roles relative to the scope rows of a scenario are created in.
+ROLES: dict[str, str] = {
+    "exact": "ws=w1/proj=p1",
+    "ancestor": "ws=w1",
+    "descendant": "ws=w1/proj=p1/env=e1",
+    "sibling": "ws=w1/proj=p2",
+    "lookalike": "ws=w10/proj=p1",
+    "other": "ws=w2",
+}
+
+
+def fixed_id(prefix: str, n: int) -> str:
+    """A valid TypeID whose suffix encodes ``n`` (ids order like ``n``)."""
+    return str(TypeID.from_uuid(uuid.UUID(int=n), prefix=prefix))
+
+
+def ctx_of(scope: str) -> Context:
+    return Context(Scope.parse(scope))
+
+
+def contexts(zero: bool = False) -> st.SearchStrategy[Context]:
+    """A context from the scope pool (optionally the zero scope too)."""
+    choices = [ctx_of(s) for s in SCOPE_POOL]
+    if zero:
+        choices.append(Context(Scope()))
+    return st.sampled_from(choices)
+
+
+def instants_around(points: Iterable[datetime]) -> st.SearchStrategy[datetime]:
+    """Exactly at, one millisecond either side of, and far before/after each
+    point (deadlines, the clock)."""
+    out: list[datetime] = []
+    for p in points:
+        out += [p, p - timedelta(milliseconds=1), p + timedelta(milliseconds=1)]
+        out += [p - timedelta(days=1), p + timedelta(days=1)]
+    return st.sampled_from(sorted(set(out)))
+
+
+def json_objects() -> st.SearchStrategy[dict[str, Any]]:
+    """Small JSON objects whose values keep their types (1, 1.0, True differ)."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=8),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+        max_leaves=6,
+    )
+    return st.dictionaries(st.sampled_from(["a", "b", "$x", "k.y", "é"]), values, max_size=3)
+
+
+def short_texts() -> st.SearchStrategy[str]:
+    return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+
+
+def make_op(method: str, ctx: Context, *args: Any, keys: Iterable[Hashable] | None, label: str = "") -> Op:
+    return Op(method, ctx, tuple(args), None, None if keys is None else frozenset(keys), label)
