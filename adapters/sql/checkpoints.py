@@ -8,6 +8,7 @@ no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +36,7 @@ from .store import (
     load_json,
     ms,
     read_scope,
+    scope_params,
     scope_values,
     visible,
 )
@@ -94,6 +96,75 @@ def _checkpoint_from_row(row: Any) -> Checkpoint:
 
 _RESOLVE_ATTEMPTS = 50
 
+_INSERT = sa.insert(checkpoints)
+
+
+def _mine(depth: int) -> sa.ColumnElement[bool]:
+    return sa.and_(checkpoints.c.id == sa.bindparam("w_id"), visible(checkpoints, depth))
+
+
+@lru_cache(maxsize=None)
+def _get(depth: int) -> sa.Select:
+    return sa.select(checkpoints).where(_mine(depth))
+
+
+@lru_cache(maxsize=None)
+def _resolve_statements(depth: int):
+    resolve = (
+        sa.update(checkpoints)
+        .where(_mine(depth), checkpoints.c.state == _PENDING)
+        .values(
+            state=_RESOLVED,
+            decision_approved=sa.bindparam("w_approved"),
+            decided_by=sa.bindparam("w_by"),
+            decision_reason=sa.bindparam("w_reason"),
+            decided_at=sa.bindparam("w_clock"),  # CP-RESOLVE-1: the passed value is ignored
+            updated_at=sa.bindparam("w_clock"),
+        )
+    )
+    state = sa.select(checkpoints.c.state).where(_mine(depth))
+    return resolve, state
+
+
+def _pending_conds(depth: int | None, run: bool) -> list:
+    conds = [checkpoints.c.state == _PENDING]
+    if depth is not None:
+        conds.append(visible(checkpoints, depth))
+    if run:
+        conds.append(checkpoints.c.run_id == sa.bindparam("w_run"))
+    return conds
+
+
+@lru_cache(maxsize=None)
+def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
+    stmt = (
+        sa.select(checkpoints)
+        .where(*_pending_conds(depth, run))
+        .order_by(checkpoints.c.created_at, checkpoints.c.id)  # CP-LIST-2
+    )
+    if offset:
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.Integer))
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+    return stmt
+
+
+@lru_cache(maxsize=None)
+def _count_pending(depth: int, run: bool) -> sa.Select:
+    return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
+
+
+@lru_cache(maxsize=None)
+def _across_scopes(after: bool, limit: bool) -> sa.Select:
+    stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
+    if after:
+        # binary collation on both dialects (id_type)
+        stmt = stmt.where(checkpoints.c.id > sa.bindparam("w_after"))
+    stmt = stmt.order_by(checkpoints.c.id)  # CP-XLIST-2
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+    return stmt
+
 
 class CheckpointsMixin(SqlStoreBase):
     def create_checkpoint(self, ctx, checkpoint):
@@ -101,19 +172,16 @@ class CheckpointsMixin(SqlStoreBase):
         stored = validate_new_checkpoint(checkpoint, ctx, self._now())
         row = _checkpoint_row(stored)
         # CP-CREATE-3: the primary key refuses an id of any scope
-        self._tx(lambda conn: conn.execute(sa.insert(checkpoints).values(row)), write=True)
+        self._tx(lambda conn: conn.execute(_INSERT, row), write=True)
         return detach(stored)
 
     def get_checkpoint(self, ctx, checkpoint_id):
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
+        params = {"w_id": checkpoint_id, **scope_params(scope)}
 
         def read(conn):
-            row = conn.execute(
-                sa.select(checkpoints).where(
-                    checkpoints.c.id == checkpoint_id, visible(checkpoints, scope)
-                )
-            ).one_or_none()
+            row = conn.execute(_get(scope.depth), params).one_or_none()
             if row is None:
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-GET-1
             return _checkpoint_from_row(row)
@@ -124,27 +192,22 @@ class CheckpointsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
-        now_ms = ms(self._now())
-        mine = sa.and_(checkpoints.c.id == checkpoint_id, visible(checkpoints, scope))
-        resolve = (
-            sa.update(checkpoints)
-            .where(mine, checkpoints.c.state == _PENDING)
-            .values(
-                state=_RESOLVED,
-                decision_approved=decision.approved,
-                decided_by=decision.decided_by,
-                decision_reason=decision.reason,
-                decided_at=now_ms,  # CP-RESOLVE-1: the passed value is ignored
-                updated_at=now_ms,
-            )
-        )
+        params = {
+            "w_id": checkpoint_id,
+            "w_approved": decision.approved,
+            "w_by": decision.decided_by,
+            "w_reason": decision.reason,
+            "w_clock": ms(self._now()),
+            **scope_params(scope),
+        }
+        resolve, read_state = _resolve_statements(scope.depth)
 
         def write(conn):
             for _ in range(_RESOLVE_ATTEMPTS):
-                if conn.execute(resolve).rowcount == 1:
-                    row = conn.execute(sa.select(checkpoints).where(mine)).one()
+                if conn.execute(resolve, params).rowcount == 1:
+                    row = conn.execute(_get(scope.depth), params).one()
                     return _checkpoint_from_row(row)
-                state = conn.execute(sa.select(checkpoints.c.state).where(mine)).scalar_one_or_none()
+                state = conn.execute(read_state, params).scalar_one_or_none()
                 if state is None:
                     raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
                 if state != _PENDING:
@@ -155,46 +218,42 @@ class CheckpointsMixin(SqlStoreBase):
 
         return self._tx(write, write=True)
 
-    def _pending_selection(self, scope, flt):
-        conds = [visible(checkpoints, scope), checkpoints.c.state == _PENDING]
-        if flt.run_id is not None:
-            conds.append(checkpoints.c.run_id == flt.run_id)
-        return conds
-
-    def list_pending(self, ctx, filter=None):
+    def _pending_query(self, ctx, filter):
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(filter)
-        stmt = (
-            sa.select(checkpoints)
-            .where(*self._pending_selection(scope, flt))
-            .order_by(checkpoints.c.created_at, checkpoints.c.id)  # CP-LIST-2
-        )
+        params = scope_params(scope)
+        if flt.run_id is not None:
+            params["w_run"] = flt.run_id
+        return scope, flt, params
+
+    def list_pending(self, ctx, filter=None):
+        scope, flt, params = self._pending_query(ctx, filter)
         if flt.offset > 0:
-            stmt = stmt.offset(flt.offset)
+            params["w_offset"] = flt.offset
         if flt.limit > 0:
-            stmt = stmt.limit(flt.limit)
+            params["w_limit"] = flt.limit
+        stmt = _list_pending(scope.depth, flt.run_id is not None, flt.offset > 0, flt.limit > 0)
         return self._tx(
-            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)],
+            write=False,
         )
 
     def count_pending(self, ctx, filter=None):
-        scope = require_scope(ctx)
-        flt = validate_checkpoint_filter(filter)
-        stmt = sa.select(sa.func.count()).select_from(checkpoints).where(
-            *self._pending_selection(scope, flt)
-        )
-        return self._tx(lambda conn: int(conn.execute(stmt).scalar_one()), write=False)
+        scope, flt, params = self._pending_query(ctx, filter)
+        stmt = _count_pending(scope.depth, flt.run_id is not None)  # CP-LIST-3
+        return self._tx(lambda conn: int(conn.execute(stmt, params).scalar_one()), write=False)
 
     def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
         require_context(ctx)  # SCOPE-XS-2
         after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
         limit, _ = check_page(limit)
-        stmt = sa.select(checkpoints).where(checkpoints.c.state == _PENDING)
+        params: dict[str, Any] = {}
         if after is not None:
-            stmt = stmt.where(checkpoints.c.id > after)  # binary collation (id_type)
-        stmt = stmt.order_by(checkpoints.c.id)  # CP-XLIST-2
+            params["w_after"] = after
         if limit > 0:
-            stmt = stmt.limit(limit)
+            params["w_limit"] = limit
+        stmt = _across_scopes(after is not None, limit > 0)
         return self._tx(
-            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)],
+            write=False,
         )

@@ -97,6 +97,10 @@ class Dialect:
     def configure(self, engine: Engine, *, synchronous: str) -> None:
         """Install the engine's event hooks."""
 
+    def prepare_read(self, conn: sa.Connection) -> None:
+        """Set up a connection for a call that only reads, in one statement
+        (every read of the store is one SELECT, atomic on its own)."""
+
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
 
@@ -159,8 +163,10 @@ class _Sqlite(Dialect):
 
         @sa.event.listens_for(engine, "begin")
         def _on_begin(conn: sa.Connection) -> None:
-            write = conn.get_execution_options().get(WRITE_OPTION, False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            # a write takes the write lock first; a read is one SELECT, which
+            # SQLite runs as its own (snapshot) transaction
+            if conn.get_execution_options().get(WRITE_OPTION, False):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         orig = exc.orig
@@ -189,8 +195,12 @@ class _Postgres(Dialect):
     READ COMMITTED (the server default, set explicitly): a conditional
     UPDATE that waits on a row lock re-evaluates its WHERE against the
     committed row, so ``UPDATE ... WHERE state = 'paused'`` with a
-    row-count check is an atomic claim.  Pooled connections are pinged on
-    checkout, so a store survives connections killed from outside.
+    row-count check is an atomic claim.  Reads are single SELECTs run in
+    autocommit mode (one round trip).  Connections killed from outside are
+    detected on their next use: SQLAlchemy invalidates the pool and the
+    store retries the transaction on a fresh connection (a transaction
+    that never reached COMMIT did not happen), instead of pinging every
+    connection on checkout.
     """
 
     name = "postgresql"
@@ -200,10 +210,13 @@ class _Postgres(Dialect):
             "pool_size": pool_size,
             "max_overflow": pool_size,
             "pool_timeout": 60,
-            "pool_pre_ping": True,
             "isolation_level": "READ COMMITTED",
             "connect_args": {"application_name": application_name, "connect_timeout": 10},
         }
+
+    def prepare_read(self, conn: sa.Connection) -> None:
+        # one SELECT needs no BEGIN/COMMIT round trips
+        conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})

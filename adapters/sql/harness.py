@@ -4,8 +4,8 @@
     Each test gets a fresh database file in a temporary directory.  The
     schema is created once per session in a template file, and each
     location is a copy of it (a file copy is much cheaper than creating
-    the tables again).  Reopening a location opens a new store, with its
-    own engine, on the same file.
+    the tables again).  Reopening a location opens a new store on the same
+    file; closing a store closes its connections.
 
 ``--cortex-store postgres``
     A real PostgreSQL server: ``CORTEX_SPEC_POSTGRES_URL`` (or pytest's
@@ -36,7 +36,7 @@ from cortex_spec.clock import ManualClock
 from cortex_spec.errors import BackendUnavailable
 from cortex_spec.harness import Harness
 
-__all__ = ["SqliteHarness", "PostgresHarness", "PostgresLocation"]
+__all__ = ["SqliteHarness", "SqliteSlot", "PostgresHarness", "PostgresLocation"]
 
 _IMPLEMENTATION = "cortex_spec.adapters.sql.SqlStore"
 
@@ -59,6 +59,24 @@ def _import_sqlalchemy(extra: str) -> Any:
 # -- SQLite ------------------------------------------------------------------------------
 
 
+class SqliteSlot:
+    """A database path with the engine every store on it uses.
+
+    Each location is a fresh copy of the template database at the slot's
+    path; the engine (and with it SQLAlchemy's compiled-statement cache)
+    outlives the locations, so a new test does not compile every statement
+    again.  Closing a store disposes the engine's pooled connections, so a
+    reopened store really opens new connections on the file.
+    """
+
+    def __init__(self, path: str, engine: Any) -> None:
+        self.path = path
+        self.engine = engine
+
+    def __repr__(self) -> str:
+        return f"SqliteSlot({self.path!r})"
+
+
 class SqliteHarness(Harness):
     """A fresh SQLite database file per test (WAL, several connections)."""
 
@@ -66,9 +84,17 @@ class SqliteHarness(Harness):
     reopenable = True
 
     def __init__(self) -> None:
+        #: PRAGMA synchronous of the test databases.  OFF by default: they are
+        #: thrown away after each test, and fsync only matters for surviving
+        #: an operating-system crash, which no test can observe; it changes
+        #: nothing the store does (statements, transactions, locks).  The
+        #: store's own default is FULL.
+        self.synchronous = os.environ.get("CORTEX_SPEC_SQLITE_SYNCHRONOUS", "OFF").upper()
         self._dir: str | None = None
         self._template: str | None = None
         self._counter = itertools.count(1)
+        self._free: list[SqliteSlot] = []
+        self._slots: list[SqliteSlot] = []
 
     @staticmethod
     def url(path: str) -> str:
@@ -80,7 +106,8 @@ class SqliteHarness(Harness):
 
         self._dir = tempfile.mkdtemp(prefix="cortex-spec-sqlite-")
         self._template = os.path.join(self._dir, "template.sqlite")
-        store = SqlStore.from_url(self.url(self._template), ManualClock())
+        store = SqlStore.from_url(self.url(self._template), ManualClock(),
+                                  synchronous=self.synchronous)
         try:
             store.ensure_schema()
         finally:
@@ -89,6 +116,10 @@ class SqliteHarness(Harness):
             raise BackendUnavailable("the SQLite template database kept its WAL file open")
 
     def stop(self) -> None:
+        for slot in self._slots:
+            slot.engine.dispose()
+        self._slots.clear()
+        self._free.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -108,26 +139,45 @@ class SqliteHarness(Harness):
             "driver": f"sqlite3 (Python {platform.python_version()})",
             "sqlalchemy": sqlalchemy.__version__,
             "schema_version": SCHEMA_VERSION,
-            "storage": "a fresh database file per test (WAL, synchronous=FULL, busy timeout 5s)",
+            "storage": (
+                f"a fresh database file per test (WAL, busy timeout 5s, synchronous="
+                f"{self.synchronous} for the throwaway test files; the store's default is FULL)"
+            ),
         }
 
-    def new_location(self) -> str:
-        assert self._dir is not None and self._template is not None, "start() first"
-        path = os.path.join(self._dir, f"store-{next(self._counter)}.sqlite")
-        shutil.copyfile(self._template, path)
-        return path
-
-    def open(self, location: str, clock) -> Any:
-        from . import SqlStore
-
-        return SqlStore.from_url(self.url(location), clock)
-
-    def discard(self, location: str) -> None:
+    @staticmethod
+    def _remove(path: str) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
-                os.remove(location + suffix)
+                os.remove(path + suffix)
             except OSError:
                 pass
+
+    def new_location(self) -> SqliteSlot:
+        assert self._dir is not None and self._template is not None, "start() first"
+        if self._free:
+            slot = self._free.pop()
+        else:
+            from .dialect import create_engine
+
+            path = os.path.join(self._dir, f"store-{next(self._counter)}.sqlite")
+            slot = SqliteSlot(path, create_engine(self.url(path), synchronous=self.synchronous))
+            self._slots.append(slot)
+        slot.engine.dispose()  # no connection may outlive the old file
+        self._remove(slot.path)
+        shutil.copyfile(self._template, slot.path)
+        return slot
+
+    def open(self, location: SqliteSlot, clock) -> Any:
+        from . import SqlStore
+
+        return SqlStore(location.engine, clock, owns_engine=True)
+
+    def discard(self, location: SqliteSlot) -> None:
+        location.engine.dispose()
+        self._remove(location.path)
+        if location in self._slots and location not in self._free:
+            self._free.append(location)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------
@@ -149,6 +199,7 @@ class PostgresHarness(Harness):
 
     name = "postgres"
     reopenable = True
+    can_kill_connections = True
 
     def __init__(self, url: str | None = None) -> None:
         self._url_option = url
@@ -200,8 +251,27 @@ class PostgresHarness(Harness):
                 f"cannot connect to PostgreSQL at {self._masked(self._base_url)}: "
                 f"{_one_line(getattr(exc, 'orig', None) or exc)}"
             ) from None
+        if self._server is not None:
+            self._tune_embedded()
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self._prefix = "cortex_spec_" + re.sub(r"[^a-z0-9_]", "_", worker.lower())
+
+    #: Settings of the throwaway embedded server: no fsync.  Like SQLite's
+    #: synchronous=OFF above, this only gives up surviving an operating-system
+    #: crash, which no test observes; isolation, locking and every statement
+    #: behave exactly as with the defaults.  An external server is never touched.
+    EMBEDDED_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+    def _tune_embedded(self) -> None:
+        try:
+            with self._admin.connect() as conn:
+                for key, value in self.EMBEDDED_SETTINGS.items():
+                    conn.exec_driver_sql(f"ALTER SYSTEM SET {key} = {value}")
+                conn.exec_driver_sql("SELECT pg_reload_conf()")
+        except Exception as exc:  # noqa: BLE001
+            raise BackendUnavailable(
+                f"cannot configure the embedded PostgreSQL server: {_one_line(exc)}"
+            ) from None
 
     def _start_embedded(self) -> str:
         try:
@@ -300,6 +370,9 @@ class PostgresHarness(Harness):
             "schema_version": SCHEMA_VERSION,
             "isolation": "READ COMMITTED",
             "storage": "one database per test worker, emptied before each test",
+            "server_settings": (
+                dict(self.EMBEDDED_SETTINGS) if self._server is not None else "as configured"
+            ),
         }
 
     # -- locations -----------------------------------------------------------------------------

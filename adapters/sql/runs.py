@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,6 +16,7 @@ from cortex_spec.runs import (
     RunState,
     Step,
     ToolCall,
+    apply_run_update,
     validate_new_run,
     validate_new_step,
     validate_new_tool_call,
@@ -31,6 +33,7 @@ from .store import (
     load_json,
     ms,
     read_scope,
+    scope_params,
     scope_values,
     visible,
 )
@@ -181,6 +184,80 @@ def _tool_call_from_row(row: Any) -> ToolCall:
     ))
 
 
+# -- statements (built once per shape, see store.visible) ------------------------------
+
+_INSERT_RUN = sa.insert(runs)
+_INSERT_STEP = sa.insert(steps)
+_INSERT_TOOL_CALL = sa.insert(tool_calls)
+_UPDATE_RUN = sa.update(runs).where(runs.c.id == sa.bindparam("w_id"))
+
+
+@lru_cache(maxsize=None)
+def _get_run(depth: int, lock: bool = False) -> sa.Select:
+    stmt = sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+    # FOR UPDATE on PostgreSQL; nothing on SQLite, whose BEGIN IMMEDIATE
+    # already holds the write lock
+    return stmt.with_for_update() if lock else stmt
+
+
+def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
+    conds = [visible(runs, depth, exact)]
+    if agent:
+        conds.append(runs.c.agent_id == sa.bindparam("w_agent"))
+    if state:
+        conds.append(runs.c.state == sa.bindparam("w_state"))
+    return conds
+
+
+@lru_cache(maxsize=None)
+def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
+               limit: bool) -> sa.Select:
+    stmt = (
+        sa.select(runs)
+        .where(*_run_conds(depth, exact, agent, state))
+        .order_by(runs.c.created_at.desc(), runs.c.id.desc())  # RUN-LIST-2
+    )
+    if offset:
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.Integer))
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+    return stmt
+
+
+@lru_cache(maxsize=None)
+def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select:
+    return sa.select(sa.func.count()).select_from(runs).where(
+        *_run_conds(depth, exact, agent, state)
+    )
+
+
+@lru_cache(maxsize=None)
+def _list_steps(depth: int) -> sa.Select:
+    return (
+        sa.select(steps)
+        .where(steps.c.run_id == sa.bindparam("w_run"), visible(steps, depth))
+        .order_by(steps.c.step_index, steps.c.id)  # STEP-4
+    )
+
+
+@lru_cache(maxsize=None)
+def _list_tool_calls(depth: int) -> sa.Select:
+    return (
+        sa.select(tool_calls)
+        .where(tool_calls.c.step_id == sa.bindparam("w_step"), visible(tool_calls, depth))
+        .order_by(tool_calls.c.created_at, tool_calls.c.id)  # TCALL-2
+    )
+
+
+def _page_params(flt: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if flt.offset > 0:
+        params["w_offset"] = flt.offset
+    if flt.limit > 0:
+        params["w_limit"] = flt.limit
+    return params
+
+
 # -- the mixin ---------------------------------------------------------------------------
 
 
@@ -190,17 +267,16 @@ class RunsMixin(SqlStoreBase):
         stored = validate_new_run(run, ctx, self._now())
         row = _run_row(stored)
         # RUN-CREATE-2: the primary key refuses an id of any scope
-        self._tx(lambda conn: conn.execute(sa.insert(runs).values(row)), write=True)
+        self._tx(lambda conn: conn.execute(_INSERT_RUN, row), write=True)
         return detach(stored)
 
     def get_run(self, ctx, run_id):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_id": run_id, **scope_params(scope)}
 
         def read(conn):
-            row = conn.execute(
-                sa.select(runs).where(runs.c.id == run_id, visible(runs, scope))
-            ).one_or_none()
+            row = conn.execute(_get_run(scope.depth), params).one_or_none()
             if row is None:
                 raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
             return run_from_row(row)
@@ -210,90 +286,74 @@ class RunsMixin(SqlStoreBase):
     def update_run(self, ctx, run):
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
-        values = _run_fields(fields)
         now = self._now()
+        values = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id}
+        params = {"w_id": run_id, **scope_params(scope)}
 
         def write(conn):
+            row = conn.execute(_get_run(scope.depth, lock=True), params).one_or_none()
+            if row is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+            # RUN-UPD-7: the size limit applies to the run as it will be stored
+            updated = apply_run_update(run_from_row(row), fields, now)
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
             # mutable fields and updated_at; scope and the rest never change.
-            result = conn.execute(
-                sa.update(runs)
-                .where(runs.c.id == run_id, visible(runs, scope))
-                .values(**values, updated_at=ms(now))
-            )
-            if result.rowcount != 1:
-                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
-            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).one()
-            return run_from_row(row)
+            conn.execute(_UPDATE_RUN, values)
+            return detach(updated)
 
         return self._tx(write, write=True)
 
-    def _run_selection(self, scope, flt):
-        conds = [visible(runs, scope, exact=flt.exact)]
-        if flt.agent_id is not None:
-            conds.append(runs.c.agent_id == flt.agent_id)
-        if flt.state is not None:
-            conds.append(runs.c.state == RunState(flt.state).value)
-        return conds
-
-    def list_runs(self, ctx, filter=None):
+    def _run_query(self, ctx, filter):
         scope = require_scope(ctx)
         flt = validate_run_filter(filter)
-        stmt = (
-            sa.select(runs)
-            .where(*self._run_selection(scope, flt))
-            .order_by(runs.c.created_at.desc(), runs.c.id.desc())  # RUN-LIST-2
-        )
-        if flt.offset > 0:
-            stmt = stmt.offset(flt.offset)
-        if flt.limit > 0:
-            stmt = stmt.limit(flt.limit)
+        params = scope_params(scope)
+        if flt.agent_id is not None:
+            params["w_agent"] = flt.agent_id
+        if flt.state is not None:
+            params["w_state"] = RunState(flt.state).value
+        shape = (scope.depth, flt.exact, flt.agent_id is not None, flt.state is not None)
+        return flt, shape, params
+
+    def list_runs(self, ctx, filter=None):
+        flt, shape, params = self._run_query(ctx, filter)
+        params.update(_page_params(flt))
+        stmt = _list_runs(*shape, flt.offset > 0, flt.limit > 0)
         return self._tx(
-            lambda conn: [run_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)], write=False
         )
 
     def count_runs(self, ctx, filter=None):
-        scope = require_scope(ctx)
-        flt = validate_run_filter(filter)
-        stmt = sa.select(sa.func.count()).select_from(runs).where(
-            *self._run_selection(scope, flt)
-        )
-        return self._tx(lambda conn: int(conn.execute(stmt).scalar_one()), write=False)
+        _, shape, params = self._run_query(ctx, filter)
+        stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
+        return self._tx(lambda conn: int(conn.execute(stmt, params).scalar_one()), write=False)
 
     def create_step(self, ctx, step):
         require_scope(ctx)
         stored = validate_new_step(step, ctx, self._now())
         row = _step_row(stored)
-        self._tx(lambda conn: conn.execute(sa.insert(steps).values(row)), write=True)
+        self._tx(lambda conn: conn.execute(_INSERT_STEP, row), write=True)  # STEP-2: the key
         return detach(stored)
 
     def list_steps(self, ctx, run_id):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
-        stmt = (
-            sa.select(steps)
-            .where(steps.c.run_id == run_id, visible(steps, scope))
-            .order_by(steps.c.step_index, steps.c.id)  # STEP-4
-        )
+        stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
         return self._tx(
-            lambda conn: [_step_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)], write=False
         )
 
     def create_tool_call(self, ctx, tool_call):
         require_scope(ctx)
         stored = validate_new_tool_call(tool_call, ctx, self._now())
         row = _tool_call_row(stored)
-        self._tx(lambda conn: conn.execute(sa.insert(tool_calls).values(row)), write=True)
+        self._tx(lambda conn: conn.execute(_INSERT_TOOL_CALL, row), write=True)
         return detach(stored)
 
     def list_tool_calls(self, ctx, step_id):
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
-        stmt = (
-            sa.select(tool_calls)
-            .where(tool_calls.c.step_id == step_id, visible(tool_calls, scope))
-            .order_by(tool_calls.c.created_at, tool_calls.c.id)  # TCALL-2
-        )
+        stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}
         return self._tx(
-            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt, params)],
+            write=False,
         )

@@ -73,14 +73,16 @@ class SqlStoreBase:
         synchronous: str = "FULL",
         pool_size: int = 16,
         echo: bool = False,
+        owns_engine: bool | None = None,
     ) -> None:
         """Open a store on a database.
 
         ``url_or_engine`` is a SQLAlchemy URL (``sqlite:////path/to.db``,
         ``postgresql://user@host/db``) or an ``Engine``.  An engine passed in
-        is shared, not owned: :meth:`close` leaves it open.  A SQLite engine
-        should come from :func:`.dialect.create_engine` (it installs the
-        pragmas and ``BEGIN IMMEDIATE``).
+        is shared, not owned, unless ``owns_engine=True``: :meth:`close`
+        disposes (closes the pooled connections of) an owned engine only.  A
+        SQLite engine should come from :func:`.dialect.create_engine` (it
+        installs the pragmas and ``BEGIN IMMEDIATE``).
 
         ``busy_timeout`` (seconds, SQLite) is how long one attempt waits for
         the write lock; ``lock_timeout`` is how long the store keeps retrying
@@ -93,7 +95,7 @@ class SqlStoreBase:
         self.clock: Clock = clock if clock is not None else SystemClock()
         if isinstance(url_or_engine, Engine):
             self._engine = url_or_engine
-            self._owns_engine = False
+            self._owns_engine = bool(owns_engine)
         else:
             self._engine = dialects.create_engine(
                 url_or_engine,
@@ -102,7 +104,7 @@ class SqlStoreBase:
                 synchronous=synchronous,
                 echo=echo,
             )
-            self._owns_engine = True
+            self._owns_engine = True if owns_engine is None else owns_engine
         self._dialect = dialects.dialect_of(self._engine)
         self._create_schema = create_schema
         self._lock_timeout = lock_timeout
@@ -217,6 +219,8 @@ class SqlStoreBase:
                 with self._engine.connect() as conn:
                     if write:
                         conn.execution_options(**{WRITE_OPTION: True})
+                    else:
+                        self._dialect.prepare_read(conn)
                     with conn.begin():
                         result = fn(conn)
                         committing = True  # leaving the block commits
@@ -269,20 +273,33 @@ def scope_values(scope: Scope) -> dict[str, Any]:
     return row
 
 
-def visible(table: sa.Table, scope: Scope, exact: bool = False) -> sa.ColumnElement[bool]:
-    """SCOPE-VIS-1 (``scope`` covers the row) or SCOPE-EXACT-1 (equal).
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The bound parameters of :func:`visible` for the caller's ``scope``."""
+    params: dict[str, Any] = {"s_depth": scope.depth}
+    for i, (key, value) in enumerate(scope.levels, start=1):
+        params[f"s_k{i}"] = key
+        params[f"s_v{i}"] = value
+    return params
+
+
+def visible(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[bool]:
+    """SCOPE-VIS-1 (the caller's scope covers the row) or SCOPE-EXACT-1
+    (equal), for a caller scope of ``depth`` levels bound by
+    :func:`scope_params`.
 
     Whole-value equality per level: no ``LIKE``, so values that look like
-    prefixes of each other and ``%``/``_`` never match by accident.
+    prefixes of each other and ``%``/``_`` never match by accident.  Statements
+    are built once per shape (depth, exact) and cached; only the parameters
+    change per call.
     """
-    conds: list[sa.ColumnElement[bool]] = []
-    for i, (key, value) in enumerate(scope.levels, start=1):
-        conds.append(table.c[f"scope_k{i}"] == key)
-        conds.append(table.c[f"scope_v{i}"] == value)
-    if exact:
-        conds.append(table.c.scope_depth == scope.depth)
-    if not conds:  # never reached: scoped methods refuse the zero scope first
+    if depth < 1:  # never reached: scoped methods refuse the zero scope first
         raise InvalidArgument("a zero scope sees nothing")
+    conds: list[sa.ColumnElement[bool]] = []
+    for i in range(1, depth + 1):
+        conds.append(table.c[f"scope_k{i}"] == sa.bindparam(f"s_k{i}"))
+        conds.append(table.c[f"scope_v{i}"] == sa.bindparam(f"s_v{i}"))
+    if exact:
+        conds.append(table.c.scope_depth == sa.bindparam("s_depth"))
     return sa.and_(*conds)
 
 

@@ -33,6 +33,7 @@ transaction is rolled back.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -50,6 +51,7 @@ from cortex_spec.suspensions import (
 )
 from cortex_spec.validation import check_instant, check_page
 
+from .dialect import Dialect
 from .schema import runs, suspensions
 from .store import (
     SqlStoreBase,
@@ -59,6 +61,7 @@ from .store import (
     load_json,
     ms,
     read_scope,
+    scope_params,
     scope_values,
     visible,
 )
@@ -105,14 +108,79 @@ def _suspension_from_row(row: Any) -> Suspension:
     ))
 
 
-def _resume_side(now_ms: int) -> sa.ColumnElement[bool]:
-    """SUSP-PART-1, resume side: no deadline, or the deadline is after now."""
-    return sa.or_(suspensions.c.expires_at.is_(None), suspensions.c.expires_at > now_ms)
+def _eligible(side: str) -> sa.ColumnElement[bool]:
+    """SUSP-PART-1: the deadline predicate of one side, against ``:w_now``.
+
+    Resume side: no deadline, or the deadline is after now.  Sweep side: a
+    deadline at or before now.  The instant itself belongs to the sweeper.
+    """
+    cutoff = sa.bindparam("w_now", type_=sa.BigInteger)
+    if side == "resume":
+        return sa.or_(suspensions.c.expires_at.is_(None), suspensions.c.expires_at > cutoff)
+    return sa.and_(suspensions.c.expires_at.is_not(None), suspensions.c.expires_at <= cutoff)
 
 
-def _sweep_side(now_ms: int) -> sa.ColumnElement[bool]:
-    """SUSP-PART-1, sweep side: a deadline at or before now."""
-    return sa.and_(suspensions.c.expires_at.is_not(None), suspensions.c.expires_at <= now_ms)
+_INSERT = sa.insert(suspensions)
+
+
+def _mine(depth: int) -> sa.ColumnElement[bool]:
+    return sa.and_(suspensions.c.run_id == sa.bindparam("w_run"), visible(suspensions, depth))
+
+
+@lru_cache(maxsize=None)
+def _get(depth: int) -> sa.Select:
+    return sa.select(suspensions).where(_mine(depth))
+
+
+@lru_cache(maxsize=None)
+def _delete(depth: int) -> sa.Delete:
+    return sa.delete(suspensions).where(_mine(depth))
+
+
+@lru_cache(maxsize=None)
+def _claim_statements(depth: int, side: str, dialect: Dialect):
+    """The three statements of a claim (see the module docstring)."""
+    eligible = _eligible(side)
+    claim = (
+        sa.update(runs)
+        .where(
+            runs.c.id == sa.bindparam("w_run"),
+            runs.c.state == RunState.PAUSED.value,
+            visible(runs, depth),
+            sa.exists().where(_mine(depth), eligible),
+        )
+        # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
+        .values(state=RunState.RUNNING.value, updated_at=sa.bindparam("w_clock"))
+    )
+    # PostgreSQL: FOR SHARE, so a concurrent delete waits for our commit
+    claimed = dialect.share_lock(sa.select(suspensions).where(_mine(depth), eligible))
+
+    # the loser's view, read by one statement (one snapshot): is there a
+    # visible suspension, is it on this claim's side of the deadline, and is
+    # the visible run paused?
+    def count(table, *conds):
+        return sa.select(sa.func.count()).select_from(table).where(*conds).scalar_subquery()
+
+    probe = sa.select(
+        count(suspensions, _mine(depth)).label("has_s"),
+        count(suspensions, _mine(depth), eligible).label("eligible"),
+        count(runs, runs.c.id == sa.bindparam("w_run"), visible(runs, depth),
+              runs.c.state == RunState.PAUSED.value).label("paused"),
+    )
+    return claim, claimed, probe
+
+
+@lru_cache(maxsize=None)
+def _expired(depth: int | None, limit: bool) -> sa.Select:
+    conds = [] if depth is None else [visible(suspensions, depth)]
+    stmt = (
+        sa.select(suspensions)
+        .where(*conds, _eligible("sweep"))
+        .order_by(suspensions.c.expires_at, suspensions.c.id)  # SUSP-LIST-3
+    )
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+    return stmt
 
 
 class SuspensionsMixin(SqlStoreBase):
@@ -121,19 +189,16 @@ class SuspensionsMixin(SqlStoreBase):
         stored = validate_new_suspension(suspension, ctx, self._now())
         row = _suspension_row(stored)
         # SUSP-CREATE-2/3: the run_id unique constraint and the primary key
-        self._tx(lambda conn: conn.execute(sa.insert(suspensions).values(row)), write=True)
+        self._tx(lambda conn: conn.execute(_INSERT, row), write=True)
         return detach(stored)
 
     def get_suspension(self, ctx, run_id):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_run": run_id, **scope_params(scope)}
 
         def read(conn):
-            row = conn.execute(
-                sa.select(suspensions).where(
-                    suspensions.c.run_id == run_id, visible(suspensions, scope)
-                )
-            ).one_or_none()
+            row = conn.execute(_get(scope.depth), params).one_or_none()
             if row is None:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-GET-1
             return _suspension_from_row(row)
@@ -142,57 +207,25 @@ class SuspensionsMixin(SqlStoreBase):
 
     # -- the claims ------------------------------------------------------------------
 
-    def _claim(self, scope, run_id: str, eligible: sa.ColumnElement[bool], clock_now_ms: int,
-               expired_error: bool):
-        """Both claims: ``eligible`` is the deadline predicate of the side."""
-        claim = (
-            sa.update(runs)
-            .where(
-                runs.c.id == run_id,
-                runs.c.state == RunState.PAUSED.value,
-                visible(runs, scope),
-                sa.exists().where(
-                    suspensions.c.run_id == run_id,
-                    visible(suspensions, scope),
-                    eligible,
-                ),
-            )
-            # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
-            .values(state=RunState.RUNNING.value, updated_at=clock_now_ms)
-        )
-        claimed = self._dialect.share_lock(
-            sa.select(suspensions).where(
-                suspensions.c.run_id == run_id, visible(suspensions, scope), eligible
-            )
-        )
-        # the loser's view, read by one statement (one snapshot): is there a
-        # visible suspension, is it on this claim's side of the deadline, and
-        # is the visible run paused?
-        def count(table, *conds):
-            return sa.select(sa.func.count()).select_from(table).where(*conds).scalar_subquery()
-
-        probe = sa.select(
-            count(suspensions, suspensions.c.run_id == run_id,
-                  visible(suspensions, scope)).label("has_s"),
-            count(suspensions, suspensions.c.run_id == run_id,
-                  visible(suspensions, scope), eligible).label("eligible"),
-            count(runs, runs.c.id == run_id, visible(runs, scope),
-                  runs.c.state == RunState.PAUSED.value).label("paused"),
-        )
+    def _claim(self, scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int):
+        """Both claims; ``side`` is ``"resume"`` or ``"sweep"``."""
+        claim, claimed, probe = _claim_statements(scope.depth, side, self._dialect)
+        params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
+                  **scope_params(scope)}
 
         def attempt(conn):
             for _ in range(_CLAIM_ATTEMPTS):
-                if conn.execute(claim).rowcount == 1:
-                    row = conn.execute(claimed).one_or_none()
+                if conn.execute(claim, params).rowcount == 1:
+                    row = conn.execute(claimed, params).one_or_none()
                     if row is not None:
                         return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
-                    # S vanished after the UPDATE (READ COMMITTED): undo, decide below
+                    # S vanished after the UPDATE (READ COMMITTED): undo, decide afresh
                     raise _Retry()
-                verdict = conn.execute(probe).one()
+                verdict = conn.execute(probe, params).one()
                 if not verdict.has_s:
                     raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
                 if not verdict.eligible:
-                    if expired_error:  # SUSP-CLAIM-6, whatever the run's state
+                    if side == "resume":  # SUSP-CLAIM-6, whatever the run's state
                         raise SuspensionExpired(f"the suspension of run {run_id} has expired")
                     raise NotSuspended(f"the suspension of run {run_id} is not expired")
                 if not verdict.paused:
@@ -211,52 +244,46 @@ class SuspensionsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         now_ms = ms(self._now())
-        return self._claim(scope, run_id, _resume_side(now_ms), now_ms, expired_error=True)
+        return self._claim(scope, run_id, "resume", now_ms, now_ms)
 
     def claim_expired_suspension(self, ctx, run_id, now):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = ms(check_instant(now, "now"))
         clock_now_ms = ms(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
-        return self._claim(scope, run_id, _sweep_side(cutoff), clock_now_ms, expired_error=False)
+        return self._claim(scope, run_id, "sweep", cutoff, clock_now_ms)
 
     # -- the rest -----------------------------------------------------------------------
 
     def delete_suspension(self, ctx, run_id):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_run": run_id, **scope_params(scope)}
 
         def delete(conn):
-            result = conn.execute(
-                sa.delete(suspensions).where(
-                    suspensions.c.run_id == run_id, visible(suspensions, scope)
-                )
-            )
-            if result.rowcount != 1:
+            if conn.execute(_delete(scope.depth), params).rowcount != 1:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-DEL-1
 
         self._tx(delete, write=True)
 
-    def _expired(self, conds, cutoff_ms: int, limit: int):
-        stmt = (
-            sa.select(suspensions)
-            .where(*conds, _sweep_side(cutoff_ms))
-            .order_by(suspensions.c.expires_at, suspensions.c.id)  # SUSP-LIST-3
-        )
+    def _list_expired(self, depth, params, cutoff, limit):
+        params["w_now"] = ms(cutoff)
         if limit > 0:
-            stmt = stmt.limit(limit)
+            params["w_limit"] = limit
+        stmt = _expired(depth, limit > 0)
         return self._tx(
-            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt)], write=False
+            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)],
+            write=False,
         )
 
     def list_expired(self, ctx, now, limit=0):
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
-        return self._expired([visible(suspensions, scope)], ms(cutoff), limit)
+        return self._list_expired(scope.depth, scope_params(scope), cutoff, limit)
 
     def list_expired_across_scopes(self, ctx, now, limit=0):
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
-        return self._expired([], ms(cutoff), limit)
+        return self._list_expired(None, {}, cutoff, limit)
