@@ -128,7 +128,8 @@ class _Sqlite(Dialect):
       (``isolation_level = None``) and the store emits ``BEGIN IMMEDIATE``
       for every transaction that will write, so the write lock is taken
       first and a transaction never upgrades from reader to writer (which
-      is where SQLite returns SQLITE_BUSY without waiting);
+      is where SQLite returns SQLITE_BUSY without waiting); a read is one
+      SELECT, which SQLite runs as its own snapshot transaction;
     * a pooled connection is used by one thread at a time; a call checks
       one out for its whole transaction, so concurrent calls run on
       separate connections (``check_same_thread`` is off only because the
