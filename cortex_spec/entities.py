@@ -7,7 +7,6 @@ be able to build a bad entity and hand it to a store, which refuses it with
 
 from __future__ import annotations
 
-import copy
 from typing import TypeVar
 
 import attrs
@@ -21,8 +20,27 @@ entity = attrs.frozen(kw_only=True, eq=True, hash=False)
 
 
 def detach(value: T) -> T:
-    """A deep copy that shares no mutable part (dicts, lists) with ``value``."""
-    return copy.deepcopy(value)
+    """A copy that shares no mutable part (dicts, lists) with ``value``.
+
+    Entities are frozen; their only mutable parts are JSON objects and lists,
+    so those are copied and everything else (strings, datetimes, scopes,
+    enums) is shared.
+    """
+    if isinstance(value, dict):
+        return {k: detach(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [detach(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, tuple):
+        return tuple(detach(v) for v in value)  # type: ignore[return-value]
+    cls = type(value)
+    if attrs.has(cls):
+        changes = {}
+        for f in attrs.fields(cls):
+            v = getattr(value, f.name)
+            if isinstance(v, (dict, list, tuple)) or attrs.has(type(v)):
+                changes[f.name] = detach(v)
+        return attrs.evolve(value, **changes) if changes else value  # type: ignore[misc]
+    return value
 
 
 def replace(value: T, **changes: object) -> T:

@@ -91,8 +91,11 @@ def pytest_configure(config: pytest.Config) -> None:
     pg_url = config.getoption("--cortex-postgres-url")
     if pg_url:
         os.environ["CORTEX_SPEC_POSTGRES_URL"] = pg_url  # read by the postgres harness
-    config._cortex = CertificationRun(config)  # type: ignore[attr-defined]
-    config.pluginmanager.register(config._cortex, "cortex-spec-certification")  # type: ignore[attr-defined]
+    run = CertificationRun(config)
+    config._cortex = run  # type: ignore[attr-defined]
+    config.pluginmanager.register(run, "cortex-spec-certification")
+    if config.getoption("--cortex-store") or os.environ.get("CORTEX_SPEC_STORE"):
+        run.resolve()  # a bad --cortex-store is a usage error before collection
 
 
 def _store_spec(config: pytest.Config) -> str:
@@ -128,6 +131,7 @@ class CertificationRun:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.harness: Harness | None = None
+        self.resolved: Harness | None = None
         self.declared: frozenset[str] | None = None
         self.backend_info: dict[str, Any] = {}
         self.unavailable: str | None = None
@@ -139,16 +143,22 @@ class CertificationRun:
 
     # -- backend ---------------------------------------------------------------
 
+    def resolve(self) -> Harness:
+        """The (not yet started) harness of ``--cortex-store``."""
+        if self.resolved is None:
+            try:
+                self.resolved = resolve_harness(_store_spec(self.config))
+            except HarnessError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self.resolved
+
     def start_backend(self) -> Harness:
         if self.harness is not None:
             return self.harness
         if self.unavailable is not None:
             pytest.exit(self.unavailable, returncode=EXIT_NOT_CERTIFIED)
         spec = _store_spec(self.config)
-        try:
-            harness = resolve_harness(spec)
-        except HarnessError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        harness = self.resolve()
         try:
             harness.start()
             declared = harness.probe_capabilities(ManualClock())

@@ -8,7 +8,6 @@ reads clock now exactly once per call, inside the lock (RSC-GEN-1).
 
 from __future__ import annotations
 
-import copy
 import threading
 from contextlib import contextmanager
 from datetime import datetime
@@ -44,12 +43,17 @@ class MemoryMedium:
         return {k: v for k, v in vars(self).items() if k != "lock"}
 
     def clone(self) -> "MemoryMedium":
-        """An independent deep copy of the data (a new lock)."""
+        """An independent copy of the data, with a new lock.
+
+        Copying each table dict is enough: the reference never mutates a
+        stored entity in place (entities are frozen, JSON fields are detached
+        on the way in and out, and a change replaces the table entry).
+        """
         with self.lock:
             twin = MemoryMedium.__new__(MemoryMedium)
             twin.lock = threading.RLock()
             for name, table in self.tables().items():
-                setattr(twin, name, copy.deepcopy(table))
+                setattr(twin, name, dict(table))
             return twin
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import Checkpoint, CheckpointFilter, Decision
 
+from .ops import Op
 from .runs import AGENTS
 from .world import ROLES, ctx_of, json_objects, make_op, short_texts
 
@@ -28,6 +29,9 @@ def decisions() -> st.SearchStrategy[Decision]:
         decided_by=st.sampled_from(["alice", "bob"]),
         reason=short_texts(),
     )
+
+
+DECISIONS = decisions()
 
 
 def r_create_checkpoint(m, data):
@@ -52,7 +56,7 @@ def r_get_checkpoint(m, data):
 def r_resolve(m, data):
     cp_id = data.draw(m.id_choice("checkpoint"), "checkpoint_id")
     return make_op("resolve", data.draw(m.ctx_choice(), "ctx"), cp_id,
-                   data.draw(decisions(), "decision"), keys=[cp_key(cp_id)])
+                   data.draw(DECISIONS, "decision"), keys=[cp_key(cp_id)])
 
 
 def _filter(m, data) -> CheckpointFilter | None:
@@ -102,22 +106,21 @@ def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]
     return out
 
 
-def racing_ops(world: Any) -> list[st.SearchStrategy]:
+def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Resolves with different decisions, reads, lists and duplicate creates.
+    Each builder takes Hypothesis' ``draw``."""
     roles = st.sampled_from(["exact", "exact", "ancestor", "sibling", "lookalike"])
     cps = st.sampled_from(world.checkpoints)
 
-    @st.composite
     def resolve(draw):
         cp_id = draw(cps)
-        return make_op("resolve", ctx_of(ROLES[draw(roles)]), cp_id, draw(decisions()),
+        return make_op("resolve", ctx_of(ROLES[draw(roles)]), cp_id, draw(DECISIONS),
                        keys=[cp_key(cp_id)])
 
-    @st.composite
     def get(draw):
         cp_id = draw(cps)
         return make_op("get_checkpoint", ctx_of(ROLES[draw(roles)]), cp_id, keys=[cp_key(cp_id)])
 
-    @st.composite
     def listing(draw):
         kind = draw(st.sampled_from(["pending", "count", "across"]))
         if kind == "across":
@@ -125,7 +128,6 @@ def racing_ops(world: Any) -> list[st.SearchStrategy]:
         method = "list_pending" if kind == "pending" else "count_pending"
         return make_op(method, ctx_of(ROLES[draw(roles)]), None, keys=None)
 
-    @st.composite
     def create(draw):
         cp_id = draw(st.sampled_from(world.checkpoints + (world.spare_checkpoint,)))
         role = draw(st.sampled_from(["exact", "sibling"]))
@@ -133,4 +135,22 @@ def racing_ops(world: Any) -> list[st.SearchStrategy]:
                        Checkpoint(id=cp_id, run_id=world.runs[0], agent_id=AGENTS[0]),
                        keys=[cp_key(cp_id)])
 
-    return [resolve(), resolve(), get(), listing(), create()]
+    return [resolve, resolve, get, listing, create]
+
+
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: concurrent resolves of one pending checkpoint
+    (CP-RESOLVE-4) and duplicate creates."""
+    cp_id = world.checkpoints[0]
+
+    def resolve(draw):
+        role = draw(st.sampled_from(["exact", "exact", "ancestor"]))
+        return make_op("resolve", ctx_of(ROLES[role]), cp_id, draw(DECISIONS), keys=[cp_key(cp_id)])
+
+    def create_twice(draw):
+        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        return make_op("create_checkpoint", ctx_of(ROLES[role]),
+                       Checkpoint(id=world.spare_checkpoint, run_id=world.runs[0], agent_id=AGENTS[0]),
+                       keys=[cp_key(world.spare_checkpoint)])
+
+    return [resolve, create_twice]

@@ -6,7 +6,9 @@ A class contributes one module (``stateful/<class>.py``) with:
   crash machines;
 * ``ID_KINDS``: the id kinds its rules create (for the id pools);
 * ``views(store, contexts, known)``: the whole-state views (MACH-DIFF-2);
-* ``racing_ops(world)``: strategies of calls for concurrent scenarios.
+* ``racing_ops(world)`` and ``storm_ops(world)``: builders ``build(draw) ->
+  Op`` of calls for concurrent scenarios (a mix of anything, and storms
+  where every branch contends for one row).
 
 Adding a class is adding its module to :data:`MODULES`.
 """

@@ -125,13 +125,19 @@ class Scenario:
 
     def render(self) -> str:
         """The scenario as a runnable Python function of a store and a clock."""
+        scripted = any(isinstance(step, Script) for branch in self.branches for step in branch)
         lines = [
             "from datetime import datetime, timedelta, timezone",
             "from cortex_spec import *",
             "from cortex_spec.testing import ctx, race",
-            "from cortex_spec.stateful.suspensions import "
-            "writer_resume, writer_reject, writer_sweep, writer_cancel",
-            "from cortex_spec.stateful.ops import outcome_of",
+        ]
+        if scripted:
+            lines += [
+                "from cortex_spec.stateful.ops import outcome_of",
+                "from cortex_spec.stateful.suspensions import "
+                "writer_resume, writer_reject, writer_sweep, writer_cancel",
+            ]
+        lines += [
             "",
             "def T(ms):",
             "    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)",
@@ -139,15 +145,12 @@ class Scenario:
             "def scenario(store, clock):",
             f"    clock.set(T({to_millis(self.world.t0)}))",
         ]
-        for op in self.prefix:
-            lines.append(f"    {op.render()}")
-        lines.append("    call = lambda op: outcome_of(lambda: op(store))")
+        lines += [f"    {op.render()}" for op in self.prefix]
+        if scripted:
+            lines.append("    call = lambda op: outcome_of(lambda: op(store))")
         lines.append("    return race([")
         for branch in self.branches:
-            parts = [
-                s.render() if isinstance(s, Script) else s.render() for s in branch
-            ]
-            lines.append(f"        lambda: ({', '.join(parts)},),")
+            lines.append(f"        lambda: ({', '.join(step.render() for step in branch)},),")
         lines.append("    ])")
         return "\n".join(lines)
 
@@ -198,11 +201,25 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op]:
 
 @st.composite
 def _mixed(draw: Any, declared: frozenset[str]) -> Scenario:
-    world = _world(draw, draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    racers = [s for m in modules_for(declared) for s in m.racing_ops(world)]
-    branch = st.lists(st.one_of(racers), min_size=1, max_size=3).map(tuple)
-    branches = tuple(draw(st.lists(branch, min_size=2, max_size=4)))
-    return Scenario("mixed", world, tuple(_setup(world, declared)), branches)
+    """Either a *storm* (2–4 branches making the same kind of call on one
+    row: the claim races of SUSP-CLAIM-10, CP-RESOLVE-4, RUN-UPD-6, …) or a
+    *mix* (each branch 1–3 calls of any kind on one or two rows)."""
+    storm = draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
+    n_rows = 1 if storm else draw(st.integers(1, 2))
+    world = _world(draw, n_rows, n_rows)
+    lanes = draw(st.integers(2, 4))
+    if storm:
+        storms = [build for m in modules_for(declared) for build in m.storm_ops(world)]
+        build = storms[draw(st.integers(0, len(storms) - 1))]
+        branches = tuple((build(draw),) for _ in range(lanes))
+    else:
+        racers = [build for m in modules_for(declared) for build in m.racing_ops(world)]
+        pick = st.integers(0, len(racers) - 1)
+        branches = tuple(
+            tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
+            for _ in range(lanes)
+        )
+    return Scenario("storm" if storm else "mixed", world, tuple(_setup(world, declared)), branches)
 
 
 @st.composite
@@ -301,7 +318,7 @@ def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None, failed:
         headline = f"{clauses}: no order of the calls explains the observed results"
     lines = [
         headline,
-        f"Observed in {failed} of {runs} runs of this scenario.",
+        "{replay}",
         "",
         "Minimal scenario (runnable):",
         "",
@@ -346,7 +363,8 @@ def run_concurrent(
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
     seed_value = session_seed()
-    remembered: dict[str, str] = {}
+    remembered: dict[str, tuple[Scenario, str]] = {}
+    last: list[str] = []
 
     def check_scenario(scenario: Scenario) -> None:
         stats.examples += 1
@@ -366,17 +384,33 @@ def run_concurrent(
                 stats.unknown_verdicts += 1
             if not verdict.ok:
                 failures.append((ex, verdict))
+                break  # one failing run decides; the final replay counts k of N
         if failures:
             stats.violations += 1
             ex, verdict = failures[0]
             message = _explain(scenario, ex, verdict, len(failures), runs, clauses,
                                harness.name, seed_value)
-            remembered[key] = message
+            remembered[key] = (scenario, message)
+            last.append(key)
             raise ScenarioFailure(message)
         if key in remembered:
             # Hypothesis replays the shrunk example once more; a race need not
             # reproduce on demand, so the failure already observed stands.
-            raise ScenarioFailure(remembered[key] + "\n(this replay passed; the failure above stands)")
+            last.append(key)
+            raise ScenarioFailure(remembered[key][1])
+
+    def replay(key: str) -> ScenarioFailure:
+        """Re-run the minimal scenario and say in how many runs it fails."""
+        scenario, message = remembered[key]
+        n = max(2 * runs, 8)
+        k = 0
+        for _ in range(n):
+            ex = execute(harness, scenario)
+            if ex.hung or not check(ReferenceModel(), ex.calls, profile.checker_budget).ok:
+                k += 1
+        note = (f"Replayed {n} times: {k} of {n} runs failed"
+                + ("" if k else " (the race did not recur, but the violation above was observed)"))
+        return ScenarioFailure(message.replace("{replay}", note))
 
     @seed(seed_value)
     @settings(
@@ -391,8 +425,8 @@ def run_concurrent(
 
     try:
         race_scenarios()
-    except Flaky as exc:
-        if remembered:
-            raise ScenarioFailure(next(reversed(remembered.values()))) from exc
-        raise
+    except (ScenarioFailure, Flaky) as exc:
+        if not last:
+            raise
+        raise replay(last[-1]) from None if isinstance(exc, ScenarioFailure) else exc
     return stats

@@ -32,10 +32,23 @@ class FixedClock:
         return self.instant
 
 
-def fingerprint(medium: MemoryMedium) -> Hashable:
-    """A canonical, hashable image of every table of ``medium``."""
+def fingerprint(medium: MemoryMedium, memo: dict[int, tuple[Any, Hashable]] | None = None) -> Hashable:
+    """A canonical, hashable image of every table of ``medium``.
+
+    ``memo`` caches the image of each (immutable) row object by identity; it
+    keeps the objects alive so identities are not reused.
+    """
+
+    def image(row: Any) -> Hashable:
+        if memo is None:
+            return normalize(row)
+        hit = memo.get(id(row))
+        if hit is None:
+            hit = memo[id(row)] = (row, normalize(row))
+        return hit[1]
+
     return tuple(
-        (name, tuple(sorted((key, normalize(row)) for key, row in table.items())))
+        (name, tuple(sorted((key, image(row)) for key, row in table.items())))
         for name, table in sorted(medium.tables().items())
     )
 
@@ -45,9 +58,9 @@ class RefState:
 
     __slots__ = ("medium", "key")
 
-    def __init__(self, medium: MemoryMedium) -> None:
+    def __init__(self, medium: MemoryMedium, memo: dict | None = None) -> None:
         self.medium = medium
-        self.key = fingerprint(medium)
+        self.key = fingerprint(medium, memo)
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -64,7 +77,10 @@ class ReferenceModel:
     """The contract's semantics, step by step (see the module docstring)."""
 
     def __init__(self, initial: MemoryMedium | None = None, matcher: Matcher | None = None) -> None:
-        self._initial = RefState(initial.clone() if initial is not None else MemoryMedium())
+        self._memo: dict[int, tuple[Any, Hashable]] = {}
+        self._initial = RefState(
+            initial.clone() if initial is not None else MemoryMedium(), self._memo
+        )
         self._matches = matcher or (lambda expected, observed: expected == observed)
 
     def init(self) -> RefState:
@@ -77,7 +93,7 @@ class ReferenceModel:
         if expected.kind == "error":
             next_state = state  # a refused call writes nothing
         else:
-            next_state = RefState(medium)
+            next_state = RefState(medium, self._memo)
         if observed.kind == "unknown":
             return True, next_state, expected
         return self._matches(expected, observed), next_state, expected

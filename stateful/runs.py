@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 
@@ -11,6 +11,7 @@ from cortex_spec import ids
 from cortex_spec.clock import EPOCH
 from cortex_spec.runs import Run, RunFilter, RunState, Step, ToolCall
 
+from .ops import Op
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
 
 NAME = "runs"
@@ -161,35 +162,52 @@ def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]
 # -- concurrent scenarios ------------------------------------------------------------
 
 
-def racing_ops(world: Any) -> list[st.SearchStrategy]:
-    """Calls on the world's runs that race well: updates, reads, duplicate creates."""
+def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Calls on the world's runs that race well: updates, reads, duplicate
+    creates, lists.  Each builder takes Hypothesis' ``draw``."""
 
-    @st.composite
     def update(draw):
         run_id = draw(st.sampled_from(world.runs))
-        data = _Drawer(draw)
-        return make_op("update_run", ctx_of(ROLES[draw(st.sampled_from(["exact", "ancestor"]))]),
-                       run_entity(data, run_id), keys=[run_key(run_id)])
+        role = draw(st.sampled_from(["exact", "ancestor"]))
+        return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
+                       keys=[run_key(run_id)])
 
-    @st.composite
     def read(draw):
         run_id = draw(st.sampled_from(world.runs))
         role = draw(st.sampled_from(["exact", "ancestor", "sibling", "lookalike"]))
         return make_op("get_run", ctx_of(ROLES[role]), run_id, keys=[run_key(run_id)])
 
-    @st.composite
     def create_dup(draw):
         run_id = draw(st.sampled_from(world.runs + (world.spare_run,)))
         role = draw(st.sampled_from(["exact", "sibling", "other"]))
-        return make_op("create_run", ctx_of(ROLES[role]), Run(id=run_id, agent_id=AGENTS[0],
-                       state=RunState.PAUSED), keys=[run_key(run_id)])
+        return make_op("create_run", ctx_of(ROLES[role]),
+                       Run(id=run_id, agent_id=AGENTS[0], state=RunState.PAUSED),
+                       keys=[run_key(run_id)])
 
-    @st.composite
     def listing(draw):
         role = draw(st.sampled_from(["exact", "ancestor"]))
         return make_op("list_runs", ctx_of(ROLES[role]), None, keys=None)
 
-    return [update(), read(), create_dup(), listing()]
+    return [update, read, create_dup, listing]
+
+
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: whole updates of one run (RUN-UPD-6) and one id
+    created from several scopes (SCOPE-ID-1)."""
+    run_id = world.runs[0]
+
+    def update(draw):
+        role = draw(st.sampled_from(["exact", "ancestor"]))
+        return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
+                       keys=[run_key(run_id)])
+
+    def create_twice(draw):
+        role = draw(st.sampled_from(["exact", "sibling", "other", "lookalike"]))
+        return make_op("create_run", ctx_of(ROLES[role]),
+                       Run(id=world.spare_run, agent_id=AGENTS[0], state=RunState.PAUSED),
+                       keys=[run_key(world.spare_run)])
+
+    return [update, create_twice]
 
 
 class _Drawer:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cortex_spec import ids
 from cortex_spec.checkpoints import CheckpointFilter, Decision
 from cortex_spec.entities import replace
-from cortex_spec.runs import RunState
+from cortex_spec.runs import Run, RunState
 from cortex_spec.suspensions import PendingCall, Suspension, SuspensionReason
 
 from .ops import Op, Outcome
@@ -115,64 +115,79 @@ def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]
 # -- concurrent scenarios ------------------------------------------------------------
 
 
-def racing_ops(world: Any) -> list[st.SearchStrategy]:
-    """Claims of both kinds from every role, deletes, re-creates and lists."""
+def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Claims of both kinds from every role, deletes, re-creates, lists and
+    state changes of the run.  Each builder takes Hypothesis' ``draw``."""
     roles = st.sampled_from(["exact", "exact", "ancestor", "sibling", "lookalike"])
     runs = st.sampled_from(world.runs)
+    instants = instants_around([world.t0] + [d for d in world.deadlines.values() if d is not None])
 
-    def sweep_instants(run_id: str) -> st.SearchStrategy:
-        points = [world.t0] + [d for d in world.deadlines.values() if d is not None]
-        return instants_around(points)
-
-    @st.composite
     def claim(draw):
         run_id = draw(runs)
         return make_op("claim_suspension", ctx_of(ROLES[draw(roles)]), run_id, keys=[run_key(run_id)])
 
-    @st.composite
     def sweep(draw):
         run_id = draw(runs)
         return make_op("claim_expired_suspension", ctx_of(ROLES[draw(roles)]), run_id,
-                       draw(sweep_instants(run_id)), keys=[run_key(run_id)])
+                       draw(instants), keys=[run_key(run_id)])
 
-    @st.composite
     def delete(draw):
         run_id = draw(runs)
         return make_op("delete_suspension", ctx_of(ROLES[draw(roles)]), run_id, keys=[run_key(run_id)])
 
-    @st.composite
     def get(draw):
         run_id = draw(runs)
         return make_op("get_suspension", ctx_of(ROLES[draw(roles)]), run_id, keys=[run_key(run_id)])
 
-    @st.composite
     def recreate(draw):
         run_id = draw(runs)
-        n = draw(st.integers(0, 1))
-        sus_id = world.spare_suspensions[n]
+        sus_id = world.spare_suspensions[draw(st.integers(0, 1))]
         role = draw(st.sampled_from(["exact", "sibling"]))
         return make_op("create_suspension", ctx_of(ROLES[role]),
                        Suspension(id=sus_id, run_id=run_id, expires_at=None),
                        keys=[run_key(run_id), ("sus", sus_id)])
 
-    @st.composite
     def listing(draw):
-        now = draw(sweep_instants(world.runs[0]))
+        now = draw(instants)
         if draw(st.booleans()):
             return make_op("list_expired_across_scopes", ctx_of(ROLES["other"]), now, 0, keys=None)
         return make_op("list_expired", ctx_of(ROLES[draw(roles)]), now, 0, keys=None)
 
-    @st.composite
-    def pause(draw):
-        # put the run back to paused (or elsewhere): races an update against claims
+    def set_state(draw):
+        # an update of the run racing the claims (pausing again, or failing it)
         run_id = draw(runs)
         state = draw(st.sampled_from([RunState.PAUSED, RunState.FAILED]))
-        from cortex_spec.runs import Run
-
         return make_op("update_run", ctx_of(ROLES["exact"]),
                        Run(id=run_id, agent_id=world.agent, state=state), keys=[run_key(run_id)])
 
-    return [claim(), claim(), sweep(), delete(), get(), recreate(), listing(), pause()]
+    return [claim, claim, sweep, delete, get, recreate, listing, set_state]
+
+
+def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+    """Builders for storms: every branch contends for the first run's pause
+    (SUSP-CLAIM-10, the deadline partition, duplicate suspensions)."""
+    run_id = world.runs[0]
+    visible = st.sampled_from(["exact", "exact", "ancestor"])
+    deadline = world.deadlines[run_id]
+    instants = instants_around([world.t0] + ([deadline] if deadline is not None else []))
+
+    def claim(draw):
+        return make_op("claim_suspension", ctx_of(ROLES[draw(visible)]), run_id, keys=[run_key(run_id)])
+
+    def claim_or_sweep(draw):
+        if draw(st.booleans()):
+            return claim(draw)
+        return make_op("claim_expired_suspension", ctx_of(ROLES[draw(visible)]), run_id,
+                       draw(instants), keys=[run_key(run_id)])
+
+    def create_twice(draw):
+        sus_id = world.spare_suspensions[draw(st.integers(0, 1))]
+        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        return make_op("create_suspension", ctx_of(ROLES[role]),
+                       Suspension(id=sus_id, run_id=world.spare_run),
+                       keys=[run_key(world.spare_run), ("sus", sus_id)])
+
+    return [claim, claim_or_sweep, create_twice]
 
 
 # -- the four writers on a paused run (FOUR-1..7) -------------------------------------
