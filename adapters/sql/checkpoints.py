@@ -121,6 +121,7 @@ def _resolve_statements(depth: int):
             decided_at=sa.bindparam("w_clock"),  # CP-RESOLVE-1: the passed value is ignored
             updated_at=sa.bindparam("w_clock"),
         )
+        .returning(checkpoints)
     )
     state = sa.select(checkpoints.c.state).where(_mine(depth))
     return resolve, state
@@ -172,7 +173,7 @@ class CheckpointsMixin(SqlStoreBase):
         stored = validate_new_checkpoint(checkpoint, ctx, self._now())
         row = _checkpoint_row(stored)
         # CP-CREATE-3: the primary key refuses an id of any scope
-        self._tx(lambda conn: conn.execute(_INSERT, row), write=True)
+        self._write1(lambda conn: conn.execute(_INSERT, row))
         return detach(stored)
 
     def get_checkpoint(self, ctx, checkpoint_id):
@@ -186,7 +187,7 @@ class CheckpointsMixin(SqlStoreBase):
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-GET-1
             return _checkpoint_from_row(row)
 
-        return self._tx(read, write=False)
+        return self._read(read)
 
     def resolve(self, ctx, checkpoint_id, decision):
         scope = require_scope(ctx)
@@ -204,9 +205,9 @@ class CheckpointsMixin(SqlStoreBase):
 
         def write(conn):
             for _ in range(_RESOLVE_ATTEMPTS):
-                if conn.execute(resolve, params).rowcount == 1:
-                    row = conn.execute(_get(scope.depth), params).one()
-                    return _checkpoint_from_row(row)
+                row = conn.execute(resolve, params).one_or_none()
+                if row is not None:
+                    return _checkpoint_from_row(row)  # the winner: as stored
                 state = conn.execute(read_state, params).scalar_one_or_none()
                 if state is None:
                     raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
@@ -216,7 +217,7 @@ class CheckpointsMixin(SqlStoreBase):
                 # created between the two statements (READ COMMITTED): try again
             raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
-        return self._tx(write, write=True)
+        return self._tx(write)
 
     def _pending_query(self, ctx, filter):
         scope = require_scope(ctx)
@@ -233,15 +234,14 @@ class CheckpointsMixin(SqlStoreBase):
         if flt.limit > 0:
             params["w_limit"] = flt.limit
         stmt = _list_pending(scope.depth, flt.run_id is not None, flt.offset > 0, flt.limit > 0)
-        return self._tx(
-            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)],
-            write=False,
+        return self._read(
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)]
         )
 
     def count_pending(self, ctx, filter=None):
         scope, flt, params = self._pending_query(ctx, filter)
         stmt = _count_pending(scope.depth, flt.run_id is not None)  # CP-LIST-3
-        return self._tx(lambda conn: int(conn.execute(stmt, params).scalar_one()), write=False)
+        return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
     def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
         require_context(ctx)  # SCOPE-XS-2
@@ -253,7 +253,6 @@ class CheckpointsMixin(SqlStoreBase):
         if limit > 0:
             params["w_limit"] = limit
         stmt = _across_scopes(after is not None, limit > 0)
-        return self._tx(
-            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)],
-            write=False,
+        return self._read(
+            lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)]
         )

@@ -19,6 +19,8 @@ Anything not listed here is the same SQL on both dialects.
 from __future__ import annotations
 
 import enum
+import select
+import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,6 +34,7 @@ __all__ = [
     "normalize_url",
     "create_engine",
     "dialect_of",
+    "prepare_engine",
     "id_type",
     "WRITE_OPTION",
 ]
@@ -97,9 +100,9 @@ class Dialect:
     def configure(self, engine: Engine, *, synchronous: str) -> None:
         """Install the engine's event hooks."""
 
-    def prepare_read(self, conn: sa.Connection) -> None:
-        """Set up a connection for a call that only reads, in one statement
-        (every read of the store is one SELECT, atomic on its own)."""
+    def prepare_single(self, conn: sa.Connection) -> None:
+        """Set up a connection for one statement that is atomic on its own
+        (every read of the store, and the writes that are one statement)."""
 
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
@@ -196,12 +199,11 @@ class _Postgres(Dialect):
     READ COMMITTED (the server default, set explicitly): a conditional
     UPDATE that waits on a row lock re-evaluates its WHERE against the
     committed row, so ``UPDATE ... WHERE state = 'paused'`` with a
-    row-count check is an atomic claim.  Reads are single SELECTs run in
-    autocommit mode (one round trip).  Connections killed from outside are
-    detected on their next use: SQLAlchemy invalidates the pool and the
-    store retries the transaction on a fresh connection (a transaction
-    that never reached COMMIT did not happen), instead of pinging every
-    connection on checkout.
+    row-count check is an atomic claim.  Reads and single-statement writes
+    run in autocommit mode (one round trip).  A pooled connection that the
+    server closed is refused at checkout by a local poll of its socket; a
+    connection lost in the middle of a call invalidates the pool and the
+    store retries on a fresh connection whatever never reached COMMIT.
     """
 
     name = "postgresql"
@@ -215,8 +217,18 @@ class _Postgres(Dialect):
             "connect_args": {"application_name": application_name, "connect_timeout": 10},
         }
 
-    def prepare_read(self, conn: sa.Connection) -> None:
-        # one SELECT needs no BEGIN/COMMIT round trips
+    def configure(self, engine: Engine, *, synchronous: str) -> None:
+        @sa.event.listens_for(engine, "checkout")
+        def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+            # A pooled connection the server has closed (killed backend,
+            # restart) has its socket readable while idle: refuse it here and
+            # the pool connects afresh, instead of failing the next statement.
+            # A local poll, not a round trip (unlike a pre-ping).
+            if dbapi_conn.closed or _socket_readable(dbapi_conn):
+                raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+    def prepare_single(self, conn: sa.Connection) -> None:
+        # one statement needs no BEGIN/COMMIT round trips
         conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def lock_schema(self, conn: sa.Connection) -> None:
@@ -241,6 +253,16 @@ class _Postgres(Dialect):
         return conn.exec_driver_sql("SELECT version()").scalar_one()
 
 
+def _socket_readable(dbapi_conn: Any) -> bool:
+    """True when an idle psycopg connection has data or EOF waiting."""
+    try:
+        fd = dbapi_conn.pgconn.socket
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError, AttributeError):
+        return True
+    return bool(readable)
+
+
 SQLITE = _Sqlite()
 POSTGRES = _Postgres()
 
@@ -251,6 +273,25 @@ def dialect_of(engine: Engine) -> Dialect:
     if engine.dialect.name == "postgresql":
         return POSTGRES
     raise ValueError(f"unsupported SQL dialect {engine.dialect.name!r} (use sqlite or postgresql)")
+
+
+_CONFIGURED: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+def prepare_engine(engine: Engine, *, synchronous: str = "FULL") -> Dialect:
+    """The dialect of ``engine``, with the store's hooks installed once.
+
+    An engine from :func:`create_engine` already has them; one built
+    elsewhere gets them here (on SQLite its idle connections are closed so
+    that every connection gets the pragmas and the store's own BEGIN).
+    """
+    ops = dialect_of(engine)
+    if engine not in _CONFIGURED:
+        ops.configure(engine, synchronous=synchronous)
+        _CONFIGURED.add(engine)
+        if ops is SQLITE:
+            engine.dispose()
+    return ops
 
 
 def create_engine(
@@ -276,4 +317,5 @@ def create_engine(
         ),
     )
     ops.configure(engine, synchronous=synchronous)
+    _CONFIGURED.add(engine)
     return engine

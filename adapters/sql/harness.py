@@ -164,7 +164,8 @@ class SqliteHarness(Harness):
             slot = SqliteSlot(path, create_engine(self.url(path), synchronous=self.synchronous))
             self._slots.append(slot)
         slot.engine.dispose()  # no connection may outlive the old file
-        self._remove(slot.path)
+        if os.path.exists(slot.path):
+            self._remove(slot.path)
         shutil.copyfile(self._template, slot.path)
         return slot
 
@@ -240,7 +241,9 @@ class PostgresHarness(Harness):
         self._admin = sa.create_engine(
             self._base_url,
             isolation_level="AUTOCOMMIT",
-            poolclass=sa.pool.NullPool,
+            pool_size=1,
+            max_overflow=2,
+            pool_pre_ping=True,
             connect_args={"connect_timeout": 10, "application_name": "cortex-spec harness"},
         )
         try:

@@ -16,13 +16,13 @@ from cortex_spec.runs import (
     RunState,
     Step,
     ToolCall,
-    apply_run_update,
     validate_new_run,
     validate_new_step,
     validate_new_tool_call,
     validate_run_filter,
     validate_run_update,
 )
+from cortex_spec.validation import check_entity_size
 
 from .schema import runs, steps, tool_calls
 from .store import (
@@ -189,15 +189,21 @@ def _tool_call_from_row(row: Any) -> ToolCall:
 _INSERT_RUN = sa.insert(runs)
 _INSERT_STEP = sa.insert(steps)
 _INSERT_TOOL_CALL = sa.insert(tool_calls)
-_UPDATE_RUN = sa.update(runs).where(runs.c.id == sa.bindparam("w_id"))
 
 
 @lru_cache(maxsize=None)
-def _get_run(depth: int, lock: bool = False) -> sa.Select:
-    stmt = sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
-    # FOR UPDATE on PostgreSQL; nothing on SQLite, whose BEGIN IMMEDIATE
-    # already holds the write lock
-    return stmt.with_for_update() if lock else stmt
+def _get_run(depth: int) -> sa.Select:
+    return sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+
+
+@lru_cache(maxsize=None)
+def _update_run(depth: int) -> sa.Update:
+    # the SET columns come from the parameters (the mutable fields only)
+    return (
+        sa.update(runs)
+        .where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+        .returning(runs)
+    )
 
 
 def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
@@ -267,7 +273,7 @@ class RunsMixin(SqlStoreBase):
         stored = validate_new_run(run, ctx, self._now())
         row = _run_row(stored)
         # RUN-CREATE-2: the primary key refuses an id of any scope
-        self._tx(lambda conn: conn.execute(_INSERT_RUN, row), write=True)
+        self._write1(lambda conn: conn.execute(_INSERT_RUN, row))
         return detach(stored)
 
     def get_run(self, ctx, run_id):
@@ -281,27 +287,28 @@ class RunsMixin(SqlStoreBase):
                 raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
             return run_from_row(row)
 
-        return self._tx(read, write=False)
+        return self._read(read)
 
     def update_run(self, ctx, run):
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
         now = self._now()
-        values = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id}
-        params = {"w_id": run_id, **scope_params(scope)}
+        params = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id,
+                  **scope_params(scope)}
 
         def write(conn):
-            row = conn.execute(_get_run(scope.depth, lock=True), params).one_or_none()
-            if row is None:
-                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
-            # RUN-UPD-7: the size limit applies to the run as it will be stored
-            updated = apply_run_update(run_from_row(row), fields, now)
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
             # mutable fields and updated_at; scope and the rest never change.
-            conn.execute(_UPDATE_RUN, values)
-            return detach(updated)
+            row = conn.execute(_update_run(scope.depth), params).one_or_none()
+            if row is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+            updated = run_from_row(row)
+            # RUN-UPD-7: the size limit applies to the run as stored; too big
+            # raises InvalidArgument and the transaction rolls the update back
+            check_entity_size(updated, "run")
+            return updated
 
-        return self._tx(write, write=True)
+        return self._tx(write)
 
     def _run_query(self, ctx, filter):
         scope = require_scope(ctx)
@@ -318,42 +325,41 @@ class RunsMixin(SqlStoreBase):
         flt, shape, params = self._run_query(ctx, filter)
         params.update(_page_params(flt))
         stmt = _list_runs(*shape, flt.offset > 0, flt.limit > 0)
-        return self._tx(
-            lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)], write=False
+        return self._read(
+            lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)]
         )
 
     def count_runs(self, ctx, filter=None):
         _, shape, params = self._run_query(ctx, filter)
         stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
-        return self._tx(lambda conn: int(conn.execute(stmt, params).scalar_one()), write=False)
+        return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
     def create_step(self, ctx, step):
         require_scope(ctx)
         stored = validate_new_step(step, ctx, self._now())
         row = _step_row(stored)
-        self._tx(lambda conn: conn.execute(_INSERT_STEP, row), write=True)  # STEP-2: the key
+        self._write1(lambda conn: conn.execute(_INSERT_STEP, row))  # STEP-2: the key
         return detach(stored)
 
     def list_steps(self, ctx, run_id):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
-        return self._tx(
-            lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)], write=False
+        return self._read(
+            lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)]
         )
 
     def create_tool_call(self, ctx, tool_call):
         require_scope(ctx)
         stored = validate_new_tool_call(tool_call, ctx, self._now())
         row = _tool_call_row(stored)
-        self._tx(lambda conn: conn.execute(_INSERT_TOOL_CALL, row), write=True)
+        self._write1(lambda conn: conn.execute(_INSERT_TOOL_CALL, row))
         return detach(stored)
 
     def list_tool_calls(self, ctx, step_id):
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
         stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}
-        return self._tx(
-            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt, params)],
-            write=False,
+        return self._read(
+            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt, params)]
         )

@@ -50,6 +50,9 @@ T = TypeVar("T")
 #: Engines on which some store has already found (or made) the schema.
 _SCHEMA_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
+#: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
+READ, WRITE1, TX = "read", "write1", "tx"
+
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
 
@@ -80,9 +83,9 @@ class SqlStoreBase:
         ``url_or_engine`` is a SQLAlchemy URL (``sqlite:////path/to.db``,
         ``postgresql://user@host/db``) or an ``Engine``.  An engine passed in
         is shared, not owned, unless ``owns_engine=True``: :meth:`close`
-        disposes (closes the pooled connections of) an owned engine only.  A
-        SQLite engine should come from :func:`.dialect.create_engine` (it
-        installs the pragmas and ``BEGIN IMMEDIATE``).
+        disposes (closes the pooled connections of) an owned engine only.  An
+        engine not made by :func:`.dialect.create_engine` gets the store's
+        hooks installed (SQLite pragmas and ``BEGIN IMMEDIATE``).
 
         ``busy_timeout`` (seconds, SQLite) is how long one attempt waits for
         the write lock; ``lock_timeout`` is how long the store keeps retrying
@@ -105,7 +108,7 @@ class SqlStoreBase:
                 echo=echo,
             )
             self._owns_engine = True if owns_engine is None else owns_engine
-        self._dialect = dialects.dialect_of(self._engine)
+        self._dialect = dialects.prepare_engine(self._engine)
         self._create_schema = create_schema
         self._lock_timeout = lock_timeout
         self._schema_ready = False
@@ -174,7 +177,7 @@ class SqlStoreBase:
                 return None
             return conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
 
-        version = self._run(read_version, write=False)
+        version = self._run(read_version, READ)
         if version is None:
             if not self._create_schema:
                 raise StoreError("the database has no cortex-spec schema (create_schema=False)")
@@ -188,7 +191,7 @@ class SqlStoreBase:
                     found = SCHEMA_VERSION
                 return found
 
-            version = self._run(create, write=True)
+            version = self._run(create, TX)
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"the database has cortex-spec schema version {version}; "
@@ -203,13 +206,36 @@ class SqlStoreBase:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def _tx(self, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
-        """Run ``fn(conn)`` in one transaction (see the module docstring)."""
+    def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs one SELECT, atomic on its own (no BEGIN/COMMIT).
+
+        A read whose connection was lost is retried on a fresh one.
+        """
+        return self._call(fn, READ)
+
+    def _write1(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs exactly one writing statement, atomic on its own.
+
+        A lost connection is *not* retried: the statement may have committed
+        before the connection died, so the call raises ``StoreError`` and the
+        write happened entirely or not at all.
+        """
+        return self._call(fn, WRITE1)
+
+    def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs several statements in one transaction that takes the
+        write lock first (SQLite ``BEGIN IMMEDIATE``); committed on return,
+        rolled back on any exception.  Retried on a fresh connection if the
+        connection was lost before ``COMMIT``."""
+        return self._call(fn, TX)
+
+    def _call(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
         self._check_open()
         self.ensure_schema()
-        return self._run(fn, write=write)
+        return self._run(fn, mode)
 
-    def _run(self, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
+    def _run(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
+        """The driver-facing loop of :meth:`_read`, :meth:`_write1`, :meth:`_tx`."""
         started = time.monotonic()
         busy_attempts = 0
         disconnects = 0
@@ -217,11 +243,13 @@ class SqlStoreBase:
             committing = False
             try:
                 with self._engine.connect() as conn:
-                    if write:
+                    if mode == TX:
                         conn.execution_options(**{WRITE_OPTION: True})
                     else:
-                        self._dialect.prepare_read(conn)
+                        self._dialect.prepare_single(conn)
                     with conn.begin():
+                        if mode == WRITE1:
+                            committing = True  # the statement is its own commit
                         result = fn(conn)
                         committing = True  # leaving the block commits
                     return result
@@ -232,10 +260,10 @@ class SqlStoreBase:
                 if kind is ErrorKind.UNIQUE:
                     raise AlreadyExists("an entity with this key already exists") from exc
                 if kind is ErrorKind.DISCONNECT:
-                    if committing:
+                    if committing and mode != READ:
                         raise StoreError(
-                            "the database connection was lost while committing; "
-                            "the outcome of this call is unknown"
+                            "the database connection was lost while the write was being "
+                            "committed; it happened entirely or not at all"
                         ) from exc
                     disconnects += 1
                     if disconnects <= _DISCONNECT_RETRIES:

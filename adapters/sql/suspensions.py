@@ -189,7 +189,7 @@ class SuspensionsMixin(SqlStoreBase):
         stored = validate_new_suspension(suspension, ctx, self._now())
         row = _suspension_row(stored)
         # SUSP-CREATE-2/3: the run_id unique constraint and the primary key
-        self._tx(lambda conn: conn.execute(_INSERT, row), write=True)
+        self._write1(lambda conn: conn.execute(_INSERT, row))
         return detach(stored)
 
     def get_suspension(self, ctx, run_id):
@@ -203,7 +203,7 @@ class SuspensionsMixin(SqlStoreBase):
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-GET-1
             return _suspension_from_row(row)
 
-        return self._tx(read, write=False)
+        return self._read(read)
 
     # -- the claims ------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class SuspensionsMixin(SqlStoreBase):
 
         for _ in range(_CLAIM_ATTEMPTS):
             try:
-                return self._tx(attempt, write=True)
+                return self._tx(attempt)
             except _Retry:
                 continue  # rolled back; the next attempt decides afresh
         raise StoreError(f"the claim on run {run_id} kept racing concurrent deletes")
@@ -264,16 +264,15 @@ class SuspensionsMixin(SqlStoreBase):
             if conn.execute(_delete(scope.depth), params).rowcount != 1:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-DEL-1
 
-        self._tx(delete, write=True)
+        self._write1(delete)
 
     def _list_expired(self, depth, params, cutoff, limit):
         params["w_now"] = ms(cutoff)
         if limit > 0:
             params["w_limit"] = limit
         stmt = _expired(depth, limit > 0)
-        return self._tx(
-            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)],
-            write=False,
+        return self._read(
+            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)]
         )
 
     def list_expired(self, ctx, now, limit=0):
