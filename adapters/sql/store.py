@@ -3,21 +3,25 @@
 Every method of the class mixins validates its arguments with the
 contract's validators first (so errors and their precedence match the
 reference: ctx, then ``NoScope``, then ``InvalidArgument``), reads clock now
-once, and then runs one function inside one database transaction through
-:meth:`SqlStoreBase._tx`.  That helper
+once, and then runs one function against the database in one of three ways:
 
-* opens a write transaction with the write lock taken first where the
-  dialect needs it (SQLite ``BEGIN IMMEDIATE``), a plain one otherwise;
-* commits on return and rolls back on any exception, so a call that
-  raises writes nothing;
-* maps driver errors: a unique-key violation becomes ``AlreadyExists``;
-  lock contention (SQLite "database is locked", PostgreSQL serialization
-  failures) is retried with backoff and, if it persists past
-  ``lock_timeout``, raised as ``StoreError``; a lost connection is
-  retried on a fresh one unless it was lost during ``COMMIT`` (then the
-  outcome is unknown and the call raises ``StoreError``); everything else
-  is ``StoreError`` with the driver error chained.  No raw driver
-  exception ever leaves the store.
+* :meth:`SqlStoreBase._read` — one SELECT, atomic on its own (no
+  BEGIN/COMMIT round trips);
+* :meth:`SqlStoreBase._write1` — one writing statement (an INSERT, a
+  DELETE), atomic on its own;
+* :meth:`SqlStoreBase._tx` — several statements in one transaction that
+  takes the write lock first where the dialect needs it (SQLite
+  ``BEGIN IMMEDIATE``); committed on return, rolled back on any exception,
+  so a call that raises writes nothing.
+
+All three map driver errors the same way: a unique-key violation becomes
+``AlreadyExists``; lock contention (SQLite "database is locked", PostgreSQL
+serialization failures) is retried with backoff and, if it persists past
+``lock_timeout``, raised as ``StoreError``; a lost connection is retried on
+a fresh one when nothing can have been committed (a read, a transaction
+before ``COMMIT``), otherwise the call raises ``StoreError`` and the write
+happened entirely or not at all; everything else is ``StoreError`` with the
+driver error chained.  No raw driver exception ever leaves the store.
 
 There is no Python lock around database work: atomicity comes from the
 database (conditional statements and transactions).
