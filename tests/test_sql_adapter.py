@@ -31,6 +31,7 @@ from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore  # noqa: E402
 from cortex_spec.adapters.sql import schema as sql_schema  # noqa: E402
 from cortex_spec.adapters.sql.harness import PostgresHarness, SqliteHarness  # noqa: E402
 from cortex_spec.clock import from_millis, to_millis  # noqa: E402
+from cortex_spec.checkpoints import CheckpointFilter  # noqa: E402
 from cortex_spec.runs import RunFilter  # noqa: E402
 from cortex_spec.testing import (  # noqa: E402
     ZERO,
@@ -254,6 +255,20 @@ def test_json_keeps_types(store):
     assert json.dumps(got, sort_keys=True) == json.dumps(meta, sort_keys=True)
     for key in meta:
         assert type(got[key]) is type(meta[key]), key
+
+
+@pytest.mark.parametrize("n", [2**31, 2**63 - 1, 2**63, 2**80])
+def test_page_sizes_beyond_the_database_integer_are_not_errors(store, n):
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run(state="paused"))
+    store.create_suspension(c, make_suspension(run.id, expires_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    store.create_checkpoint(c, make_checkpoint(run.id))
+    assert len(store.list_runs(c, RunFilter(limit=n))) == 1
+    assert store.list_runs(c, RunFilter(offset=n)) == []
+    assert len(store.list_expired(c, datetime(2027, 1, 1, tzinfo=UTC), n)) == 1
+    assert len(store.list_expired_across_scopes(ZERO, datetime(2027, 1, 1, tzinfo=UTC), n)) == 1
+    assert store.list_pending(c, CheckpointFilter(offset=n)) == []
+    assert len(store.list_pending_across_scopes(ZERO, None, n)) == 1
 
 
 # -- scope in SQL ----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from cortex_spec.validation import check_page
 from .schema import checkpoints
 from .store import (
     SqlStoreBase,
+    db_int,
     decode,
     dump_json,
     instant,
@@ -144,9 +145,9 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
         .order_by(checkpoints.c.created_at, checkpoints.c.id)  # CP-LIST-2
     )
     if offset:
-        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.Integer))
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
     if limit:
-        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
     return stmt
 
 
@@ -163,7 +164,7 @@ def _across_scopes(after: bool, limit: bool) -> sa.Select:
         stmt = stmt.where(checkpoints.c.id > sa.bindparam("w_after"))
     stmt = stmt.order_by(checkpoints.c.id)  # CP-XLIST-2
     if limit:
-        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
     return stmt
 
 
@@ -230,9 +231,9 @@ class CheckpointsMixin(SqlStoreBase):
     def list_pending(self, ctx, filter=None):
         scope, flt, params = self._pending_query(ctx, filter)
         if flt.offset > 0:
-            params["w_offset"] = flt.offset
+            params["w_offset"] = db_int(flt.offset)
         if flt.limit > 0:
-            params["w_limit"] = flt.limit
+            params["w_limit"] = db_int(flt.limit)
         stmt = _list_pending(scope.depth, flt.run_id is not None, flt.offset > 0, flt.limit > 0)
         return self._read(
             lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)]
@@ -251,7 +252,7 @@ class CheckpointsMixin(SqlStoreBase):
         if after is not None:
             params["w_after"] = after
         if limit > 0:
-            params["w_limit"] = limit
+            params["w_limit"] = db_int(limit)
         stmt = _across_scopes(after is not None, limit > 0)
         return self._read(
             lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)]

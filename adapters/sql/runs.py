@@ -27,6 +27,7 @@ from cortex_spec.validation import check_entity_size
 from .schema import runs, steps, tool_calls
 from .store import (
     SqlStoreBase,
+    db_int,
     decode,
     dump_json,
     instant,
@@ -224,9 +225,9 @@ def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
         .order_by(runs.c.created_at.desc(), runs.c.id.desc())  # RUN-LIST-2
     )
     if offset:
-        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.Integer))
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
     if limit:
-        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
     return stmt
 
 
@@ -258,9 +259,9 @@ def _list_tool_calls(depth: int) -> sa.Select:
 def _page_params(flt: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if flt.offset > 0:
-        params["w_offset"] = flt.offset
+        params["w_offset"] = db_int(flt.offset)
     if flt.limit > 0:
-        params["w_limit"] = flt.limit
+        params["w_limit"] = db_int(flt.limit)
     return params
 
 

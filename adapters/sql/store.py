@@ -42,6 +42,7 @@ from sqlalchemy.engine import URL, Engine
 from cortex_spec.clock import Clock, SystemClock, from_millis, to_millis, truncate_ms
 from cortex_spec.errors import AlreadyExists, CortexError, InvalidArgument, StoreClosed, StoreError
 from cortex_spec.scope import Scope
+from cortex_spec.validation import INT64_MAX
 
 from . import dialect as dialects
 from .dialect import WRITE_OPTION, ErrorKind
@@ -53,6 +54,20 @@ T = TypeVar("T")
 
 #: Engines on which some store has already found (or made) the schema.
 _SCHEMA_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+class ControlFlow(Exception):
+    """Base of a mixin's internal signals that :meth:`SqlStoreBase._run`
+    lets through unwrapped (after rolling back)."""
+
+
+def db_int(value: int) -> int:
+    """A non-negative count or page size as the database can bind it.
+
+    Python ints are unbounded; BIGINT is not.  A limit or offset beyond
+    ``2**63 - 1`` means the same as ``2**63 - 1`` (no table holds more rows).
+    """
+    return min(value, INT64_MAX)
+
 
 #: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
 READ, WRITE1, TX = "read", "write1", "tx"
@@ -285,8 +300,10 @@ class SqlStoreBase:
                         f"({busy_attempts} attempts): {exc.orig}"
                     ) from exc
                 raise StoreError(f"database error: {exc.orig}") from exc
-            except sa.exc.SQLAlchemyError as exc:
-                raise StoreError(f"database error: {exc}") from exc
+            except ControlFlow:
+                raise  # internal signal of a mixin (the transaction rolled back)
+            except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
+                raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
 
 
 # -- row codecs shared by the mixins ----------------------------------------------------

@@ -54,7 +54,9 @@ from cortex_spec.validation import check_instant, check_page
 from .dialect import Dialect
 from .schema import runs, suspensions
 from .store import (
+    ControlFlow,
     SqlStoreBase,
+    db_int,
     decode,
     dump_json,
     instant,
@@ -73,7 +75,7 @@ __all__ = ["SuspensionsMixin"]
 _CLAIM_ATTEMPTS = 50
 
 
-class _Retry(Exception):
+class _Retry(ControlFlow):
     """Internal: a won claim found its suspension gone; roll back, try again."""
 
 
@@ -179,7 +181,7 @@ def _expired(depth: int | None, limit: bool) -> sa.Select:
         .order_by(suspensions.c.expires_at, suspensions.c.id)  # SUSP-LIST-3
     )
     if limit:
-        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.Integer))
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
     return stmt
 
 
@@ -269,7 +271,7 @@ class SuspensionsMixin(SqlStoreBase):
     def _list_expired(self, depth, params, cutoff, limit):
         params["w_now"] = ms(cutoff)
         if limit > 0:
-            params["w_limit"] = limit
+            params["w_limit"] = db_int(limit)
         stmt = _expired(depth, limit > 0)
         return self._read(
             lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)]
