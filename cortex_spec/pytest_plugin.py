@@ -49,6 +49,7 @@ EXIT_NOT_CERTIFIED = 3
 _CLAUSES_KEY = "cortex_clauses"
 _BACKEND_KEY = "cortex_backend"
 _MACHINE_KEY = "cortex_machine"
+_REFUTED_KEY = "cortex_refuted"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,7 +140,7 @@ class CertificationRun:
         self.machines: dict[str, dict[str, Any]] = {}
         self.started = time.monotonic()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.certification_tests = 0
+        self.first_failure: dict[str, Any] | None = None
 
     # -- backend ---------------------------------------------------------------
 
@@ -202,6 +203,19 @@ class CertificationRun:
             if clause_ids or classes:
                 item.user_properties.append((_CLAUSES_KEY, clause_ids))
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        """A failure whose exception names the clauses it refutes
+        (``exc.cortex_clauses``) fails only those clauses of the test."""
+        outcome = yield
+        report = outcome.get_result()
+        if call.excinfo is not None:
+            refuted = getattr(call.excinfo.value, "cortex_clauses", None)
+            if refuted:
+                report.user_properties = list(report.user_properties) + [
+                    (_REFUTED_KEY, tuple(refuted))
+                ]
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if _CLAUSES_KEY not in props:
@@ -221,7 +235,15 @@ class CertificationRun:
         # the worst phase wins: a teardown error fails a test that passed
         if previous is not None and _RANK[previous[0]] >= _RANK[outcome]:
             return
-        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration)
+        refuted = tuple(props.get(_REFUTED_KEY, ()))
+        clause_ids += tuple(c for c in refuted if c not in clause_ids)
+        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration, refuted)
+        if outcome == "failed" and self.first_failure is None:
+            self.first_failure = {
+                "test": report.nodeid,
+                "clauses": list(refuted or clause_ids),
+                "after_s": round(time.monotonic() - self.started, 3),
+            }
 
     def record_machine(self, figures: dict[str, Any]) -> None:
         name = figures["machine"]
@@ -229,7 +251,9 @@ class CertificationRun:
         for key, value in figures.items():
             if key == "machine":
                 continue
-            if key.startswith("longest") or key.startswith("max"):
+            if key == "violation":
+                total.setdefault(key, value)  # keep the first picture
+            elif key.startswith("longest") or key.startswith("max"):
                 total[key] = max(total.get(key, 0), value)
             elif isinstance(value, (int, float)):
                 total[key] = round(total.get(key, 0) + value, 3)
@@ -252,8 +276,8 @@ class CertificationRun:
         from cortex_spec.reports import TestRecord, build_report
 
         records = [
-            TestRecord(nodeid, outcome, clauses, message, duration)
-            for nodeid, (outcome, message, clauses, duration) in self.records.items()
+            TestRecord(nodeid, outcome, clauses, message, duration, refuted)
+            for nodeid, (outcome, message, clauses, duration, refuted) in self.records.items()
         ]
         store = dict(self.backend_info) or {"name": _store_spec(self.config)}
         store.setdefault("spec", _store_spec(self.config))
@@ -267,6 +291,7 @@ class CertificationRun:
             duration_s=time.monotonic() - self.started,
             machines=self.machines,
             unavailable=self.unavailable,
+            first_failure=self.first_failure,
         )
 
     @pytest.hookimpl(trylast=True)
@@ -278,11 +303,12 @@ class CertificationRun:
         path = self.report_path()
         if path is None or (not self.records and self.unavailable is None):
             return
-        from cortex_spec.reports import write_report
+        from cortex_spec.reports import write_html, write_report
 
         report = self.build()
         self.report = report
         write_report(report, path)
+        write_html(report, os.path.splitext(path)[0] + ".html")
         self.report_written = path
         if not report["certified"] and session.exitstatus == 0:
             session.exitstatus = 1 if self.unavailable is None else EXIT_NOT_CERTIFIED

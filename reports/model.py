@@ -29,12 +29,21 @@ class TestRecord:
     clauses: tuple[str, ...]
     message: str = ""
     duration: float = 0.0
+    #: when a failing test says which of its clauses it refuted (an exception
+    #: with ``cortex_clauses``), only those fail; the others are "skipped"
+    #: (not established by this run)
+    failed_clauses: tuple[str, ...] = ()
+
+    def outcome_for(self, clause_id: str) -> str:
+        if self.outcome == "failed" and self.failed_clauses and clause_id not in self.failed_clauses:
+            return "skipped"
+        return self.outcome
 
 
-def _clause_outcome(tests: list[TestRecord], claimed: bool) -> str:
+def _clause_outcome(clause_id: str, tests: list[TestRecord], claimed: bool) -> str:
     if not claimed:
         return "not claimed"
-    outcomes = {t.outcome for t in tests}
+    outcomes = {t.outcome_for(clause_id) for t in tests}
     if "failed" in outcomes:
         return "failed"
     if "passed" in outcomes:
@@ -59,6 +68,7 @@ def build_report(
     duration_s: float,
     machines: dict[str, Any] | None = None,
     unavailable: str | None = None,
+    first_failure: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Aggregate test records into the report (see the package docstring).
 
@@ -82,7 +92,7 @@ def build_report(
             clause.cls in GENERAL_CLASSES or clause.cls in claimed
         )
         tests = by_clause.get(clause.id, [])
-        outcome = _clause_outcome(tests, is_claimed)
+        outcome = _clause_outcome(clause.id, tests, is_claimed)
         counts[outcome] += 1
         entry: dict[str, Any] = {
             "id": clause.id,
@@ -90,12 +100,16 @@ def build_report(
             "text": clause.text,
             "outcome": outcome,
             "tests": {
-                o: sum(1 for t in tests if t.outcome == o)
+                o: sum(1 for t in tests if t.outcome_for(clause.id) == o)
                 for o in ("passed", "failed", "not claimed", "skipped")
             },
         }
-        failures = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "failed"]
-        skips = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "skipped"]
+        failures = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome_for(clause.id) == "failed"]
+        skips = [
+            f"{t.nodeid}: " + (t.message if t.outcome == "skipped" else
+                               f"not established: the test failed on {', '.join(t.failed_clauses)}")
+            for t in tests if t.outcome_for(clause.id) == "skipped"
+        ]
         if failures:
             entry["messages"] = failures[:10]
         elif skips and outcome == "skipped":
@@ -137,6 +151,7 @@ def build_report(
         "counts": counts,
         "tests": tests,
         "machines": machines or {},
+        "first_failure": first_failure,
         "started_at": started_at,
         "duration_s": round(duration_s, 3),
     }

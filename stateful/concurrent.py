@@ -43,7 +43,7 @@ from cortex_spec.suspensions import Suspension
 
 from . import suspensions as susp_ops
 from .classes import modules_for
-from .history import Call, Recorder, render_timeline
+from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
 from .ops import Op, Outcome, py
@@ -303,19 +303,28 @@ def _lane_name(branch: tuple[Step, ...]) -> str:
 
 
 class ScenarioFailure(AssertionError):
-    pass
+    """A scenario broke a clause; ``cortex_clauses`` names which."""
+
+    def __init__(self, message: str, clauses: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cortex_clauses = clauses
 
 
-def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None, failed: int,
-             runs: int, clauses: str, store_name: str, seed_value: int) -> str:
-    if verdict is None:
-        headline = (f"{clauses}: racing calls did not return within {CALL_TIMEOUT}s "
-                    f"({', '.join(ex.hung)}) — MACH-LIN-2")
+def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None,
+             clauses: tuple[str, ...], store_name: str, seed_value: int) -> str:
+    crashed = [c for c in ex.calls if c.outcome.kind == "crash"]
+    if verdict is None and ex.hung:
+        headline = (f"MACH-LIN-2: racing calls did not return within {CALL_TIMEOUT}s "
+                    f"({', '.join(ex.hung)})")
+    elif verdict is None:
+        headline = "MACH-LIN-2: calls raised exceptions outside the contract: " + "; ".join(
+            f"#{c.index} {c.op.short()}: {c.outcome.value}" for c in crashed
+        )
     elif verdict.result == "unknown":
-        headline = (f"{clauses}: the checker ran out of its budget after {verdict.steps} steps "
-                    f"(verdict unknown, which is not a pass)")
+        headline = (f"{', '.join(clauses)}: the checker ran out of its budget after "
+                    f"{verdict.steps} steps (verdict unknown, which is not a pass)")
     else:
-        headline = f"{clauses}: no order of the calls explains the observed results"
+        headline = f"{', '.join(clauses)}: no order of the calls explains the observed results"
     lines = [
         headline,
         "{replay}",
@@ -352,10 +361,10 @@ def run_concurrent(
     declared: Iterable[str] | None = None,
     family: str = "mixed",
     stats: MachineStats | None = None,
-    clauses: str = "MACH-LIN-1",
+    clauses: tuple[str, ...] = ("MACH-LIN-1",),
 ) -> MachineStats:
     """Generate scenarios, race them, check every history (raises on a violation)."""
-    from .runner import as_harness, declared_of, default_profile, session_seed
+    from .runner import as_harness, declared_of, default_profile, phases, session_seed
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -363,8 +372,9 @@ def run_concurrent(
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
     seed_value = session_seed()
-    remembered: dict[str, tuple[Scenario, str]] = {}
+    remembered: dict[str, tuple[Scenario, str, tuple[str, ...]]] = {}
     last: list[str] = []
+    pictures: dict[str, dict[str, Any]] = {}
 
     def check_scenario(scenario: Scenario) -> None:
         stats.examples += 1
@@ -375,7 +385,7 @@ def run_concurrent(
             stats.histories += 1
             stats.operations += len(ex.calls)
             stats.longest_history = max(stats.longest_history, len(ex.calls))
-            if ex.hung:
+            if ex.hung or any(c.outcome.kind == "crash" for c in ex.calls):
                 failures.append((ex, None))
                 break
             verdict = check(ReferenceModel(), ex.calls, profile.checker_budget)
@@ -388,33 +398,43 @@ def run_concurrent(
         if failures:
             stats.violations += 1
             ex, verdict = failures[0]
-            message = _explain(scenario, ex, verdict, len(failures), runs, clauses,
-                               harness.name, seed_value)
-            remembered[key] = (scenario, message)
+            refuted = ("MACH-LIN-2",) if verdict is None else clauses
+            message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
+            remembered[key] = (scenario, message, refuted)
+            highlight = {u.call for u in verdict.unexplained} if verdict else set()
+            pictures[key] = {
+                "clauses": ", ".join(refuted),
+                "scenario": scenario.render(),
+                "unexplained": [attrs.asdict(u) for u in verdict.unexplained] if verdict else [],
+                **timeline_data(ex.calls, ex.lanes, highlight),
+            }
             last.append(key)
-            raise ScenarioFailure(message)
+            raise ScenarioFailure(message, refuted)
         if key in remembered:
             # Hypothesis replays the shrunk example once more; a race need not
             # reproduce on demand, so the failure already observed stands.
             last.append(key)
-            raise ScenarioFailure(remembered[key][1])
+            raise ScenarioFailure(remembered[key][1], remembered[key][2])
 
     def replay(key: str) -> ScenarioFailure:
         """Re-run the minimal scenario and say in how many runs it fails."""
-        scenario, message = remembered[key]
+        scenario, message, refuted = remembered[key]
         n = max(2 * runs, 8)
+        stats.violation = pictures.get(key)
         k = 0
         for _ in range(n):
             ex = execute(harness, scenario)
-            if ex.hung or not check(ReferenceModel(), ex.calls, profile.checker_budget).ok:
+            if (ex.hung or any(c.outcome.kind == "crash" for c in ex.calls)
+                    or not check(ReferenceModel(), ex.calls, profile.checker_budget).ok):
                 k += 1
         note = (f"Replayed {n} times: {k} of {n} runs failed"
                 + ("" if k else " (the race did not recur, but the violation above was observed)"))
-        return ScenarioFailure(message.replace("{replay}", note))
+        return ScenarioFailure(message.replace("{replay}", note), refuted)
 
     @seed(seed_value)
     @settings(
         max_examples=profile.concurrent_examples,
+        phases=phases(),
         deadline=None,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -69,7 +69,7 @@ class CrashMachineBase(DifferentialMachineBase):
         got = outcome_of(lambda: op(worker))
         want = outcome_of(lambda: op(self.ref))
         self.stats.operations += 1
-        compare(op, got, want, "the dying worker's claim")
+        compare(op, got, want, "the dying worker's claim", clause="MACH-CRASH-1")
         if own:
             worker.close()  # the worker is gone; it never finishes its run
         if got.ok:
@@ -82,7 +82,7 @@ class CrashMachineBase(DifferentialMachineBase):
                 if outcome.ok:
                     raise Mismatch(
                         f"MACH-CRASH-1: {retry.render()} succeeded although a worker that "
-                        f"then died already holds the claim of run {run_id}"
+                        f"then died already holds the claim of run {run_id}", "MACH-CRASH-1"
                     )
 
     # -- MACH-CRASH-2 ---------------------------------------------------------------------
@@ -99,13 +99,13 @@ class CrashMachineBase(DifferentialMachineBase):
         for row in listed.raw:
             if row.expires_at is None or row.expires_at > now:
                 raise Mismatch(f"MACH-CRASH-2: the sweeper listed {row.run_id} whose deadline "
-                               f"{row.expires_at} is not due at {now}")
+                               f"{row.expires_at} is not due at {now}", "MACH-CRASH-2")
             claim = self.both(make_op("claim_expired_suspension", Context(row.scope), row.run_id,
                                       now, keys=None))
             run = outcome_of(lambda: self.ref.get_run(Context(row.scope), row.run_id))
             if claim.ok and not (run.ok and run.raw.state.value == "running"):
                 raise Mismatch(f"MACH-CRASH-2: the sweep claim of {row.run_id} succeeded but "
-                               "the run is not running afterwards")
+                               "the run is not running afterwards", "MACH-CRASH-2")
 
     # -- MACH-DUR-1 -----------------------------------------------------------------------
 
@@ -119,7 +119,7 @@ class CrashMachineBase(DifferentialMachineBase):
             self.whole_state_views_agree()
         except Mismatch as exc:
             raise Mismatch(f"MACH-DUR-1: after close and reopen the store lost or changed "
-                           f"acknowledged data:\n{exc}") from None
+                           f"acknowledged data:\n{exc}", "MACH-DUR-1") from None
 
     # -- MACH-DUR-2 -----------------------------------------------------------------------
 
@@ -138,14 +138,15 @@ class CrashMachineBase(DifferentialMachineBase):
         self.harness.kill_connections(self.sut)
         worker.join(60)
         if worker.is_alive():
-            raise Mismatch(f"MACH-DUR-2: {op.render()} hung after its connection was killed")
+            raise Mismatch(f"MACH-DUR-2: {op.render()} hung after its connection was killed",
+                           "MACH-DUR-2")
         got = box[0]
         self.stats.operations += 1
         before = self.ref.medium.clone()
         want = outcome_of(lambda: op(self.ref))
         if got.kind == "crash":
             raise Mismatch(f"MACH-DUR-2: a killed connection surfaced as a non-contract "
-                           f"exception from {op.render()}: {got.value}")
+                           f"exception from {op.render()}: {got.value}", "MACH-DUR-2")
         if got == want:
             return
         if got.kind == "error" and got.value == "StoreError":
@@ -160,8 +161,8 @@ class CrashMachineBase(DifferentialMachineBase):
                 except Mismatch:
                     continue
             raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} "
-                           "left a state that is neither before nor after the call")
-        compare(op, got, want, "a call whose connection was killed")
+                           "left a state that is neither before nor after the call", "MACH-DUR-2")
+        compare(op, got, want, "a call whose connection was killed", clause="MACH-DUR-2")
 
 
 def run_crash(

@@ -49,14 +49,21 @@ VIEW_SCOPES = ("ws=w1", "ws=w1/proj=p1", "ws=w10", "ws=w1x", "org=w1", "ws=w2")
 
 
 class Mismatch(AssertionError):
-    """The backend and the reference disagreed."""
+    """The backend and the reference disagreed, or a machine property broke.
+
+    ``cortex_clauses`` names the clause(s) refuted (the certification report
+    fails exactly those)."""
+
+    def __init__(self, message: str, *clauses: str) -> None:
+        super().__init__(message)
+        self.cortex_clauses = clauses or ("MACH-DIFF-1",)
 
 
-def compare(op: Op, got: Outcome, want: Outcome, what: str = "") -> None:
+def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "MACH-DIFF-1") -> None:
     if got == want:
         return
     lines = [
-        f"{what or 'call'} differs from the reference (MACH-DIFF-1):",
+        f"{what or 'call'} differs from the reference ({clause}):",
         f"  call:      {op.render()}",
         f"  backend:   {got.describe()}",
         f"  reference: {want.describe()}",
@@ -66,7 +73,7 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "") -> None:
         lines.append(f"  reference value: {want.raw!r}")
     if got.kind == "crash":
         lines.append(f"  the backend raised a non-contract exception: {got.value}")
-    raise Mismatch("\n".join(lines))
+    raise Mismatch("\n".join(lines), clause)
 
 
 class DifferentialMachineBase(RuleBasedStateMachine):
@@ -154,7 +161,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
             ).items():
                 op = Op(method, ctx, args, self.clock.now())
                 compare(op, outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref)),
-                        what=f"whole-state view {name} (MACH-DIFF-2)")
+                        what=f"whole-state view {name}", clause="MACH-DIFF-2")
 
     def teardown(self) -> None:
         self.stats.histories += 1
@@ -214,8 +221,11 @@ def rule_names(machine: type) -> list[str]:
 
 
 def machine_settings(examples: int, steps: int) -> settings:
+    from .runner import phases
+
     return settings(
         max_examples=examples,
+        phases=phases(),
         stateful_step_count=steps,
         deadline=None,
         print_blob=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 
@@ -65,6 +65,29 @@ class Recorder:
             return [attrs.evolve(c) for c in self.calls]
 
 
+def timeline_data(calls: list[Call], lanes: list[str], highlight: set[int] | None = None) -> dict:
+    """The history as plain data for pictures (times in microseconds from the
+    first invocation)."""
+    highlight = highlight or set()
+    t0 = min((c.start for c in calls), default=0)
+    return {
+        "lanes": list(lanes),
+        "calls": [
+            {
+                "index": c.index,
+                "lane": c.lane,
+                "start_us": (c.start - t0) // 1000,
+                "end_us": None if c.end is None else (c.end - t0) // 1000,
+                "call": c.op.short(),
+                "label": c.op.label,
+                "outcome": c.outcome.describe(),
+                "unexplained": c.index in highlight,
+            }
+            for c in calls
+        ],
+    }
+
+
 def render_timeline(
     calls: list[Call], lanes: list[str], highlight: set[int] | None = None, width: int = 60
 ) -> str:
@@ -100,11 +123,3 @@ def render_timeline(
             )
     return "\n".join(out)
 
-
-def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:  # pragma: no cover
-    """Run ``fn`` in a daemon thread; ``(finished, result)``."""
-    box: list[Any] = []
-    t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
-    t.start()
-    t.join(timeout)
-    return (not t.is_alive(), box[0] if box else None)

@@ -70,7 +70,8 @@ class Outcome:
 
     def describe(self) -> str:
         if self.kind == "ok":
-            return f"-> {_short(self.raw)}"
+            shown = self.value if self.raw is None and self.value is not None else self.raw
+            return f"-> {_short(shown) if shown is self.raw else repr(shown)}"
         if self.kind == "error":
             return f"!! {self.value}"
         if self.kind == "crash":

@@ -12,7 +12,25 @@ from cortex_spec.profiles import PROFILES, Profile, profile_from_env
 
 from .stats import MachineStats
 
-__all__ = ["as_harness", "declared_of", "default_profile", "session_seed", "check_rules_ran"]
+__all__ = [
+    "as_harness",
+    "declared_of",
+    "default_profile",
+    "session_seed",
+    "check_rules_ran",
+    "phases",
+]
+
+
+def phases() -> tuple:
+    """Hypothesis phases: all of them, unless ``CORTEX_SPEC_SHRINK=0`` asks to
+    skip shrinking (the mutant zoo does, to learn *whether* a bug is caught
+    quickly; a counterexample is then reported unshrunk)."""
+    from hypothesis import Phase
+
+    if os.environ.get("CORTEX_SPEC_SHRINK", "1") == "0":
+        return (Phase.explicit, Phase.reuse, Phase.generate)
+    return tuple(Phase)
 
 
 def as_harness(obj: Harness | Callable[..., Any]) -> Harness:

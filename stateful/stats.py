@@ -21,6 +21,8 @@ class MachineStats:
     violations: int = 0
     unknown_verdicts: int = 0
     rules: collections.Counter = attrs.field(factory=collections.Counter)
+    #: the first violation's picture data (see reports/html.py), if any
+    violation: dict[str, Any] | None = None
 
     def figures(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -34,4 +36,6 @@ class MachineStats:
         }
         if self.unknown_verdicts:
             out["unknown_verdicts"] = self.unknown_verdicts
+        if self.violation is not None:
+            out["violation"] = self.violation
         return out

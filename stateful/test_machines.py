@@ -51,7 +51,7 @@ def test_four_writers_linearizable(request, cortex_harness, cortex_profile):
     declared = declared_of(cortex_harness)
     _run(request, "four-writers",
          lambda stats: run_concurrent(cortex_harness, cortex_profile, declared, "four-writers",
-                                      stats, clauses="FOUR-7"))
+                                      stats, clauses=("FOUR-7", "MACH-LIN-1")))
 
 
 @pytest.mark.clause("MACH-CRASH-1", "MACH-CRASH-2")

@@ -1,0 +1,767 @@
+"""Certifies conformance class ``checkpoints`` (spec: checkpoints.md): the
+approval checkpoint's two shapes, creation (scope and times stamped, only
+``pending`` without a decision accepted, ids unique across scopes, run and
+agent never checked), prefix visibility of get and resolve, the one-time
+resolve (decision time stamped by the store, a second resolve refused with
+the first decision kept, exactly one winner among concurrent resolves),
+``list_pending``/``count_pending`` with their total order and paging, and the
+cross-scope cursor ``list_pending_across_scopes``. The class stands alone:
+every test uses checkpoint methods only, except CP-RESOLVE-6, which checks
+that resolve leaves runs and suspensions alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+import attrs
+import pytest
+
+from cortex_spec import ids
+from cortex_spec.checkpoints import Checkpoint, CheckpointFilter, CheckpointState, Decision
+from cortex_spec.context import Context
+from cortex_spec.errors import (
+    AlreadyExists,
+    CheckpointNotFound,
+    InvalidArgument,
+    InvalidState,
+    NoScope,
+)
+from cortex_spec.scope import Scope
+from cortex_spec.testing import (
+    FAR_FUTURE,
+    ZERO,
+    approve,
+    assert_strict_equal,
+    ctx,
+    make_checkpoint,
+    make_run,
+    make_suspension,
+    race,
+    reject,
+    state_view,
+)
+
+MS = timedelta(milliseconds=1)
+
+W1 = "ws=w1"
+W1P1 = "ws=w1/proj=p1"
+W1P2 = "ws=w1/proj=p2"
+W2 = "ws=w2"
+W10 = "ws=w10"
+W1X = "ws=w1x"
+ORG_W1 = "org=w1"
+#: every scope a test writes to lies at or below one of these, so a
+#: state_view from them observes every stored row
+ROOTS = (W1, W2, W10, W1X, ORG_W1)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _cp(store: Any, scope: str, run_id: str | None = None, **fields: Any) -> Checkpoint:
+    return store.create_checkpoint(ctx(scope), make_checkpoint(run_id, **fields))
+
+
+def _get_or_error(store: Any, scope: str, cp_id: str) -> Any:
+    try:
+        return store.get_checkpoint(ctx(scope), cp_id)
+    except CheckpointNotFound:
+        return "<CheckpointNotFound>"
+
+
+def _view(store: Any, cp_ids=(), scopes=ROOTS) -> dict:
+    """Everything observable about checkpoints: the pending lists of every
+    scope and of all scopes, plus each named checkpoint as seen by get."""
+    view = state_view(store, scopes)
+    for cid in cp_ids:
+        for s in scopes:
+            view[f"checkpoint[{cid}]@{s}"] = _get_or_error(store, s, cid)
+    return view
+
+
+def _ids(rows) -> list[str]:
+    return [r.id for r in rows]
+
+
+def _sorted_ids(n: int) -> list[str]:
+    return sorted(ids.new_id(ids.CHECKPOINT) for _ in range(n))
+
+
+def _fields(d: Decision) -> tuple:
+    return (d.approved, d.decided_by, d.reason)
+
+
+RICH_METADATA = {
+    "n": 1,
+    "f": 1.0,
+    "b": True,
+    "z": None,
+    "big": 2**63 - 1,
+    "neg": -(2**63),
+    "s": "naïve ✓ 😀\n",
+    "l": [1, 1.0, False, None, "x", [], {}],
+    "d": {"inner": {"k": [0.5, {"deep": "yes"}]}},
+    "": "",
+}
+
+
+# -- CP-ENT / CP-CREATE -------------------------------------------------------------------
+
+
+@pytest.mark.clause("CP-CREATE-1", "CP-ENT-1", "SCOPE-IMM-1", "RSC-GEN-4", "RSC-GEN-7", "SCOPE-CANON-5")
+@pytest.mark.parametrize(
+    "passed_scope",
+    [Scope(), Scope.parse(W2), Scope.parse(W1P1), Scope.parse(W1)],
+    ids=["zero", "unrelated", "descendant", "same"],
+)
+def test_create_stamps_scope_and_clock_and_round_trips(store, clock, passed_scope):
+    clock.advance(milliseconds=321)
+    now = clock.now()
+    run_id, agent_id = ids.new_id(ids.RUN), ids.new_id(ids.AGENT)
+    created = store.create_checkpoint(
+        ctx(W1),
+        make_checkpoint(
+            run_id,
+            agent_id=agent_id,
+            scope=passed_scope,
+            reason="r" * 300 + " — approve the deploy? ✓",
+            step_index=7,
+            metadata=RICH_METADATA,
+            state="pending",
+            created_at=now - timedelta(days=9),
+            updated_at=now + timedelta(days=9),
+        ),
+    )
+    got = store.get_checkpoint(ctx(W1), created.id)
+    assert_strict_equal(got, created, "get after create")
+    for row in (created, got):
+        assert row.scope == Scope.parse(W1)
+        assert row.created_at == now and row.updated_at == now
+        assert row.run_id == run_id and row.agent_id == agent_id
+        assert row.reason == "r" * 300 + " — approve the deploy? ✓"
+        assert_strict_equal(row.step_index, 7, "step_index")
+        assert_strict_equal(row.metadata, RICH_METADATA, "metadata")
+        assert row.state == CheckpointState.PENDING and row.decision is None  # CP-ENT-1
+    assert_strict_equal(store.list_pending(ctx(W1)), [created], "list_pending")
+
+
+@pytest.mark.clause("CP-ENT-1", "CP-RESOLVE-1")
+def test_every_read_shows_one_of_the_two_shapes(store, clock):
+    c = ctx(W1)
+    rows = [_cp(store, W1) for _ in range(4)]
+    clock.advance(milliseconds=2)
+    store.resolve(c, rows[0].id, approve())
+    store.resolve(c, rows[2].id, reject())
+    reads = [store.get_checkpoint(c, r.id) for r in rows]
+    reads += store.list_pending(c) + store.list_pending_across_scopes(ZERO)
+    for cp in reads:
+        if cp.state == CheckpointState.PENDING:
+            assert cp.decision is None
+        else:
+            assert cp.state == CheckpointState.RESOLVED
+            assert isinstance(cp.decision, Decision) and cp.decision.decided_at == clock.now()
+    assert [r.state for r in reads[:4]] == ["resolved", "pending", "resolved", "pending"]
+
+
+def _bad_checkpoints() -> list:
+    def with_(**fields: Any) -> Callable[[], Any]:
+        return lambda: make_checkpoint(**fields)
+
+    cases = [
+        ("id_wrong_prefix", with_(id=ids.new_id(ids.SUSPENSION))),
+        ("id_malformed", with_(id="acp_123")),
+        ("id_none", with_(id=None)),
+        ("id_int", with_(id=7)),
+        ("run_id_wrong_prefix", lambda: make_checkpoint(ids.new_id(ids.AGENT))),
+        ("run_id_malformed", lambda: make_checkpoint("arun_")),
+        ("agent_id_wrong_prefix", with_(agent_id=ids.new_id(ids.RUN))),
+        ("agent_id_none", with_(agent_id=None)),
+        ("reason_nul", with_(reason="ok\x00")),
+        ("reason_surrogate", with_(reason="\ud800")),
+        ("reason_none", with_(reason=None)),
+        ("reason_int", with_(reason=3)),
+        ("step_index_negative", with_(step_index=-1)),
+        ("step_index_bool", with_(step_index=True)),
+        ("step_index_float", with_(step_index=1.0)),
+        ("step_index_str", with_(step_index="1")),
+        ("step_index_too_big", with_(step_index=2**63)),
+        ("metadata_none", with_(metadata=None)),
+        ("metadata_list", with_(metadata=[1])),
+        ("metadata_set", with_(metadata={"k": {1}})),
+        ("metadata_tuple", with_(metadata={"k": (1, 2)})),
+        ("metadata_datetime", with_(metadata={"k": datetime(2026, 1, 1, tzinfo=timezone.utc)})),
+        ("metadata_nan", with_(metadata={"k": float("nan")})),
+        ("metadata_int_too_big", with_(metadata={"k": [2**63]})),
+        ("metadata_non_str_key", with_(metadata={("a",): 1})),
+        ("metadata_nul_key", with_(metadata={"a\x00": 1})),
+        ("metadata_surrogate_value", with_(metadata={"k": {"j": "\udfff"}})),
+        ("over_8_mib", with_(metadata={"blob": "y" * (8 * 1024 * 1024)})),
+        ("not_a_checkpoint_none", lambda: None),
+        ("not_a_checkpoint_dict", lambda: {"id": ids.new_id(ids.CHECKPOINT)}),
+        ("not_a_checkpoint_run", lambda: make_run()),
+    ]
+    return [pytest.param(build, id=name) for name, build in cases]
+
+
+@pytest.mark.clause("CP-CREATE-1", "RSC-GEN-5", "RSC-GEN-6", "RSC-GEN-7", "RSC-GEN-8", "RSC-GEN-9")
+@pytest.mark.parametrize("build", _bad_checkpoints())
+def test_create_refuses_invalid_field(store, clock, build):
+    existing = _cp(store, W1)
+    bad = build()
+    before = _view(store, [existing.id])
+    with pytest.raises(InvalidArgument):
+        store.create_checkpoint(ctx(W1), bad)
+    assert _view(store, [existing.id]) == before
+    assert store.count_pending(ctx(W1)) == 1
+
+
+@pytest.mark.clause("CP-CREATE-2", "CP-ENT-1", "RSC-GEN-10")
+@pytest.mark.parametrize(
+    "state, decision",
+    [
+        ("resolved", None),
+        (CheckpointState.RESOLVED, None),
+        ("resolved", Decision(approved=True, decided_by="a", decided_at=datetime(2026, 1, 1, tzinfo=timezone.utc))),
+        ("pending", Decision(approved=True, decided_by="a")),
+        (CheckpointState.PENDING, Decision(approved=False)),
+        ("PENDING", None),
+        ("Pending", None),
+        ("bogus", None),
+        ("", None),
+        (None, None),
+        (0, None),
+    ],
+    ids=[
+        "resolved", "resolved_enum", "resolved_with_decision", "pending_with_decision",
+        "pending_enum_with_decision", "upper_case", "title_case", "unknown", "empty", "none", "int",
+    ],
+)
+def test_create_accepts_only_pending_without_decision(store, clock, state, decision):
+    cp = make_checkpoint(state=state, decision=decision)
+    before = _view(store, [cp.id])
+    with pytest.raises(InvalidArgument):
+        store.create_checkpoint(ctx(W1), cp)
+    assert _view(store, [cp.id]) == before
+    with pytest.raises(CheckpointNotFound):
+        store.get_checkpoint(ctx(W1), cp.id)
+    # the same id is still free for a proper pending checkpoint
+    ok = store.create_checkpoint(ctx(W1), attrs.evolve(cp, state=CheckpointState.PENDING, decision=None))
+    assert ok.state == CheckpointState.PENDING and ok.decision is None
+
+
+@pytest.mark.clause("CP-CREATE-3", "SCOPE-ID-1")
+@pytest.mark.parametrize("second_scope", [W1P1, W1, W1P2, W2, W10], ids=["same", "ancestor", "sibling", "unrelated", "lookalike"])
+@pytest.mark.parametrize("first_resolved", [False, True], ids=["first_pending", "first_resolved"])
+def test_duplicate_id_is_refused_in_any_scope(store, clock, second_scope, first_resolved):
+    first = _cp(store, W1P1)
+    if first_resolved:
+        first = store.resolve(ctx(W1P1), first.id, reject())
+    clock.advance(milliseconds=8)
+    before = _view(store, [first.id])
+    with pytest.raises(AlreadyExists):
+        store.create_checkpoint(ctx(second_scope), make_checkpoint(id=first.id, reason="intruder"))
+    assert _view(store, [first.id]) == before
+    assert_strict_equal(store.get_checkpoint(ctx(W1P1), first.id), first, "first checkpoint")
+
+
+@pytest.mark.clause("CP-CREATE-4", "CP-LIST-1", "CP-LIST-3")
+def test_run_and_agent_are_not_checked_and_a_run_may_have_several_pending(store, clock):
+    run_id = ids.new_id(ids.RUN)  # no such run exists anywhere
+    made = []
+    for i in range(3):
+        made.append(_cp(store, W1, run_id, agent_id=ids.new_id(ids.AGENT), step_index=i))
+        clock.advance(milliseconds=1)
+    other = _cp(store, W1)
+    flt = CheckpointFilter(run_id=run_id)
+    assert _ids(store.list_pending(ctx(W1), flt)) == _ids(made)
+    assert store.count_pending(ctx(W1), flt) == 3
+    assert store.count_pending(ctx(W1)) == 4
+    assert other.id in _ids(store.list_pending(ctx(W1)))
+
+
+# -- CP-GET --------------------------------------------------------------------------------
+
+# (row scope, caller scope, visible?)
+VISIBILITY = [
+    pytest.param(W1P1, W1P1, True, id="own"),
+    pytest.param(W1P1, W1, True, id="ancestor"),
+    pytest.param(W1P1, "ws=w1/proj=p1/env=e1", False, id="descendant"),
+    pytest.param(W1P1, W1P2, False, id="sibling"),
+    pytest.param(W1P1, W2, False, id="unrelated"),
+    pytest.param(W1P1, "ws=w1/proj=p10", False, id="lookalike_p10_caller"),
+    pytest.param("ws=w1/proj=p10", W1P1, False, id="lookalike_p10_row"),
+    pytest.param(W10, W1, False, id="lookalike_w10_row"),
+    pytest.param(W1X, W1, False, id="lookalike_w1x_row"),
+    pytest.param(W1, W10, False, id="lookalike_w10_caller"),
+    pytest.param(W1P1, "org=w1/proj=p1", False, id="positional_lookalike"),
+    pytest.param(W1P1, "proj=p1/ws=w1", False, id="swapped_levels"),
+]
+
+
+@pytest.mark.clause("CP-GET-1", "SCOPE-VIS-1", "SCOPE-BYID-1", "SCOPE-BYID-2", "SCOPE-VIS-4", "SCOPE-VIS-5")
+@pytest.mark.parametrize("resolved", [False, True], ids=["pending", "resolved"])
+@pytest.mark.parametrize("row, caller, visible", VISIBILITY)
+def test_get_follows_visibility(store, clock, row, caller, visible, resolved):
+    cp = _cp(store, row)
+    if resolved:
+        cp = store.resolve(ctx(row), cp.id, approve())
+    before = _view(store, [cp.id])
+    if visible:
+        assert_strict_equal(store.get_checkpoint(ctx(caller), cp.id), cp, "checkpoint")
+    else:
+        with pytest.raises(CheckpointNotFound):
+            store.get_checkpoint(ctx(caller), cp.id)
+    assert _view(store, [cp.id]) == before
+
+
+@pytest.mark.clause("CP-GET-1", "RSC-GEN-5")
+def test_get_absent_and_bad_ids(store, clock):
+    _cp(store, W1)
+    with pytest.raises(CheckpointNotFound):
+        store.get_checkpoint(ctx(W1), ids.new_id(ids.CHECKPOINT))
+    for bad in (None, 5, "", "acp_1", ids.new_id(ids.RUN)):
+        with pytest.raises(InvalidArgument):
+            store.get_checkpoint(ctx(W1), bad)
+
+
+# -- CP-RESOLVE -----------------------------------------------------------------------------
+
+
+@pytest.mark.clause("CP-RESOLVE-1", "CP-ENT-1", "SCOPE-IMM-4", "RSC-GEN-3", "RSC-GEN-4")
+@pytest.mark.parametrize("caller", [W1P1, W1], ids=["own", "ancestor"])
+@pytest.mark.parametrize(
+    "decision",
+    [
+        approve(by="alice", reason="ship it"),
+        reject(by="bob", reason="not today ✗"),
+        Decision(approved=True, decided_by="carol", reason="x", decided_at=datetime(2001, 1, 1, tzinfo=timezone.utc)),
+        Decision(approved=False, decided_by="", reason="", decided_at=FAR_FUTURE),
+    ],
+    ids=["approve", "reject", "decided_at_past_ignored", "decided_at_future_ignored"],
+)
+def test_resolve_stamps_decision_time_from_the_clock(store, clock, caller, decision):
+    cp = _cp(store, W1P1, metadata={"k": 1}, step_index=3)
+    clock.advance(seconds=42)
+    now = clock.now()
+    resolved = store.resolve(ctx(caller), cp.id, decision)
+    got = store.get_checkpoint(ctx(W1P1), cp.id)
+    assert_strict_equal(resolved, got, "resolve result vs get")
+    expected = attrs.evolve(
+        cp,
+        state=CheckpointState.RESOLVED,
+        decision=attrs.evolve(decision, decided_at=now),
+        updated_at=now,
+    )
+    assert_strict_equal(got, expected, "resolved checkpoint")
+    assert got.scope == Scope.parse(W1P1) and got.created_at == cp.created_at
+    assert cp.id not in _ids(store.list_pending(ctx(W1)))
+
+
+@pytest.mark.clause("CP-RESOLVE-2", "SCOPE-BYID-2", "SCOPE-VIS-5")
+@pytest.mark.parametrize("row, caller, visible", [p for p in VISIBILITY if not p.values[2]])
+def test_resolve_beyond_reach_is_not_found_and_stays_pending(store, clock, row, caller, visible):
+    cp = _cp(store, row)
+    clock.advance(milliseconds=30)
+    before = _view(store, [cp.id])
+    with pytest.raises(CheckpointNotFound):
+        store.resolve(ctx(caller), cp.id, approve())
+    assert _view(store, [cp.id]) == before
+    assert_strict_equal(store.get_checkpoint(ctx(row), cp.id), cp, "checkpoint")
+    assert cp.id in _ids(store.list_pending(ctx(row)))
+    assert cp.id in _ids(store.list_pending_across_scopes(ZERO))
+
+
+@pytest.mark.clause("CP-RESOLVE-2")
+def test_resolve_of_an_absent_checkpoint(store, clock):
+    cp = _cp(store, W1)
+    before = _view(store, [cp.id])
+    with pytest.raises(CheckpointNotFound):
+        store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), approve())
+    assert _view(store, [cp.id]) == before
+
+
+@pytest.mark.clause("CP-RESOLVE-3", "SCOPE-ZERO-3")
+@pytest.mark.parametrize(
+    "second",
+    [approve(by="alice"), reject(by="mallory", reason="override"), approve(by="alice", reason="looks good")],
+    ids=["other_decision", "opposite_decision", "identical_decision"],
+)
+@pytest.mark.parametrize("caller", [W1P1, W1], ids=["own", "ancestor"])
+def test_second_resolve_is_invalid_state_and_keeps_the_first(store, clock, second, caller):
+    cp = _cp(store, W1P1)
+    clock.advance(milliseconds=10)
+    first = store.resolve(ctx(W1P1), cp.id, approve(by="alice", reason="looks good"))
+    clock.advance(seconds=5)
+    before = _view(store, [cp.id])
+    with pytest.raises(InvalidState):
+        store.resolve(ctx(caller), cp.id, second)
+    assert _view(store, [cp.id]) == before
+    got = store.get_checkpoint(ctx(W1P1), cp.id)
+    assert_strict_equal(got, first, "checkpoint")
+    assert got.decision.decided_at == first.decision.decided_at == got.updated_at == cp.created_at + 10 * MS
+    # precedence: unreachable beats resolved, a bad argument beats both
+    with pytest.raises(CheckpointNotFound):
+        store.resolve(ctx(W2), cp.id, second)
+    with pytest.raises(InvalidArgument):
+        store.resolve(ctx(caller), cp.id, {"approved": True})
+    assert_strict_equal(store.get_checkpoint(ctx(W1P1), cp.id), first, "checkpoint")
+
+
+@pytest.mark.clause("CP-RESOLVE-4", "CP-RESOLVE-1", "CP-RESOLVE-3", "RSC-GEN-12")
+def test_concurrent_resolves_have_exactly_one_winner(store, clock, profile):
+    """race_threads resolves with different decisions on one pending
+    checkpoint: one succeeds, the others raise InvalidState, the stored
+    decision is the winner's. Repeated on fresh checkpoints."""
+    c = ctx(W1)
+    for r in range(profile.race_rounds):
+        cp = _cp(store, W1)
+        clock.advance(milliseconds=3)
+        now = clock.now()
+        decisions = [
+            Decision(approved=i % 2 == 0, decided_by=f"judge-{r}-{i}", reason=f"verdict {i}")
+            for i in range(profile.race_threads)
+        ]
+        outcomes = race([lambda d=d: store.resolve(c, cp.id, d) for d in decisions])
+        won = [i for i, o in enumerate(outcomes) if o.ok]
+        assert len(won) == 1, outcomes
+        for i, o in enumerate(outcomes):
+            if i != won[0]:
+                assert isinstance(o.error, InvalidState), o.error
+        got = store.get_checkpoint(c, cp.id)
+        assert got.state == CheckpointState.RESOLVED
+        assert _fields(got.decision) == _fields(decisions[won[0]])
+        assert got.decision.decided_at == now and got.updated_at == now
+        assert_strict_equal(outcomes[won[0]].value, got, "winner's result")
+
+
+@pytest.mark.clause("CP-RESOLVE-5", "RSC-GEN-6", "SCOPE-ZERO-3")
+@pytest.mark.parametrize(
+    "decision",
+    [
+        None,
+        True,
+        {"approved": True, "decided_by": "a", "reason": ""},
+        Decision(approved="yes"),
+        Decision(approved=1),
+        Decision(approved=None),
+        Decision(approved=True, decided_by="d" * 256),
+        Decision(approved=True, decided_by="a\x00"),
+        Decision(approved=True, decided_by=None),
+        Decision(approved=True, decided_by=5),
+        Decision(approved=False, reason="\ud800"),
+        Decision(approved=False, reason="a\x00b"),
+        Decision(approved=False, reason=None),
+    ],
+    ids=[
+        "none", "bool", "dict", "approved_str", "approved_int", "approved_none", "decided_by_256",
+        "decided_by_nul", "decided_by_none", "decided_by_int", "reason_surrogate", "reason_nul", "reason_none",
+    ],
+)
+def test_resolve_refuses_a_badly_shaped_decision(store, clock, decision):
+    cp = _cp(store, W1)
+    clock.advance(milliseconds=4)
+    before = _view(store, [cp.id])
+    with pytest.raises(InvalidArgument):
+        store.resolve(ctx(W1), cp.id, decision)
+    with pytest.raises(InvalidArgument):  # before the NotFound check
+        store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), decision)
+    assert _view(store, [cp.id]) == before
+    assert_strict_equal(store.get_checkpoint(ctx(W1), cp.id), cp, "checkpoint")
+
+
+@pytest.mark.clause("CP-RESOLVE-6")
+@pytest.mark.cortex_classes("runs", "suspensions")
+@pytest.mark.parametrize("decision", [approve(), reject()], ids=["approve", "reject"])
+def test_resolve_never_changes_runs_or_suspensions(store, clock, decision):
+    c = ctx(W1)
+    run = store.create_run(c, make_run(state="paused"))
+    sus = store.create_suspension(c, make_suspension(run.id, expires_at=clock.now() + timedelta(minutes=1)))
+    other = store.create_run(c, make_run(state="running"))
+    cp = _cp(store, W1, run.id)
+    clock.advance(seconds=3)
+    before = state_view(store, ROOTS, run_ids=[run.id, other.id])
+    store.resolve(c, cp.id, decision)
+    after = state_view(store, ROOTS, run_ids=[run.id, other.id])
+    for key in before:
+        if not key.startswith("pending@"):
+            assert after[key] == before[key], key
+    assert_strict_equal(store.get_run(c, run.id), run, "run")
+    assert_strict_equal(store.get_run(c, other.id), other, "other run")
+    assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+
+
+# -- CP-LIST -------------------------------------------------------------------------------
+
+
+def _list_fixture(store, clock):
+    rows = {}
+    for name, scope in [
+        ("w1", W1), ("w1p1", W1P1), ("w1p2", W1P2), ("w2", W2),
+        ("w10", W10), ("w1x", W1X), ("org", ORG_W1),
+    ]:
+        rows[name] = _cp(store, scope)
+        clock.advance(milliseconds=1)
+    done = _cp(store, W1P1)
+    store.resolve(ctx(W1P1), done.id, approve())
+    return rows, done
+
+
+@pytest.mark.clause("CP-LIST-1", "CP-LIST-3", "SCOPE-VIS-1", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-VIS-6")
+@pytest.mark.parametrize(
+    "caller, expected",
+    [
+        (W1, ["w1", "w1p1", "w1p2"]),
+        (W1P1, ["w1p1"]),
+        (W1P2, ["w1p2"]),
+        ("ws=w1/proj=p1/env=e1", []),
+        (W2, ["w2"]),
+        (W10, ["w10"]),
+        (W1X, ["w1x"]),
+        (ORG_W1, ["org"]),
+        ("ws=w3", []),
+    ],
+    ids=["w1", "w1p1", "w1p2", "descendant", "w2", "w10", "w1x", "org_w1", "empty"],
+)
+def test_list_pending_selects_visible_pending(store, clock, caller, expected, ):
+    rows, done = _list_fixture(store, clock)
+    got = store.list_pending(ctx(caller))
+    assert _ids(got) == [rows[n].id for n in expected]
+    assert done.id not in _ids(got)
+    for g in got:
+        assert_strict_equal(g, next(r for r in rows.values() if r.id == g.id), "row")
+    assert store.count_pending(ctx(caller)) == len(expected)
+    assert_strict_equal(store.list_pending(ctx(caller), None), got, "filter=None")
+    assert_strict_equal(store.list_pending(ctx(caller), CheckpointFilter()), got, "default filter")
+
+
+@pytest.mark.clause("CP-LIST-1", "CP-LIST-3")
+def test_list_pending_run_filter_and_resolved_rows(store, clock):
+    run_a, run_b = ids.new_id(ids.RUN), ids.new_id(ids.RUN)
+    a1 = _cp(store, W1, run_a)
+    b1 = _cp(store, W1P1, run_b)
+    a2 = _cp(store, W1P1, run_a)
+    a_hidden = _cp(store, W2, run_a)
+    a_done = _cp(store, W1, run_a)
+    store.resolve(ctx(W1), a_done.id, reject())
+    fa = CheckpointFilter(run_id=run_a)
+    assert _ids(store.list_pending(ctx(W1), fa)) == [a1.id, a2.id]
+    assert store.count_pending(ctx(W1), fa) == 2
+    assert _ids(store.list_pending(ctx(W1P1), fa)) == [a2.id]
+    assert _ids(store.list_pending(ctx(W2), fa)) == [a_hidden.id]
+    assert _ids(store.list_pending(ctx(W1), CheckpointFilter(run_id=run_b))) == [b1.id]
+    nobody = CheckpointFilter(run_id=ids.new_id(ids.RUN))
+    assert store.list_pending(ctx(W1), nobody) == [] and store.count_pending(ctx(W1), nobody) == 0
+    store.resolve(ctx(W1), a1.id, approve())
+    assert _ids(store.list_pending(ctx(W1), fa)) == [a2.id]
+    assert store.count_pending(ctx(W1), fa) == 1
+
+
+def _ordering_fixture(store, clock):
+    """Eight pending rows over three instants, several per instant, created
+    so that neither creation order nor id order alone gives the answer."""
+    s = _sorted_ids(8)
+    plan = [[6, 4], [7, 1, 3], [0, 5, 2]]  # id indexes created at T1, T2, T3
+    scopes = [W1, W1P1, W1P2]
+    rows = []
+    for group in plan:
+        for j, k in enumerate(group):
+            rows.append(store.create_checkpoint(ctx(scopes[(k + j) % 3]), make_checkpoint(id=s[k])))
+        clock.advance(milliseconds=1)
+    done = store.create_checkpoint(ctx(W1), make_checkpoint())
+    store.resolve(ctx(W1), done.id, approve())
+    _cp(store, W2)  # invisible to W1
+    ordered = sorted(rows, key=lambda r: (r.created_at, r.id))
+    assert [r.id for r in ordered] == [s[4], s[6], s[1], s[3], s[7], s[0], s[2], s[5]]
+    return ordered
+
+
+@pytest.mark.clause("CP-LIST-2", "CP-LIST-3", "RSC-GEN-11")
+@pytest.mark.parametrize(
+    "offset, limit",
+    [(0, 0), (-1, -1), (-5, 0), (0, 3), (0, 8), (0, 20), (2, 0), (2, 3), (6, 5), (7, 2), (8, 0), (100, 1)],
+)
+def test_list_pending_order_then_offset_then_limit(store, clock, offset, limit):
+    ordered = _ordering_fixture(store, clock)
+    want = ordered[max(offset, 0):]
+    if limit > 0:
+        want = want[:limit]
+    flt = CheckpointFilter(offset=offset, limit=limit)
+    got = store.list_pending(ctx(W1), flt)
+    assert _ids(got) == _ids(want)
+    assert_strict_equal(got, want, "rows")
+    assert store.count_pending(ctx(W1), flt) == 8  # CP-LIST-3: the page is ignored
+
+
+@pytest.mark.clause("CP-LIST-2")
+def test_list_pending_pages_cover_everything_once(store, clock):
+    ordered = _ordering_fixture(store, clock)
+    pages = [store.list_pending(ctx(W1), CheckpointFilter(offset=o, limit=3)) for o in (0, 3, 6, 9)]
+    assert [len(p) for p in pages] == [3, 3, 2, 0]
+    assert _ids([r for p in pages for r in p]) == _ids(ordered)
+
+
+@pytest.mark.clause("CP-LIST-1", "CP-LIST-2", "CP-LIST-3", "RSC-GEN-5", "RSC-GEN-9")
+@pytest.mark.parametrize("method", ["list_pending", "count_pending"])
+@pytest.mark.parametrize(
+    "flt",
+    [
+        CheckpointFilter(limit=True),
+        CheckpointFilter(offset=False),
+        CheckpointFilter(limit="3"),
+        CheckpointFilter(offset=1.0),
+        CheckpointFilter(run_id=ids.new_id(ids.CHECKPOINT)),
+        CheckpointFilter(run_id="arun_nope"),
+        CheckpointFilter(run_id=5),
+        {"run_id": None},
+        "pending",
+    ],
+    ids=["limit_bool", "offset_bool", "limit_str", "offset_float", "run_id_wrong_prefix",
+         "run_id_malformed", "run_id_int", "dict_filter", "str_filter"],
+)
+def test_pending_lists_refuse_a_bad_filter(store, clock, method, flt):
+    cp = _cp(store, W1)
+    before = _view(store, [cp.id])
+    with pytest.raises(InvalidArgument):
+        getattr(store, method)(ctx(W1), flt)
+    assert _view(store, [cp.id]) == before
+
+
+# -- CP-XLIST ------------------------------------------------------------------------------
+
+
+def _xlist_fixture(store, clock, n=9):
+    """n pending checkpoints spread over many scopes, created in an order
+    unrelated to their ids, plus a resolved one; returns them by id."""
+    s = _sorted_ids(n + 1)
+    scopes = [W1, W2, W1P1, W10, ORG_W1, "a=1/b=2/c=3", W1X]
+    order = [(k * 5) % n for k in range(n)]  # a permutation of 0..n-1 (n=9)
+    assert sorted(order) == list(range(n))
+    rows = {}
+    for j, k in enumerate(order):
+        rows[s[k]] = store.create_checkpoint(ctx(scopes[j % len(scopes)]), make_checkpoint(id=s[k]))
+    done = store.create_checkpoint(ctx(W2), make_checkpoint(id=s[n]))
+    store.resolve(ctx(W2), done.id, approve())
+    return [rows[k] for k in sorted(rows)], done
+
+
+@pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2", "SCOPE-XS-4", "RSC-GEN-11")
+@pytest.mark.parametrize("limit", [0, -3, 1, 4, 9, 30])
+def test_across_scopes_lists_every_scope_in_id_order(store, clock, limit):
+    ordered, done = _xlist_fixture(store, clock)
+    got = store.list_pending_across_scopes(ZERO, None, limit)
+    want = ordered if limit <= 0 else ordered[:limit]
+    assert _ids(got) == _ids(want)
+    assert_strict_equal(got, want, "rows (with their own scopes)")
+    assert done.id not in _ids(store.list_pending_across_scopes(ZERO))
+
+
+@pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2")
+def test_across_scopes_after_id_is_an_exclusive_bound(store, clock):
+    ordered, done = _xlist_fixture(store, clock)
+    all_ids = _ids(ordered)
+    for i, cp in enumerate(ordered):
+        assert _ids(store.list_pending_across_scopes(ZERO, cp.id)) == all_ids[i + 1:]
+        assert _ids(store.list_pending_across_scopes(ZERO, cp.id, 2)) == all_ids[i + 1:i + 3]
+    # the resolved checkpoint's id and ids naming no checkpoint are valid cursors
+    assert _ids(store.list_pending_across_scopes(ZERO, done.id)) == [x for x in all_ids if x > done.id]
+    lowest = "acp_" + "0" * 26
+    assert _ids(store.list_pending_across_scopes(ZERO, lowest)) == all_ids
+    highest = "acp_7" + "z" * 25
+    assert store.list_pending_across_scopes(ZERO, highest) == []
+    fresh = ids.new_id(ids.CHECKPOINT)  # generated after all of them: no stored id above it
+    assert store.list_pending_across_scopes(ZERO, fresh) == []
+
+
+@pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2", "SCOPE-XS-5", "RSC-GEN-5", "RSC-GEN-9")
+@pytest.mark.parametrize(
+    "after_id, limit",
+    [
+        (ids.new_id(ids.RUN), 0),
+        ("acp_123", 0),
+        ("", 0),
+        (5, 0),
+        (b"acp_00000000000000000000000000", 0),
+        (None, True),
+        (None, "2"),
+        (None, 1.5),
+    ],
+    ids=["run_id", "malformed", "empty", "int", "bytes", "limit_bool", "limit_str", "limit_float"],
+)
+def test_across_scopes_refuses_bad_arguments(store, clock, after_id, limit):
+    _cp(store, W1)
+    with pytest.raises(InvalidArgument):
+        store.list_pending_across_scopes(ZERO, after_id, limit)
+
+
+@pytest.mark.clause("CP-XLIST-3", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-ZERO-1")
+def test_across_scopes_ignores_the_callers_scope(store, clock):
+    ordered, _ = _xlist_fixture(store, clock)
+    callers = [ZERO, ctx(W1), ctx(W2), ctx("zz=nobody"), ctx("ws=w1/proj=p1/env=e1"), Context(Scope(), "part", "me")]
+    for after, limit in [(None, 0), (ordered[2].id, 3), (None, 1)]:
+        results = [store.list_pending_across_scopes(c, after, limit) for c in callers]
+        for r in results[1:]:
+            assert_strict_equal(r, results[0], "result")
+        assert len(results[0]) > 0
+    with pytest.raises(InvalidArgument):
+        store.list_pending_across_scopes(Scope.parse(W1))
+    with pytest.raises(NoScope):  # the scoped list refuses what the cross-scope one accepts
+        store.list_pending(ZERO)
+
+
+@pytest.mark.clause("CP-XLIST-4", "CP-XLIST-1", "CP-XLIST-2")
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_across_scopes_paging_is_a_cursor_over_ids(store, clock, page_size):
+    """Paging with the last id of each page: no checkpoint twice, every one
+    pending throughout appears; one resolved between pages is simply not
+    returned, one created between pages with an id above the cursor is
+    returned, one created with an id below the cursor is not."""
+    s = _sorted_ids(12)
+    late_low, late_high = s[0], s[11]  # late_low is below every cursor
+    initial = s[1:11]  # 10 ids, created in a scrambled order
+    scopes = [W1, W2, W1P1, W10, ORG_W1]
+    for j, k in enumerate([7, 0, 4, 9, 2, 5, 8, 1, 6, 3]):
+        store.create_checkpoint(ctx(scopes[j % len(scopes)]), make_checkpoint(id=initial[k]))
+    to_resolve = initial[-2]  # pending at the start, far enough to be on a later page
+
+    seen: list[str] = []
+    after = None
+    pages = 0
+    while True:
+        page = store.list_pending_across_scopes(ctx("any=caller"), after, page_size)
+        assert len(page) <= page_size
+        if not page:
+            break
+        seen += _ids(page)
+        after = page[-1].id
+        pages += 1
+        if pages == 1:
+            assert to_resolve not in seen
+            owner = next(c for c in store.list_pending_across_scopes(ZERO) if c.id == to_resolve)
+            store.resolve(Context(scope=owner.scope), to_resolve, reject())
+            store.create_checkpoint(ctx(W2), make_checkpoint(id=late_low))
+            store.create_checkpoint(ctx(W1P1), make_checkpoint(id=late_high))
+        assert pages <= 20
+    assert len(seen) == len(set(seen)), "a checkpoint appeared on two pages"
+    assert seen == sorted(seen)
+    stayed_pending = [x for x in initial if x != to_resolve]
+    assert [x for x in seen if x in stayed_pending] == stayed_pending
+    assert to_resolve not in seen
+    assert late_high in seen
+    assert late_low not in seen
+    assert seen[-1] == late_high
+
+
+@pytest.mark.clause("CP-XLIST-4", "CP-XLIST-1")
+def test_across_scopes_paging_from_a_starting_cursor(store, clock):
+    ordered, _ = _xlist_fixture(store, clock)
+    start = ordered[3].id
+    seen, after = [], start
+    for _ in range(len(ordered) + 1):  # bounded: a cursor that never moves must not hang
+        page = store.list_pending_across_scopes(ZERO, after, 2)
+        if not page:
+            break
+        seen += _ids(page)
+        after = page[-1].id
+    assert seen == _ids(ordered[4:])
