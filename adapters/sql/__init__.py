@@ -31,20 +31,25 @@ dialects)::
     python benchmarks/claim_throughput.py
 """
 
-from .checkpoints import CheckpointsMixin
-from .runs import RunsMixin
-from .schema import SCHEMA_VERSION
-from .store import SqlStoreBase
-from .suspensions import SuspensionsMixin
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["SqlStore", "SCHEMA_VERSION"]
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .schema import SCHEMA_VERSION
+    from .sqlstore import SqlStore
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``.
 
-    ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
-    for the options.
-    """
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing the harnesses (cortex_spec.adapters.sql.harness)
+    # works without SQLAlchemy installed: they then report the backend as
+    # unavailable, with the extra to install, instead of failing to import.
+    if name == "SqlStore":
+        from .sqlstore import SqlStore
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+        return SqlStore
+    if name == "SCHEMA_VERSION":
+        from .schema import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
