@@ -497,3 +497,22 @@ def test_harnesses_describe_the_backend(sqlite_harness, postgres_harness):
         assert info["sqlalchemy"] == sa.__version__
         assert info["server"] and info["driver"]
     assert "PostgreSQL" in postgres_harness.describe()["server"]
+
+
+def test_missing_sqlalchemy_is_backend_unavailable_not_an_import_error(tmp_path):
+    code = (
+        "import sys; sys.modules['sqlalchemy'] = None\n"  # as if the extra were not installed
+        "from cortex_spec.errors import BackendUnavailable\n"
+        "from cortex_spec.harness import resolve_harness\n"
+        "for name in ('sqlite', 'postgres'):\n"
+        "    h = resolve_harness(name)\n"
+        "    try:\n"
+        "        h.start()\n"
+        "    except BackendUnavailable as exc:\n"
+        "        print(name, 'unavailable:', exc)\n"
+        "    h.stop()\n"
+    )
+    proc = _run_cli([sys.executable, "-c", code], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sqlite unavailable: SQLAlchemy is not installed" in proc.stdout
+    assert "cortex-spec[sql]" in proc.stdout and "cortex-spec[postgres]" in proc.stdout
