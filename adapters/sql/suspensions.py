@@ -18,11 +18,12 @@ in the same transaction:
   concurrent delete waits for the commit; SQLite's write lock covers it)
   and returned.  If it vanished between the two statements — possible only
   under PostgreSQL's READ COMMITTED — the transaction rolls back and the
-  call is decided by the loss rule below, as of that read.
+  claim starts over.
 * loss: one SELECT reads the suspension's deadline and the run's state
-  together.  No visible suspension → ``NotSuspended``; a visible one past
-  its deadline → ``SuspensionExpired`` (resume claim only); otherwise, if
-  the run is not visible and paused → ``NotSuspended``.  If that read finds
+  together.  No visible suspension → ``NotSuspended``; a visible one on the
+  other side of the deadline → ``SuspensionExpired`` for the resume claim
+  (at or past it), ``NotSuspended`` for the sweep claim; otherwise, if the
+  run is not visible and paused → ``NotSuspended``.  If that read finds
   the claim *would* now succeed (rows changed between the two statements,
   READ COMMITTED again), the UPDATE is simply tried again.  Every outcome is
   therefore the one the reference gives at one instant inside the call.
