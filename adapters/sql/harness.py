@@ -343,6 +343,7 @@ class PostgresHarness(Harness):
         if self._admin is not None:
             self._admin.dispose()
             self._admin = None
+        failed_start = self._server is None  # a data dir without a server: the start failed
         if self._server is not None:
             try:
                 self._server.cleanup()  # stops it when this is the last user
@@ -350,10 +351,13 @@ class PostgresHarness(Harness):
                 pass
             self._server = None
         if self._server_dir is not None:
-            try:
-                self._server_dir.rmdir()  # only once the server removed its data
-            except OSError:
-                pass
+            if failed_start and not os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+                shutil.rmtree(self._server_dir, ignore_errors=True)  # a failed start's leftovers
+            else:
+                try:
+                    self._server_dir.rmdir()  # only once the server removed its data
+                except OSError:
+                    pass
             self._server_dir = None
 
     @staticmethod
