@@ -117,9 +117,6 @@ class Dialect:
             return ErrorKind.DISCONNECT
         return ErrorKind.OTHER
 
-    def server_version(self, conn: sa.Connection) -> str:
-        raise NotImplementedError
-
 
 class _Sqlite(Dialect):
     """SQLite through ``sqlite3``.
@@ -189,9 +186,6 @@ class _Sqlite(Dialect):
             return ErrorKind.BUSY
         return super().classify(exc)
 
-    def server_version(self, conn: sa.Connection) -> str:
-        return "SQLite " + conn.exec_driver_sql("SELECT sqlite_version()").scalar_one()
-
 
 class _Postgres(Dialect):
     """PostgreSQL through psycopg 3.
@@ -249,18 +243,16 @@ class _Postgres(Dialect):
             return ErrorKind.DISCONNECT
         return ErrorKind.OTHER
 
-    def server_version(self, conn: sa.Connection) -> str:
-        return conn.exec_driver_sql("SELECT version()").scalar_one()
-
 
 def _socket_readable(dbapi_conn: Any) -> bool:
-    """True when an idle psycopg connection has data or EOF waiting."""
+    """True when an idle psycopg connection has data or EOF waiting (or has
+    no usable socket).  ``poll``, not ``select``: no limit on the fd number."""
     try:
-        fd = dbapi_conn.pgconn.socket
-        readable, _, _ = select.select([fd], [], [], 0)
-    except (OSError, ValueError, AttributeError):
+        poller = select.poll()
+        poller.register(dbapi_conn.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except Exception:  # noqa: BLE001 - no socket (closed, broken): not usable
         return True
-    return bool(readable)
 
 
 SQLITE = _Sqlite()
