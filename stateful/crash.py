@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from hypothesis import strategies as st
-from hypothesis.stateful import precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import precondition, rule
 
 from cortex_spec.context import Context
 from cortex_spec.harness import Harness
@@ -173,7 +173,7 @@ def run_crash(
     stats: MachineStats | None = None,
 ) -> MachineStats:
     """Run the crash machine; ``faults`` adds ``"restart"`` and/or ``"kill"``."""
-    from .runner import as_harness, check_rules_ran, declared_of, default_profile
+    from .runner import as_harness, declared_of, default_profile, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -189,9 +189,6 @@ def run_crash(
     stats = stats or MachineStats("crash")
     machine = build_differential(harness, declared, stats, base=CrashMachineBase)
     machine.faults = faults
-    run_state_machine_as_test(
-        machine, settings=machine_settings(profile.crash_examples, profile.differential_steps)
-    )
     skip = set()
     if "restart" not in faults:
         skip.add("restart")
@@ -199,6 +196,7 @@ def run_crash(
         skip.add("connection_killed_mid_call")
     if "suspensions" not in declared:
         skip |= {"worker_claims_and_dies", "clock_jumps_and_sweeper_runs"}
-    check_rules_ran(stats, machine, skip)
+    run_machine(machine, machine_settings(profile.crash_examples, profile.differential_steps),
+                stats, skip)
     return stats
 

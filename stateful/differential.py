@@ -22,12 +22,7 @@ from typing import Any, Callable, Iterable
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cortex_spec import ids as idlib
 from cortex_spec.clock import EPOCH, ManualClock
@@ -245,15 +240,13 @@ def run_differential(
     Raises the first :class:`Mismatch` (after Hypothesis has shrunk it) and
     returns the machine figures otherwise.
     """
-    from .runner import as_harness, check_rules_ran, declared_of, default_profile
+    from .runner import as_harness, declared_of, default_profile, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("differential")
     machine = build_differential(harness, declared, stats)
-    run_state_machine_as_test(
-        machine, settings=machine_settings(profile.differential_examples, profile.differential_steps)
-    )
-    check_rules_ran(stats, machine)
+    run_machine(machine, machine_settings(profile.differential_examples, profile.differential_steps),
+                stats)
     return stats
