@@ -419,9 +419,11 @@ class PostgresHarness(Harness):
         for attempt in range(2):
             try:
                 with loc.engine.begin() as conn:
-                    conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
-                    for table in DATA_TABLES:
-                        conn.execute(table.delete())
+                    # one round trip: a parameterless multi-statement string
+                    conn.exec_driver_sql(
+                        "SET LOCAL lock_timeout = '5s'; "
+                        + " ".join(f"DELETE FROM {t.name};" for t in DATA_TABLES)
+                    )
                 return
             except Exception:  # noqa: BLE001
                 if attempt:
