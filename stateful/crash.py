@@ -197,7 +197,8 @@ def run_crash(
     if "kill" in faults and "kill-connection" not in harness.features:
         raise ValueError(f"the {harness.name!r} harness cannot kill connections")
     stats = stats or MachineStats("crash")
-    machine = build_differential(harness, declared, stats, base=CrashMachineBase)
+    machine = build_differential(harness, declared, stats, base=CrashMachineBase,
+                                 view_every=profile.view_every)
     machine.faults = faults
     skip = set()
     if "restart" not in faults:
@@ -206,7 +207,7 @@ def run_crash(
         skip.add("connection_killed_mid_call")
     if "suspensions" not in declared:
         skip |= {"worker_claims_and_dies", "clock_jumps_and_sweeper_runs"}
-    run_machine(machine, machine_settings(profile.crash_examples, profile.differential_steps),
+    run_machine(machine, machine_settings(profile.crash_examples, profile.crash_steps),
                 stats, skip)
     return stats
 
