@@ -17,6 +17,10 @@ Values cross the pipe in a small tagged JSON encoding (:func:`encode` /
 fields.  The harness says how the child opens a location
 (:meth:`cortex_spec.harness.Harness.gateway_child`).
 
+A child imports the module of its opener as soon as it starts, before the
+first request, and :func:`take_child` keeps one such child warm per opener:
+a crash test that kills its child gets the next one ready.
+
 The parent side is :class:`GatewayChild`; :meth:`GatewayChild.kill` sends
 ``SIGKILL``, the death no code in the child can intercept, and
 :meth:`GatewayChild.send` writes a request without waiting for its answer so
@@ -43,7 +47,7 @@ from .errors import CortexError
 from .gateway import InboundMessage, InboxItem, ItemStatus
 from .scope import Scope
 
-__all__ = ["GatewayChild", "ChildFailed", "encode", "decode", "main"]
+__all__ = ["GatewayChild", "ChildFailed", "encode", "decode", "main", "take_child", "kill_spares"]
 
 _ZERO = Context(Scope())
 
@@ -110,12 +114,17 @@ class GatewayChild:
         self.args = list(args)
         self.timeout = timeout
         self._stderr = tempfile.TemporaryFile(mode="w+b")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p]
+                                            + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cortex_spec.gateway_child"],
+            [sys.executable, "-m", "cortex_spec.gateway_child", "--preload",
+             target.partition(":")[0]],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             bufsize=0,
+            env=env,
         )
         self._buffer = b""
 
@@ -246,8 +255,34 @@ def _load(target: str) -> Any:
     return obj
 
 
+_SPARES: dict[str, GatewayChild] = {}
+
+
+def take_child(target: str, args: list[Any]) -> GatewayChild:
+    """A child for ``target`` that has already imported its module (a spare
+    started earlier, when there is one), and a new spare for next time."""
+    child = _SPARES.pop(target, None)
+    if child is None or child.proc.poll() is not None:
+        child = GatewayChild(target, args)
+    child.args = list(args)
+    _SPARES[target] = GatewayChild(target, [])
+    return child
+
+
+def kill_spares() -> None:
+    """Stop the warm children :func:`take_child` keeps."""
+    while _SPARES:
+        _, child = _SPARES.popitem()
+        child.kill()
+
+
 def main() -> None:
     """Serve requests from stdin until it closes (or the process is killed)."""
+    if "--preload" in sys.argv:  # import the opener's module before the first request
+        try:
+            importlib.import_module(sys.argv[sys.argv.index("--preload") + 1])
+        except Exception:  # noqa: BLE001 - the open request reports it
+            pass
     store: Any = None
     out = sys.stdout
     for line in sys.stdin:

@@ -64,9 +64,10 @@ class Harness:
     reopenable: bool = False
     #: True when :meth:`kill_connections` really kills server connections.
     can_kill_connections: bool = False
-    #: Seconds of the gateway lock's lease, for a backend whose lock is a
-    #: lease kept by the server (GW-OPEN-6); None when the lock dies with the
-    #: process holding it.
+    #: Seconds within which a dead holder's gateway lock is released, for a
+    #: backend whose server releases it (a lease that runs out, or a session
+    #: the server must notice has ended; GW-OPEN-6); None when the lock is
+    #: gone the moment the holding process is.
     gateway_lease: float | None = None
 
     def start(self) -> None:
@@ -116,8 +117,10 @@ class Harness:
         raise NotImplementedError
 
     def expire_gateway_lease(self, location: Any) -> None:
-        """For a lease lock (``gateway_lease``): let the lease of the dead
-        holder of ``location`` run out.  Nothing to do otherwise."""
+        """For a server-released lock (``gateway_lease``): let the dead
+        holder's lock of ``location`` go — move a lease clock past the lease,
+        or wait (within ``gateway_lease``) for the server to end the dead
+        session.  Nothing to do otherwise."""
 
     def unusable_gateway_location(self) -> tuple[Any, Callable[[], None]]:
         """A location whose storage exists but cannot be opened (the open

@@ -237,7 +237,13 @@ def run_gateway_crash(
     if feature not in harness.features:
         raise ValueError(f"the {harness.name!r} harness does not provide {feature}")
     machine = build_driver(harness, stats, use_child=child)
-    examples = max(6, profile.crash_examples // 4) if child else profile.crash_examples
-    steps = 25 if child else profile.differential_steps
-    run_machine(machine, machine_settings(examples, steps), stats)
+    examples = max(4, profile.crash_examples // 5) if child else profile.crash_examples
+    steps = min(profile.crash_steps, 20) if child else profile.crash_steps
+    try:
+        run_machine(machine, machine_settings(examples, steps), stats)
+    finally:
+        if child:
+            from cortex_spec.gateway_child import kill_spares
+
+            kill_spares()
     return stats

@@ -484,16 +484,20 @@ class ChildWorker:
     kind = "child"
 
     def __init__(self, harness: Harness, location: Any) -> None:
-        from cortex_spec.gateway_child import GatewayChild
+        from cortex_spec.gateway_child import take_child
 
         self.harness = harness
         self.location = location
         target, args = harness.gateway_child(location)
-        self.child = GatewayChild(target, args)
+        self.child = take_child(target, args)
         error = self.child.open()
+        if error == "StoreLocked" and harness.gateway_lease is not None:
+            harness.expire_gateway_lease(location)  # the declared bound (GW-OPEN-6)
+            error = self.child.open()
         if error == "StoreLocked":
             self.child.kill()
-            raise CrashViolation("GW-CRASH-9: the lock of a killed child kept the next open out",
+            raise CrashViolation("GW-CRASH-9: the lock of a killed child kept the next open out"
+                                 + (" past the declared lease" if harness.gateway_lease else ""),
                                  "GW-CRASH-9", "GW-OPEN-6")
         if error is not None:
             self.child.kill()
@@ -610,6 +614,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.sending: tuple[str, str] | None = None
         #: True while a rule runs: still True in teardown after a violation
         self.in_step = False
+        self.crashes = 0
+        self.calls_at_restart = 0
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -658,11 +664,13 @@ class GatewayDriverMachine(RuleBasedStateMachine):
             channel=channel, message_id=str(n), conversation="c1", principal="user",
             text=f"{text} #{n}", trusted=trusted, agent=agent, project="p"))
 
-    @rule(channel=st.sampled_from(["tg", "sms"]), step=st.sampled_from([0, 0, 1, 1000]))
+    @rule(channel=st.sampled_from(["tg", "sms"]), step=st.sampled_from([0, 0, 1, 1000]),
+          text=st.sampled_from(TEXTS), ack_now=st.booleans())
     @_step
-    def poll_and_accept(self, channel: str, step: int) -> None:
-        """Poll from the stored offset and accept the next message; the ack
-        waits for a later step (a crash in between means redelivery)."""
+    def poll_and_accept(self, channel: str, step: int, text: str, ack_now: bool) -> None:
+        """Poll from the stored offset and accept the next message (a user
+        writes one first when nothing waits); the ack waits for a later step
+        (a crash in between means redelivery)."""
         self.stats.rules["poll_and_accept"] += 1
         stored = self.call("offset", channel, clause="GW-CRASH-8").raw
         if stored != self.acked_offset[channel]:
@@ -670,11 +678,13 @@ class GatewayDriverMachine(RuleBasedStateMachine):
                                  f"{self.acked_offset[channel]}", "GW-CRASH-8")
         start = max(stored, self.to_ack.get(channel, 0))
         if start >= len(self.provider[channel]):
-            return
+            self.provider_receives(channel, text, "", True)
         msg = self.provider[channel][start]
         self.t += timedelta(milliseconds=step)
         self.accept(msg)
         self.to_ack[channel] = start + 1
+        if ack_now:  # the usual gateway: ack right after accept returned (GW-CRASH-10)
+            self.ack_provider_now(channel)
 
     def accept(self, msg: InboundMessage) -> None:
         key = (msg.channel, msg.message_id)
@@ -807,6 +817,14 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     # -- crashes ----------------------------------------------------------------------------
 
+    def may_crash(self) -> bool:
+        """Crash again only after the worker got some work done since the last
+        restart, and only a few times per history (a restart of a child
+        process costs a process start)."""
+        return (self.crashes < (4 if self.use_child else 8)
+                and self.calls - self.calls_at_restart >= 3)
+
+    @precondition(lambda self: self.may_crash() and not (self.use_child and self.crashes % 3))
     @rule()
     @_step
     def crash(self) -> None:
@@ -815,6 +833,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.worker.crash()
         self.restart()
 
+    @precondition(lambda self: self.may_crash())
     @rule(what=st.sampled_from(["accept", "set_replied", "mark_done", "select", "set_offset"]))
     @_step
     def crash_during_call(self, what: str) -> None:
@@ -850,10 +869,12 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.restart()
 
     def restart(self) -> None:
+        self.crashes += 1
         self.forget_worker_memory()
         self.worker = self._open()  # GW-CRASH-9: the dead holder's lock is gone
         self.resolve_killed_call()
         self.check_after_restart()
+        self.calls_at_restart = self.calls
 
     def resolve_killed_call(self) -> None:
         """Learn whether the killed call happened; it must have happened

@@ -17,6 +17,15 @@
     indexes and schema stay).  A server that cannot be reached or started
     raises ``BackendUnavailable`` with one line saying why, and the run is
     reported *not certified*.
+
+Class ``gateway``: on ``sqlite`` a gateway location is a fresh directory
+under the session's temporary directory; on ``postgres`` it is a fresh
+schema of one gateway database the harness creates per session (every
+store it opens gets that database's engine as its ``gateway_engine``), so a
+child process can open the same location.  Both harnesses provide the
+crash hook (the lock's descriptor or session closed without unlocking),
+an unusable location (a garbage database file; a schema of another
+version) and the ``cross-process`` feature.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -172,7 +183,32 @@ class SqliteHarness(Harness):
     def open(self, location: SqliteSlot, clock) -> Any:
         from . import SqlStore
 
-        return SqlStore(location.engine, clock, owns_engine=True)
+        return SqlStore(location.engine, clock, owns_engine=True,
+                        gateway_synchronous=self.synchronous)
+
+    # -- class gateway ---------------------------------------------------------------------
+
+    def new_gateway_location(self) -> str:
+        assert self._dir is not None, "start() first"
+        return os.path.join(self._dir, f"gateway-{next(self._counter)}")
+
+    def discard_gateway_location(self, location: str) -> None:
+        shutil.rmtree(location, ignore_errors=True)
+
+    def crash_gateway(self, gateway: Any) -> None:
+        gateway.crash()
+
+    def unusable_gateway_location(self) -> tuple[str, Any]:
+        """A directory whose gateway.db is not a SQLite database."""
+        path = self.new_gateway_location()
+        os.makedirs(path)
+        db = os.path.join(path, "gateway.db")
+        with open(db, "wb") as fh:
+            fh.write(b"this is not a SQLite database file " * 64)
+        return path, lambda: os.remove(db)
+
+    def gateway_child(self, location: str) -> tuple[str, list[Any]]:
+        return "cortex_spec.adapters.sql.gateway:open_sqlite_gateway", [location, self.synchronous]
 
     def discard(self, location: SqliteSlot) -> None:
         location.engine.dispose()
@@ -214,6 +250,8 @@ class PostgresHarness(Harness):
         self._counter = itertools.count(0)
         self._free: list[PostgresLocation] = []
         self._locations: list[PostgresLocation] = []
+        self._gateway_db: str | None = None
+        self._gateway_engine: Any = None
 
     # -- server -----------------------------------------------------------------------------
 
@@ -330,8 +368,20 @@ class PostgresHarness(Harness):
                 loc.engine.dispose()
             except Exception:  # noqa: BLE001
                 pass
+        if self._gateway_engine is not None:
+            try:
+                self._gateway_engine.dispose()
+            except Exception:  # noqa: BLE001
+                pass
+            self._gateway_engine = None
         if self._server is None and self._admin is not None:
             # an external server: drop the databases this run created
+            if self._gateway_db is not None:
+                try:
+                    with self._admin.connect() as conn:
+                        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self._gateway_db}" WITH (FORCE)')
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
             for loc in self._locations:
                 try:
                     with self._admin.connect() as conn:
@@ -440,7 +490,83 @@ class PostgresHarness(Harness):
     def open(self, location: PostgresLocation, clock) -> Any:
         from . import SqlStore
 
-        return SqlStore(location.engine, clock)
+        return SqlStore(location.engine, clock, gateway_engine=self._gateway())
+
+    # -- class gateway ---------------------------------------------------------------------
+
+    #: The server releases a dead holder's advisory lock when it ends the
+    #: holder's session, which it does as soon as it notices the closed
+    #: connection; this is the bound certification allows for that (GW-OPEN-6).
+    gateway_lease = 5.0
+
+    def expire_gateway_lease(self, location: str) -> None:
+        """Wait (at most ``gateway_lease`` seconds) until the server has ended
+        the dead holder's session and so released the lock of ``location``."""
+        from .gateway import advisory_keys
+
+        a, b = advisory_keys(location)
+        deadline = time.monotonic() + self.gateway_lease
+        with self._gateway().connect() as conn:
+            while time.monotonic() < deadline:
+                held = conn.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+                    "AND classid = %(a)s AND objid = %(b)s AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())",
+                    {"a": a % 2**32, "b": b % 2**32},
+                ).scalar_one()
+                conn.rollback()
+                if not held:
+                    return
+                time.sleep(0.01)
+
+    def _gateway(self) -> Any:
+        """The engine of the session's gateway database (created on first use)."""
+        if self._gateway_engine is None:
+            from .dialect import create_engine
+
+            name = f"{self._prefix}_gateway"
+            with self._admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            self._gateway_db = name
+            self._gateway_engine = create_engine(
+                self._base_url.set(database=name), pool_size=10,
+                application_name="cortex-spec gateway")
+        return self._gateway_engine
+
+    def new_gateway_location(self) -> str:
+        self._gateway()
+        return f"gw_{uuid.uuid4().hex[:16]}"
+
+    def discard_gateway_location(self, location: str) -> None:
+        try:
+            with self._gateway().begin() as conn:
+                conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{location}" CASCADE')
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+    def crash_gateway(self, gateway: Any) -> None:
+        gateway.crash()
+
+    def unusable_gateway_location(self) -> tuple[str, Any]:
+        """A schema whose gateway tables carry another schema version."""
+        name = self.new_gateway_location()
+        with self._gateway().begin() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+            conn.exec_driver_sql(f'CREATE TABLE "{name}".gw_meta (id integer PRIMARY KEY, '
+                                 "version integer NOT NULL, last_seq bigint NOT NULL)")
+            conn.exec_driver_sql(f'INSERT INTO "{name}".gw_meta VALUES (1, 999, 0)')
+
+        def repair() -> None:
+            with self._gateway().begin() as conn:
+                conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
+
+        return name, repair
+
+    def gateway_child(self, location: str) -> tuple[str, list[Any]]:
+        url = self._base_url.set(database=self._gateway_db or f"{self._prefix}_gateway")
+        return ("cortex_spec.adapters.sql.gateway:open_postgres_gateway",
+                [url.render_as_string(hide_password=False), location])
 
     def discard(self, location: PostgresLocation) -> None:
         if location in self._locations and location not in self._free:

@@ -1,6 +1,9 @@
 """``SqlStore``: the class mixins of the SQL adapter put together."""
 
+from typing import Any
+
 from .checkpoints import CheckpointsMixin
+from .gateway import GatewayOpenerMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
 from .suspensions import SuspensionsMixin
@@ -8,11 +11,22 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``.
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints`` and
+    ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
-    for the options.
+    for the options.  ``store.open_gateway(location)`` opens a chat
+    gateway's state (see :mod:`.gateway`): a directory on SQLite, a schema
+    name on PostgreSQL (in ``gateway_engine``'s database, default the
+    store's); ``gateway_synchronous`` is the SQLite gateway file's ``PRAGMA
+    synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
+
+    def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
+                 gateway_synchronous: str = "FULL", **options: Any) -> None:
+        super().__init__(url_or_engine, clock, **options)
+        self.gateway_engine = gateway_engine
+        self.gateway_synchronous = gateway_synchronous

@@ -1,0 +1,637 @@
+"""Class ``gateway`` on SQL: SQLite (the natural home of a gateway's private
+file) and PostgreSQL (spec: gateway.md).
+
+Locations and locks (GW-SCOPE-4, GW-OPEN-*):
+
+* **SQLite** — a location is a **directory**.  It holds the gateway's own
+  database file ``gateway.db`` (WAL) and a lock file ``gateway.lock`` held
+  with ``fcntl.flock(LOCK_EX | LOCK_NB)`` for as long as the store is open.
+  ``flock`` refuses a second open at once, from this process (another open
+  file description) or any other (GW-OPEN-2/3), and the kernel releases it
+  when the holding process dies, with no cleanup (GW-OPEN-6).  The lock is
+  taken before the database file is touched (GW-OPEN-4).
+* **PostgreSQL** — a location is a **namespace**: a schema (lower-case
+  identifier) of the opener's gateway database — by default the database
+  of the store's own engine.  The lock is a session-level advisory lock,
+  ``pg_try_advisory_lock(class, crc32(namespace))``, held by a dedicated
+  connection taken out of the pool; the server releases it when that
+  session ends, which the death of the holding process ends — as soon as
+  the server notices the closed connection, normally within milliseconds.
+  That release is the server's, so this backend declares a bound for it
+  (GW-OPEN-6): the certification harness uses 5 seconds.  Before every
+  call the store polls that connection's socket (a local poll, no round
+  trip): a session the server closed means the lock is gone, and the store
+  takes it again on a new connection or, if another store holds it now,
+  refuses every call with ``StoreError``.
+
+Atomicity comes from the database, never from a Python lock:
+
+* ``accept`` is one transaction: ``UPDATE gw_meta SET last_seq = last_seq +
+  1 ... RETURNING last_seq`` (SQLite takes the write lock with ``BEGIN
+  IMMEDIATE``; PostgreSQL locks the counter row until commit) and then
+  ``INSERT ... ON CONFLICT DO NOTHING``.  Accepts are serialised on the
+  counter, so insertion numbers follow the order in which accepts commit
+  (GW-ORD-2) and are never reused (GW-ORD-3); the primary key
+  ``(channel, message_id)`` is the deduplication (GW-ACC-5).  A duplicate
+  rolls back, writing nothing.
+* ``set_replied`` is one transaction: the row is read (``FOR UPDATE`` on
+  PostgreSQL) to check the size of the row with its reply (RSC-GEN-8), then
+  ``UPDATE ... WHERE status = 'pending'``; ``mark_done`` is one conditional
+  ``UPDATE``; ``prune_done`` one ``DELETE``; offsets and both selection
+  setters one upsert each, the setters writing only their own column
+  (GW-SEL-6).
+* Queues are one ``SELECT ... ORDER BY received_at, seq`` — ``received_at``
+  is BIGINT milliseconds, an instant, never text (GW-ORD-1).
+
+The gateway reads no clock (GW-SCOPE-5).  Child processes open locations
+with :func:`open_sqlite_gateway` and :func:`open_postgres_gateway` (harness
+feature ``cross-process``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import threading
+import zlib
+from typing import Any, Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from cortex_spec.context import require_context
+from cortex_spec.errors import CortexError, InvalidArgument, StoreClosed, StoreError, StoreLocked
+from cortex_spec.gateway import (
+    InboxItem,
+    ItemStatus,
+    check_channel,
+    check_cutoff,
+    check_key,
+    check_offset_value,
+    check_queue_page,
+    check_reply,
+    check_reply_fits,
+    check_selection_key,
+    check_selection_value,
+    validate_message,
+)
+
+from . import dialect as dialects
+from .dialect import id_type
+from .store import READ, TX, WRITE1, ControlFlow, SqlStoreBase, db_int, instant, ms
+
+__all__ = [
+    "GATEWAY_SCHEMA_VERSION",
+    "gateway_metadata",
+    "SqlGateway",
+    "GatewayOpenerMixin",
+    "open_sqlite_gateway",
+    "open_postgres_gateway",
+    "check_directory",
+    "check_namespace",
+]
+
+#: Version of the gateway tables (row ``gw_meta.id = 1``).
+GATEWAY_SCHEMA_VERSION = 1
+#: First key of the advisory lock: "gate" (the second is the namespace's CRC-32).
+_LOCK_CLASS = 0x67617465 - 2**32 if 0x67617465 >= 2**31 else 0x67617465
+
+_PENDING, _REPLIED, _DONE = ItemStatus.PENDING.value, ItemStatus.REPLIED.value, ItemStatus.DONE.value
+_FIELDS = ("channel", "message_id", "conversation", "principal", "text", "trusted", "agent", "project")
+
+gateway_metadata = sa.MetaData()
+
+gw_meta = sa.Table(
+    "gw_meta",
+    gateway_metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    # the last insertion number handed out (never reused, GW-ORD-2/3)
+    sa.Column("last_seq", sa.BigInteger, nullable=False),
+)
+
+gw_items = sa.Table(
+    "gw_items",
+    gateway_metadata,
+    sa.Column("channel", id_type(255), primary_key=True),
+    sa.Column("message_id", id_type(255), primary_key=True),
+    sa.Column("conversation", sa.Text, nullable=False),
+    sa.Column("principal", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("trusted", sa.Boolean, nullable=False),
+    sa.Column("agent", sa.Text, nullable=False),
+    sa.Column("project", sa.Text, nullable=False),
+    sa.Column("status", sa.String(8), nullable=False),
+    sa.Column("reply", sa.Text, nullable=False),
+    sa.Column("received_at", sa.BigInteger, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False, unique=True),
+    sa.CheckConstraint("status IN ('pending', 'replied', 'done')", name="ck_gw_items_status"),
+    sa.Index("ix_gw_items_queue", "status", "received_at", "seq"),
+)
+
+gw_offsets = sa.Table(
+    "gw_offsets",
+    gateway_metadata,
+    sa.Column("channel", id_type(255), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+gw_selections = sa.Table(
+    "gw_selections",
+    gateway_metadata,
+    sa.Column("channel", id_type(255), primary_key=True),
+    sa.Column("conversation", id_type(255), primary_key=True),
+    sa.Column("agent", sa.Text, nullable=False),
+    sa.Column("project", sa.Text, nullable=False),
+)
+
+_NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_directory(location: object) -> str:
+    """A SQLite gateway location: a directory path (``str`` or path-like)."""
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not isinstance(location, str):
+        raise InvalidArgument(f"a SQLite gateway location is a directory path, got {type(location).__name__}")
+    if not location or "\x00" in location:
+        raise InvalidArgument(f"{location!r} is not a directory path")
+    return location
+
+
+def check_namespace(location: object) -> str:
+    """A PostgreSQL gateway location: a lower-case identifier (a schema name)."""
+    if not isinstance(location, str) or not _NAMESPACE.match(location):
+        raise InvalidArgument(
+            f"a PostgreSQL gateway location is a schema name matching [a-z_][a-z0-9_]*, got {location!r}")
+    return location
+
+
+def _insert(dialect_name: str) -> Callable[..., Any]:
+    if dialect_name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def _item_from_row(row: Any) -> InboxItem:
+    try:
+        return InboxItem(
+            channel=row.channel,
+            message_id=row.message_id,
+            conversation=row.conversation,
+            principal=row.principal,
+            text=row.text,
+            trusted=bool(row.trusted),
+            agent=row.agent,
+            project=row.project,
+            status=ItemStatus(row.status),
+            reply=row.reply,
+            received_at=instant(row.received_at),
+        )
+    except (TypeError, ValueError) as exc:
+        raise StoreError("a stored inbox row cannot be read") from exc
+
+
+class _Duplicate(ControlFlow):
+    """accept found the key taken: roll back, return False."""
+
+
+# -- locks ---------------------------------------------------------------------------------
+
+
+class _FileLock:
+    """``flock`` on ``<directory>/gateway.lock``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the gateway lock file {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLocked(f"gateway location {os.path.dirname(self.path)!r} is held by "
+                              "another open store") from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot lock {self.path}: {exc}") from exc
+        self.fd = fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+    def crash(self) -> None:
+        """What the process's death does: the descriptor closes, no unlock runs."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def lost(self) -> bool:
+        return False
+
+    def reacquire(self) -> bool:
+        return False
+
+
+def advisory_keys(namespace: str) -> tuple[int, int]:
+    """The two int4 keys of a namespace's advisory lock (``pg_locks`` shows
+    them as ``classid``/``objid``, unsigned, with ``objsubid = 2``)."""
+    crc = zlib.crc32(namespace.encode("utf-8"))
+    return _LOCK_CLASS, crc - 2**32 if crc >= 2**31 else crc
+
+
+class _AdvisoryLock:
+    """A session-level advisory lock held by a dedicated connection, taken out
+    of the pool (its session, and so the lock, never serves anyone else)."""
+
+    def __init__(self, engine: Engine, namespace: str) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.keys = advisory_keys(namespace)
+        self.dbapi: Any = None
+        #: set by release/crash: the store is gone and never takes the lock again
+        self.ended = False
+        #: serialises taking and dropping the lock connection (not data work)
+        self.mutex = threading.Lock()
+
+    def _try(self) -> Any:
+        fairy = self.engine.raw_connection()
+        fairy.detach()
+        dbapi = fairy.dbapi_connection
+        try:
+            dbapi.autocommit = True
+            got = dbapi.execute("SELECT pg_try_advisory_lock(%s, %s)", self.keys).fetchone()[0]
+        except BaseException:
+            dbapi.close()
+            raise
+        if not got:
+            dbapi.close()
+            return None
+        return dbapi
+
+    def acquire(self) -> None:
+        try:
+            dbapi = self._try()
+        except Exception as exc:  # noqa: BLE001 - driver errors: the open failed
+            raise StoreError(f"cannot take the gateway lock of {self.namespace!r}: {exc}") from exc
+        if dbapi is None:
+            raise StoreLocked(f"gateway location {self.namespace!r} is held by another open store")
+        self.dbapi = dbapi
+
+    def release(self) -> None:
+        with self.mutex:
+            self.ended = True
+            dbapi, self.dbapi = self.dbapi, None
+        if dbapi is not None:
+            try:
+                dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
+            except Exception:  # noqa: BLE001 - closing the session releases it anyway
+                pass
+            finally:
+                dbapi.close()
+
+    def crash(self) -> None:
+        """What the process's death does: the session's socket closes."""
+        with self.mutex:
+            self.ended = True
+            dbapi, self.dbapi = self.dbapi, None
+        if dbapi is not None:
+            dbapi.close()
+
+    def lost(self) -> bool:
+        """True when the server closed the lock's session (a local poll)."""
+        dbapi = self.dbapi
+        if dbapi is None or dbapi.closed:
+            return True
+        try:
+            poller = select.poll()
+            poller.register(dbapi.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+            return bool(poller.poll(0))
+        except Exception:  # noqa: BLE001 - anything odd: assume the session is gone
+            return True
+
+    def reacquire(self) -> bool:
+        """After a lost session: take the lock again, if nobody else has (and
+        the store was not closed or crashed meanwhile)."""
+        with self.mutex:
+            if self.ended:
+                return False
+            if self.dbapi is not None and not self.lost():
+                return True  # another thread already took it again
+            old, self.dbapi = self.dbapi, None
+            if old is not None:
+                old.close()
+            try:
+                self.dbapi = self._try()
+            except Exception:  # noqa: BLE001
+                return False
+            return self.dbapi is not None
+
+
+# -- the store ------------------------------------------------------------------------------
+
+
+class SqlGateway(SqlStoreBase):
+    """An open gateway store (see the module docstring).  Use
+    :meth:`open_sqlite` / :meth:`open_postgres`, or a store's
+    ``open_gateway``."""
+
+    def __init__(self, engine: Engine, lock: Any, *, owns_engine: bool, namespace: str | None,
+                 lock_timeout: float = 30.0) -> None:
+        # SqlStoreBase's transaction loop without its schema or hooks: the
+        # engine is already prepared (a store's, or one made here)
+        self.clock = None  # the gateway reads no clock (GW-SCOPE-5)
+        self._engine = engine
+        self._owns_engine = owns_engine
+        self._dialect = dialects.dialect_of(engine)
+        self._create_schema = True
+        self._lock_timeout = lock_timeout
+        self._schema_ready = False
+        self._closed = False
+        self._lock = lock
+        self._lost = False
+        self.namespace = namespace
+        self._insert = _insert(self._dialect.name)
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open_sqlite(cls, directory: object, *, synchronous: str = "FULL",
+                    busy_timeout: float = 5.0, pool_size: int = 8) -> "SqlGateway":
+        path = check_directory(directory)
+        try:
+            os.makedirs(path, exist_ok=True)  # GW-OPEN-1: create the location
+        except OSError as exc:
+            raise StoreError(f"cannot create the gateway directory {path!r}: {exc}") from exc
+        lock = _FileLock(os.path.join(path, "gateway.lock"))
+        lock.acquire()  # GW-OPEN-2..4: before the database file is touched
+        try:
+            engine = dialects.create_engine(
+                "sqlite:///" + os.path.abspath(os.path.join(path, "gateway.db")),
+                pool_size=pool_size, busy_timeout=busy_timeout, synchronous=synchronous,
+                application_name="cortex-spec gateway")
+        except Exception as exc:  # noqa: BLE001
+            lock.release()
+            raise StoreError(f"cannot open the gateway database in {path!r}: {exc}") from exc
+        return cls._finish(cls(engine, lock, owns_engine=True, namespace=None))
+
+    @classmethod
+    def open_postgres(cls, engine: Engine, namespace: object) -> "SqlGateway":
+        ns = check_namespace(namespace)
+        translated = engine.execution_options(schema_translate_map={None: ns})
+        lock = _AdvisoryLock(translated, ns)
+        lock.acquire()  # GW-OPEN-2..4: before the namespace is touched
+        return cls._finish(cls(translated, lock, owns_engine=False, namespace=ns))
+
+    @classmethod
+    def _finish(cls, store: "SqlGateway") -> "SqlGateway":
+        try:
+            store.ensure_schema()
+        except BaseException as exc:
+            store._lock.release()  # GW-OPEN-8: no lock left held
+            if store._owns_engine:
+                store._engine.dispose()
+            store._closed = True
+            if isinstance(exc, CortexError):
+                raise StoreError(f"cannot open the gateway location: {exc}") from exc
+            raise
+        return store
+
+    def ensure_schema(self) -> None:
+        """Create the gateway tables if missing; refuse another version."""
+        if self._schema_ready:
+            return
+        ns = self.namespace
+
+        def prepare(conn: sa.Connection) -> int:
+            if ns is not None:
+                conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{ns}"')
+            gateway_metadata.create_all(conn, checkfirst=True)
+            found = conn.execute(sa.select(gw_meta.c.version).where(gw_meta.c.id == 1)).scalar_one_or_none()
+            if found is None:
+                conn.execute(sa.insert(gw_meta).values(id=1, version=GATEWAY_SCHEMA_VERSION, last_seq=0))
+                found = GATEWAY_SCHEMA_VERSION
+            return found
+
+        version = self._run(prepare, TX)
+        if version != GATEWAY_SCHEMA_VERSION:
+            raise StoreError(f"the gateway location has schema version {version}; "
+                             f"this adapter reads version {GATEWAY_SCHEMA_VERSION}")
+        self._schema_ready = True
+
+    # -- closing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Idempotent: release the lock (GW-OPEN-5/7)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._lock.release()
+        finally:
+            if self._owns_engine:
+                self._engine.dispose()
+
+    def crash(self) -> None:
+        """Stand in for the death of the holding process (the harness's crash
+        hook): the lock's descriptor or session is closed without unlocking,
+        as the kernel or the server would on the process's death."""
+        self._closed = True
+        self._lock.crash()
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def __repr__(self) -> str:
+        where = self.namespace or self._engine.url.database
+        return f"SqlGateway({where!r})"
+
+    def _call(self, fn: Callable[[sa.Connection], Any], mode: str) -> Any:
+        self._check_open()
+        if self._lost:
+            raise StoreError("the gateway lost its lock to another open store")
+        if self._lock.lost() and not self._lock.reacquire():
+            self._check_open()  # closed (or crashed) meanwhile: StoreClosed
+            self._lost = True
+            raise StoreError("the gateway's lock session ended and another store holds the lock now")
+        return self._run(fn, mode)
+
+    # -- inbox -------------------------------------------------------------------------
+
+    def accept(self, ctx, message, now):
+        item = validate_message(ctx, message, now)
+        row = {f: getattr(item, f) for f in _FIELDS}
+        row.update(status=_PENDING, reply="", received_at=ms(item.received_at))
+
+        def insert(conn: sa.Connection) -> bool:
+            seq = conn.execute(
+                sa.update(gw_meta).where(gw_meta.c.id == 1)
+                .values(last_seq=gw_meta.c.last_seq + 1).returning(gw_meta.c.last_seq)
+            ).scalar_one()
+            stmt = self._insert(gw_items).values(**row, seq=seq).on_conflict_do_nothing(
+                index_elements=["channel", "message_id"]).returning(gw_items.c.seq)
+            if conn.execute(stmt).scalar_one_or_none() is None:
+                raise _Duplicate()  # roll back: the duplicate writes nothing
+            return True
+
+        try:
+            return self._call(insert, TX)
+        except _Duplicate:
+            return False
+
+    def get_item(self, ctx, channel, message_id):
+        require_context(ctx)
+        channel, message_id = check_key(channel, message_id)
+        stmt = sa.select(gw_items).where(gw_items.c.channel == channel,
+                                         gw_items.c.message_id == message_id)
+
+        def read(conn: sa.Connection) -> InboxItem | None:
+            found = conn.execute(stmt).one_or_none()
+            return None if found is None else _item_from_row(found)
+
+        return self._call(read, READ)
+
+    def _queue(self, ctx, status, limit, offset):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
+            gw_items.c.received_at, gw_items.c.seq)
+        if limit > 0:
+            stmt = stmt.limit(db_int(limit))
+        if offset > 0:
+            stmt = stmt.offset(db_int(offset))
+        return self._call(lambda conn: [_item_from_row(r) for r in conn.execute(stmt)], READ)
+
+    def pending(self, ctx, limit=0, offset=0):
+        return self._queue(ctx, _PENDING, limit, offset)
+
+    def pending_replies(self, ctx, limit=0, offset=0):
+        return self._queue(ctx, _REPLIED, limit, offset)
+
+    def set_replied(self, ctx, channel, message_id, reply):
+        require_context(ctx)
+        channel, message_id = check_key(channel, message_id)
+        reply = check_reply(reply)
+        where = (gw_items.c.channel == channel, gw_items.c.message_id == message_id)
+
+        def replied(conn: sa.Connection) -> bool:
+            found = conn.execute(sa.select(gw_items).where(*where).with_for_update()).one_or_none()
+            if found is None:
+                return False  # GW-ST-5
+            check_reply_fits(_item_from_row(found), reply)
+            result = conn.execute(sa.update(gw_items).where(*where, gw_items.c.status == _PENDING)
+                                  .values(status=_REPLIED, reply=reply))
+            return result.rowcount == 1  # GW-ST-2..4
+
+        return self._call(replied, TX)
+
+    def mark_done(self, ctx, channel, message_id):
+        require_context(ctx)
+        channel, message_id = check_key(channel, message_id)
+        stmt = sa.update(gw_items).where(
+            gw_items.c.channel == channel, gw_items.c.message_id == message_id,
+            gw_items.c.status.in_([_PENDING, _REPLIED]),
+        ).values(status=_DONE)
+        return self._call(lambda conn: conn.execute(stmt).rowcount == 1, WRITE1)
+
+    def prune_done(self, ctx, before):
+        require_context(ctx)
+        cutoff = check_cutoff(before)
+        stmt = sa.delete(gw_items).where(gw_items.c.status == _DONE,
+                                         gw_items.c.received_at < ms(cutoff))
+        return self._call(lambda conn: int(conn.execute(stmt).rowcount), WRITE1)
+
+    # -- offsets -----------------------------------------------------------------------
+
+    def offset(self, ctx, channel):
+        require_context(ctx)
+        channel = check_channel(channel)
+        stmt = sa.select(gw_offsets.c.value).where(gw_offsets.c.channel == channel)
+        return self._call(lambda conn: int(conn.execute(stmt).scalar_one_or_none() or 0), READ)
+
+    def set_offset(self, ctx, channel, value):
+        require_context(ctx)
+        channel = check_channel(channel)
+        value = check_offset_value(value)
+        stmt = self._insert(gw_offsets).values(channel=channel, value=value)
+        stmt = stmt.on_conflict_do_update(index_elements=["channel"], set_={"value": stmt.excluded.value})
+        self._call(lambda conn: conn.execute(stmt), WRITE1)
+
+    # -- selection -----------------------------------------------------------------------
+
+    def conversation(self, ctx, channel, conversation):
+        require_context(ctx)
+        channel, conversation = check_selection_key(channel, conversation)
+        stmt = sa.select(gw_selections.c.agent, gw_selections.c.project).where(
+            gw_selections.c.channel == channel, gw_selections.c.conversation == conversation)
+
+        def read(conn: sa.Connection) -> tuple[str, str]:
+            found = conn.execute(stmt).one_or_none()
+            return ("", "") if found is None else (found.agent, found.project)
+
+        return self._call(read, READ)
+
+    def _set_selection(self, ctx, channel, conversation, value, field):
+        require_context(ctx)
+        channel, conversation = check_selection_key(channel, conversation)
+        value = check_selection_value(value, field)
+        values = {"channel": channel, "conversation": conversation, "agent": "", "project": ""}
+        values[field] = value
+        stmt = self._insert(gw_selections).values(**values)
+        # one upsert that writes only this field (GW-SEL-2/3/6)
+        stmt = stmt.on_conflict_do_update(index_elements=["channel", "conversation"],
+                                          set_={field: stmt.excluded[field]})
+        self._call(lambda conn: conn.execute(stmt), WRITE1)
+
+    def set_conversation_agent(self, ctx, channel, conversation, agent):
+        self._set_selection(ctx, channel, conversation, agent, "agent")
+
+    def set_conversation_project(self, ctx, channel, conversation, project):
+        self._set_selection(ctx, channel, conversation, project, "project")
+
+
+# -- openers ---------------------------------------------------------------------------------
+
+
+class GatewayOpenerMixin:
+    """Makes :class:`~cortex_spec.adapters.sql.SqlStore` a gateway opener.
+
+    SQLite stores open a directory (``gateway_synchronous`` is the gateway
+    file's ``PRAGMA synchronous``, default ``FULL``); PostgreSQL stores open
+    a namespace in ``gateway_engine``'s database (default: the store's).
+    """
+
+    gateway_engine: Engine | None = None
+    gateway_synchronous: str = "FULL"
+
+    def open_gateway(self, location):
+        if getattr(self, "_closed", False):
+            raise StoreClosed("the store is closed")
+        if self._dialect.name == "postgresql":  # type: ignore[attr-defined]
+            engine = self.gateway_engine if self.gateway_engine is not None else self.engine  # type: ignore[attr-defined]
+            return SqlGateway.open_postgres(engine, location)
+        return SqlGateway.open_sqlite(location, synchronous=self.gateway_synchronous)
+
+
+def open_sqlite_gateway(directory: str, synchronous: str = "FULL") -> SqlGateway:
+    """A child process's opener (feature ``cross-process``)."""
+    return SqlGateway.open_sqlite(directory, synchronous=synchronous)
+
+
+def open_postgres_gateway(url: str, namespace: str) -> SqlGateway:
+    """A child process's opener: its own engine on ``url`` (feature ``cross-process``)."""
+    engine = dialects.create_engine(url, pool_size=4, application_name="cortex-spec gateway child")
+    return SqlGateway.open_postgres(engine, namespace)
