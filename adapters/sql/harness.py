@@ -252,6 +252,8 @@ class PostgresHarness(Harness):
         self._locations: list[PostgresLocation] = []
         self._gateway_db: str | None = None
         self._gateway_engine: Any = None
+        #: namespaces whose gateway tables exist and were emptied, for reuse
+        self._free_namespaces: list[str] = []
 
     # -- server -----------------------------------------------------------------------------
 
@@ -535,13 +537,40 @@ class PostgresHarness(Harness):
         return self._gateway_engine
 
     def new_gateway_location(self) -> str:
+        """A fresh namespace: a new name, or an emptied one whose tables exist
+        (creating a schema and its tables costs tens of milliseconds; the
+        machines open a gateway per history)."""
         self._gateway()
+        if self._free_namespaces:
+            return self._free_namespaces.pop()
         return f"gw_{uuid.uuid4().hex[:16]}"
 
     def discard_gateway_location(self, location: str) -> None:
+        """Empty the namespace for reuse when its tables are ours and nobody
+        holds its lock; drop it otherwise."""
+        from .gateway import GATEWAY_SCHEMA_VERSION, advisory_keys
+
+        a, b = advisory_keys(location)
         try:
             with self._gateway().begin() as conn:
-                conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{location}" CASCADE')
+                held = conn.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+                    "AND classid = %(a)s AND objid = %(b)s", {"a": a % 2**32, "b": b % 2**32},
+                ).scalar_one()
+                version = conn.exec_driver_sql(
+                    "SELECT CASE WHEN to_regclass(%(t)s) IS NULL THEN NULL ELSE 1 END",
+                    {"t": f'"{location}".gw_meta'}).scalar_one()
+                if version is not None:
+                    version = conn.exec_driver_sql(
+                        f'SELECT version FROM "{location}".gw_meta WHERE id = 1').scalar_one_or_none()
+                if held == 0 and version == GATEWAY_SCHEMA_VERSION:
+                    conn.exec_driver_sql(
+                        f'DELETE FROM "{location}".gw_items; DELETE FROM "{location}".gw_offsets; '
+                        f'DELETE FROM "{location}".gw_selections; '
+                        f'UPDATE "{location}".gw_meta SET last_seq = 0')
+                    self._free_namespaces.append(location)
+                else:
+                    conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{location}" CASCADE')
         except Exception:  # noqa: BLE001 - best effort
             pass
 
@@ -550,7 +579,8 @@ class PostgresHarness(Harness):
 
     def unusable_gateway_location(self) -> tuple[str, Any]:
         """A schema whose gateway tables carry another schema version."""
-        name = self.new_gateway_location()
+        self._gateway()
+        name = f"gw_{uuid.uuid4().hex[:16]}"
         with self._gateway().begin() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
             conn.exec_driver_sql(f'CREATE TABLE "{name}".gw_meta (id integer PRIMARY KEY, '
