@@ -51,4 +51,5 @@ class ReadThenWriteHarness(MongomockHarness):
     name = "mongo-read-then-write"
 
     def open(self, location, clock):
-        return ReadThenWriteStore(location.reopen()["cortex"], clock, close_client=True)
+        return ReadThenWriteStore(location.reopen()["cortex"], clock, close_client=True,
+                                  **self._gateway_options())
