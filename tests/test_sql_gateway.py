@@ -1,0 +1,147 @@
+"""Tests of the SQL adapter's gateway specifics (the clause suite certifies
+the contract): the SQLite lock file is a real ``flock``, locations are
+validated per dialect, and a PostgreSQL gateway whose lock session the
+server ended takes the lock again — or, when another store took it
+meanwhile, refuses every call."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
+
+from cortex_spec.adapters.sql.harness import PostgresHarness, SqliteHarness  # noqa: E402
+from cortex_spec.clock import EPOCH, ManualClock  # noqa: E402
+from cortex_spec.errors import InvalidArgument, StoreError, StoreLocked  # noqa: E402
+from cortex_spec.testing import ZERO, make_message  # noqa: E402
+
+from test_sql_adapter import _postgres_available  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sqlite_harness():
+    h = SqliteHarness()
+    h.start()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres_harness():
+    reason = _postgres_available()
+    if reason:
+        pytest.skip(reason)
+    h = PostgresHarness()
+    h.start()
+    yield h
+    h.stop()
+
+
+def _opener(harness):
+    location = harness.new_location()
+    return harness.open(location, ManualClock()), location
+
+
+def test_sqlite_location_is_a_directory_with_a_flocked_lock_file(sqlite_harness):
+    store, loc = _opener(sqlite_harness)
+    where = sqlite_harness.new_gateway_location()
+    try:
+        gw = store.open_gateway(where)
+        assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH)
+        assert sorted(n for n in os.listdir(where) if not n.endswith(("-wal", "-shm"))) == [
+            "gateway.db", "gateway.lock"]
+        fd = os.open(os.path.join(where, "gateway.lock"), os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            gw.close()
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once closed
+            with pytest.raises(StoreLocked):  # ... and now held by this descriptor
+                store.open_gateway(where)
+        finally:
+            os.close(fd)
+        again = store.open_gateway(where)
+        assert [i.message_id for i in again.pending(ZERO)] == ["m1"]
+        again.close()
+    finally:
+        store.close()
+        sqlite_harness.discard_gateway_location(where)
+        sqlite_harness.discard(loc)
+
+
+@pytest.mark.parametrize("bad", [b"/tmp/x", "", "a\x00b", 7])
+def test_sqlite_location_must_be_a_path(sqlite_harness, bad):
+    store, loc = _opener(sqlite_harness)
+    try:
+        with pytest.raises(InvalidArgument):
+            store.open_gateway(bad)
+    finally:
+        store.close()
+        sqlite_harness.discard(loc)
+
+
+@pytest.mark.parametrize("bad", ["Upper", "has-dash", "1starts_with_digit", "x" * 64, "", 'q"uote'])
+def test_postgres_namespace_must_be_an_identifier(postgres_harness, bad):
+    store, loc = _opener(postgres_harness)
+    try:
+        with pytest.raises(InvalidArgument):
+            store.open_gateway(bad)
+    finally:
+        store.close()
+        postgres_harness.discard(loc)
+
+
+def _terminate_lock_session(harness, gw):
+    pid = gw._lock.dbapi.info.backend_pid
+    with harness._admin.connect() as conn:
+        conn.exec_driver_sql("SELECT pg_terminate_backend(%(p)s)", {"p": pid})
+    deadline = time.monotonic() + 10
+    while not gw._lock.lost():
+        assert time.monotonic() < deadline, "the terminated lock session still looks alive"
+        time.sleep(0.01)
+
+
+def test_postgres_gateway_takes_a_lost_lock_again(postgres_harness):
+    store, loc = _opener(postgres_harness)
+    where = postgres_harness.new_gateway_location()
+    try:
+        gw = store.open_gateway(where)
+        assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH)
+        _terminate_lock_session(postgres_harness, gw)
+        # the next call notices, takes the lock again, and works
+        assert [i.message_id for i in gw.pending(ZERO)] == ["m1"]
+        assert not gw._lock.lost()
+        with pytest.raises(StoreLocked):  # it really holds the lock again
+            store.open_gateway(where)
+        gw.close()
+    finally:
+        store.close()
+        postgres_harness.discard_gateway_location(where)
+        postgres_harness.discard(loc)
+
+
+def test_postgres_gateway_that_lost_its_lock_to_another_store_refuses_calls(postgres_harness):
+    store, loc = _opener(postgres_harness)
+    where = postgres_harness.new_gateway_location()
+    try:
+        gw = store.open_gateway(where)
+        _terminate_lock_session(postgres_harness, gw)
+        postgres_harness.expire_gateway_lease(where)
+        other = store.open_gateway(where)  # the lock was free: another store took it
+        try:
+            for call in (lambda: gw.pending(ZERO), lambda: gw.accept(ZERO, make_message("tg", "x"), EPOCH)):
+                with pytest.raises(StoreError):
+                    call()
+            assert other.accept(ZERO, make_message("tg", "y"), EPOCH) is True
+            assert other.get_item(ZERO, "tg", "x") is None  # the refused accept wrote nothing
+        finally:
+            other.close()
+        gw.close()
+    finally:
+        store.close()
+        postgres_harness.discard_gateway_location(where)
+        postgres_harness.discard(loc)
