@@ -691,8 +691,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.t += timedelta(milliseconds=step)
         self.accept(msg)
         self.to_ack[channel] = start + 1
-        if ack_now:  # the usual gateway: ack right after accept returned (GW-CRASH-10)
-            self.ack_provider_now(channel)
+        if ack_now:  # ack what was accepted on the channel, only after accept returned;
+            self.ack_provider_now(channel)  # until then a crash means redelivery (GW-CRASH-10)
 
     def accept(self, msg: InboundMessage) -> None:
         key = (msg.channel, msg.message_id)
@@ -707,17 +707,6 @@ class GatewayDriverMachine(RuleBasedStateMachine):
                                  "GW-CRASH-1", "GW-ACC-2")
         if fresh:
             self.new_life(msg, self.t)
-
-    @precondition(lambda self: bool(self.to_ack))
-    @rule(data=st.data())
-    @_step
-    def ack_provider(self, data: Any) -> None:
-        """Acknowledge the provider: advance the stored offset past what was accepted."""
-        self.stats.rules["ack_provider"] += 1
-        channel = data.draw(st.sampled_from(sorted(self.to_ack)), "channel")
-        value = self.to_ack.pop(channel)
-        self.call("set_offset", channel, value, clause="GW-CRASH-8")
-        self.acked_offset[channel] = value
 
     @precondition(lambda self: self.job is None)
     @rule()
@@ -1001,7 +990,9 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     # -- the end: drain and check that nothing was lost ----------------------------------------
 
-    def drain(self) -> None:
+    def drain(self, send: bool = True) -> None:
+        """Work until nothing is left: deliver and accept every message, run
+        every job, record its reply and (``send``) send every reply."""
         for _ in range(10_000):
             progressed = False
             for channel in ("tg", "sms"):
@@ -1013,7 +1004,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
                     self.accept(self.provider[channel][start])  # GW-CRASH-10: redelivery
                     self.to_ack[channel] = start + 1
                     progressed = True
-            if self.sending is not None:
+            if self.sending is not None and send:
                 self.confirm_sent()
                 progressed = True
             if self.job is not None:
@@ -1022,7 +1013,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
             if self.call("pending", 1, 0).raw:
                 self.run_job()
                 progressed = True
-            elif self.call("pending_replies", 1, 0).raw:
+            elif send and self.call("pending_replies", 1, 0).raw:
                 self.send_reply()
                 progressed = True
             if not progressed:
@@ -1056,7 +1047,14 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.stats.longest_history = max(self.stats.longest_history, self.calls)
         try:
             if not self.in_step:  # a rule failed: keep its violation, do not drain
-                self.drain()
+                # Every history ends with a crash (the restart of whatever state
+                # it reached is checked), runs every job, crashes again while
+                # the replies wait to be sent (finished jobs must stay
+                # finished, GW-CRASH-3/4), and then sends everything.
+                for send in (False, True):
+                    self.worker.crash()
+                    self.restart()
+                    self.drain(send=send)
                 self.check_nothing_lost()
         finally:
             try:
