@@ -228,10 +228,11 @@ def run_gateway_crash(
     runs a fifth of the profile's crash examples, with shorter histories.
     """
     from .gateway import build_driver
-    from .runner import as_harness, default_profile, run_machine
+    from .runner import as_harness, default_profile, limit_shrinking, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
+    limit_shrinking(profile.shrink_seconds)
     stats = stats or MachineStats("gateway-crash-child" if child else "gateway-crash")
     feature = "cross-process" if child else "gateway-crash"
     if feature not in harness.features:

@@ -232,6 +232,10 @@ def _one_of(name: str, *rules: Callable) -> Callable:
     return rule_
 
 
+#: rules the machine runs a few times before anything else (``populate``):
+#: inbox rows accepted at one instant, so insertion order decides ties
+SEED_RULES = ("gw_accept",)
+
 RULES = {
     "gw_accept": r_accept,
     "gw_set_replied_or_mark_done": _one_of(
