@@ -347,7 +347,7 @@ class OrderByFormattedText(MemoryGateway):
 
     def prune_done(self, ctx, before):
         require_context(ctx)
-        cutoff = check_cutoff(before)
+        check_cutoff(before)  # validated like the reference; compared as text below
         with self._tx() as t:
             texts = t.__dict__.get("gw_text", {})
             doomed = [k for k, r in t.gw_items.items()

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from cortex_spec import InboundMessage, InboxItem, ItemStatus
+from cortex_spec import InboxItem, ItemStatus
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
 from cortex_spec.gateway import check_offset_value, rfc3339_nano, validate_message
