@@ -7,7 +7,8 @@ The contract, as Python types:
 * the errors (:mod:`cortex_spec.errors`);
 * entities and store protocols per conformance class
   (:mod:`cortex_spec.runs`, :mod:`cortex_spec.suspensions`,
-  :mod:`cortex_spec.checkpoints`), grouped in :data:`CLASSES`.
+  :mod:`cortex_spec.checkpoints`, :mod:`cortex_spec.a2a`), grouped in
+  :data:`CLASSES`.
 
 Sub-packages: :mod:`cortex_spec.reference` (the in-memory store that defines
 the semantics), :mod:`cortex_spec.adapters` (real backends),
@@ -16,6 +17,23 @@ the semantics), :mod:`cortex_spec.adapters` (real backends),
 """
 
 from . import errors, ids
+from .a2a import (
+    A2AStore,
+    Address,
+    Conversation,
+    ConversationStatus,
+    Delivery,
+    DeliveryState,
+    Envelope,
+    PendingAsk,
+    Performative,
+    RoutingClass,
+    answers_ask,
+    format_address,
+    parse_address,
+    performative_class,
+    validate_envelope,
+)
 from .checkpoints import Checkpoint, CheckpointFilter, CheckpointState, CheckpointStore, Decision
 from .classes import CLASSES, ConformanceClass, Store
 from .clock import Clock, ManualClock, SystemClock, truncate_ms
@@ -27,6 +45,8 @@ from .suspensions import PendingCall, Suspension, SuspensionReason, SuspensionSt
 __version__ = "0.1.0"
 
 __all__ = [
+    "A2AStore",
+    "Address",
     "CLASSES",
     "Checkpoint",
     "CheckpointFilter",
@@ -35,10 +55,18 @@ __all__ = [
     "Clock",
     "ConformanceClass",
     "Context",
+    "Conversation",
+    "ConversationStatus",
+    "Delivery",
+    "DeliveryState",
+    "Envelope",
     "Decision",
     "Lease",
     "ManualClock",
+    "PendingAsk",
     "PendingCall",
+    "Performative",
+    "RoutingClass",
     "Run",
     "RunFilter",
     "RunState",
@@ -51,7 +79,12 @@ __all__ = [
     "SuspensionStore",
     "SystemClock",
     "ToolCall",
+    "answers_ask",
     "errors",
+    "format_address",
     "ids",
+    "parse_address",
+    "performative_class",
     "truncate_ms",
+    "validate_envelope",
 ]

@@ -9,9 +9,10 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['checkpoints', 'runs', 'suspensions']
+['a2a', 'checkpoints', 'runs', 'suspensions']
 """
 
+from .a2a import A2AMixin
 from .checkpoints import CheckpointsMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
@@ -20,14 +21,14 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``.
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"
