@@ -257,6 +257,7 @@ def state_view(
             view[f"messages@{key}"] = store.list_messages(c)
             view[f"conversations@{key}"] = store.list_conversations(c)
             view[f"expired_asks@{key}"] = store.list_expired_asks(c, FAR_FUTURE)
+            view[f"inbox@{key}"] = store.list_inbox(c, "worker")
             for did in delivery_ids:
                 view[f"delivery[{did}]@{key}"] = _try(store.get_delivery, c, did)
             for rw in reply_withs:
