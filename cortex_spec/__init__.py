@@ -16,8 +16,34 @@ the semantics), :mod:`cortex_spec.adapters` (real backends),
 (the state machines) and :mod:`cortex_spec.reports`.
 """
 
-from . import errors, ids
-from .a2a import (
+import pathlib as _pathlib
+
+
+def _checkout_root() -> str | None:
+    """The repository root when this package is imported straight from a
+    source checkout, else None.
+
+    In a checkout the sub-packages live beside this folder (reference/,
+    adapters/, conformance/, stateful/, reports/) and setuptools' package-dir
+    installs them under cortex_spec.  ``python -m pytest`` in the repository
+    root puts the root first on sys.path; extending ``__path__`` lets
+    ``cortex_spec.reference`` & co. resolve there too.
+    """
+    here = _pathlib.Path(__file__).resolve().parent
+    root = here.parent
+    if (here / "reference").is_dir() or not (root / "reference" / "__init__.py").is_file():
+        return None
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or 'name = "cortex-spec"' not in pyproject.read_text(errors="ignore"):
+        return None
+    return str(root)
+
+
+if (_root := _checkout_root()) is not None and _root not in __path__:  # type: ignore[name-defined]
+    __path__.append(_root)  # type: ignore[name-defined]
+
+from . import errors, ids  # noqa: E402
+from .a2a import (  # noqa: E402
     A2AStore,
     Address,
     Conversation,
