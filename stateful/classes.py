@@ -19,7 +19,7 @@ from types import ModuleType
 
 from cortex_spec.classes import CLASSES
 
-from . import checkpoints, runs, suspensions
+from . import a2a, checkpoints, runs, suspensions
 
 __all__ = ["MODULES", "modules_for"]
 
@@ -27,6 +27,7 @@ MODULES: dict[str, ModuleType] = {
     "runs": runs,
     "suspensions": suspensions,
     "checkpoints": checkpoints,
+    "a2a": a2a,
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
+import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -38,7 +39,7 @@ from cortex_spec.reference import MemoryStore
 from cortex_spec.scope import Scope
 
 from .classes import modules_for
-from .ops import Op, Outcome, outcome_of
+from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
 from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
 
@@ -84,6 +85,12 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     declared: frozenset[str]
     stats: MachineStats
     view_contexts: list[Context]
+    #: fields whose values are opaque and differ by store (``OPAQUE_FIELDS``
+    #: of the class modules, e.g. a2a's ``claim_token``)
+    opaque_fields: frozenset[str] = frozenset()
+    #: ``observe(machine, op, outcome)`` hooks of the class modules, called
+    #: with the backend's outcome of every call (to remember what it returned)
+    observers: tuple[Callable[..., None], ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
@@ -91,6 +98,8 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         self.location = self.harness.new_location()
         self.sut = self.harness.open(self.location, self.clock)
         self.ref = MemoryStore(self.clock)
+        #: backend opaque values <-> the reference's (see ``ops.OpaqueMap``)
+        self.opaque = OpaqueMap(self.opaque_fields)
         self.known: dict[str, list[str]] = {}
         self.instants: list[datetime] = [EPOCH]
         self.next_id = 1
@@ -131,10 +140,22 @@ class DifferentialMachineBase(RuleBasedStateMachine):
 
     # -- running a call on both stores ------------------------------------------------
 
-    def both(self, op: Op) -> Outcome:
-        op = Op(op.method, op.ctx, op.args, self.clock.now(), op.keys, op.label)
+    def run_both(self, op: Op) -> tuple[Outcome, Outcome]:
+        """Run ``op`` on the backend, then (its opaque arguments translated) on
+        the reference; returns both outcomes, the backend's translated into
+        the reference's opaque values, ready to compare."""
         got = outcome_of(lambda: op(self.sut))
-        want = outcome_of(lambda: op(self.ref))
+        ref_op = self.opaque.translate_op(op)
+        want = outcome_of(lambda: ref_op(self.ref))
+        if got.ok and want.ok:
+            self.opaque.bind(got.value, want.value)
+        for observe in self.observers:
+            observe(self, op, got)
+        return self.opaque.translate_outcome(got), want
+
+    def both(self, op: Op) -> Outcome:
+        op = attrs.evolve(op, at=self.clock.now())
+        got, want = self.run_both(op)
         self.stats.operations += 1
         self.calls += 1
         compare(op, got, want)
@@ -160,7 +181,8 @@ class DifferentialMachineBase(RuleBasedStateMachine):
                 self.sut, self.view_contexts, self.known
             ).items():
                 op = Op(method, ctx, args, self.clock.now())
-                compare(op, outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref)),
+                got = self.opaque.translate_outcome(outcome_of(lambda: op(self.sut)))
+                compare(op, got, outcome_of(lambda: op(self.ref)),
                         what=f"whole-state view {name}", clause="MACH-DIFF-2")
 
     def teardown(self) -> None:
@@ -192,8 +214,10 @@ def build_differential(
     stats: MachineStats | None = None,
     base: type[DifferentialMachineBase] = DifferentialMachineBase,
     extra_rules: dict[str, Callable] | None = None,
+    rule_filter: Callable[[str], bool] | None = None,
 ) -> type[DifferentialMachineBase]:
-    """A machine class over the rules of the declared classes."""
+    """A machine class over the rules of the declared classes (those whose
+    name ``rule_filter`` accepts, when one is given)."""
     declared = frozenset(declared)
     modules = modules_for(declared)
     namespace: dict[str, Any] = {
@@ -202,13 +226,16 @@ def build_differential(
         "stats": stats or MachineStats("differential"),
         "modules": modules,
         "view_contexts": [ctx_of(s) for s in VIEW_SCOPES],
+        "opaque_fields": frozenset(f for m in modules for f in getattr(m, "OPAQUE_FIELDS", ())),
+        "observers": tuple(m.observe for m in modules if hasattr(m, "observe")),
         "id_prefixes": {
             kind: prefix for m in modules for kind, prefix in m.ID_KINDS.items()
         } | {"run": idlib.RUN},
     }
     for module in modules:
         for name, generate in module.RULES.items():
-            namespace[name] = _make_rule(name, generate)
+            if rule_filter is None or rule_filter(name):
+                namespace[name] = _make_rule(name, generate)
     namespace.update(extra_rules or {})
     return type("DifferentialMachine", (base,), namespace)
 
