@@ -10,6 +10,12 @@ A class contributes one module (``stateful/<class>.py``) with:
   Op`` of calls for concurrent scenarios (a mix of anything, and storms
   where every branch contends for one row).
 
+Optional: ``STANDALONE = True`` (the class shares no rows with any other, so
+the differential and crash machines run it in a machine of its own, which
+keeps Hypothesis' rule choice spread over fewer rules); ``OPAQUE_FIELDS``,
+``observe``, ``SPLITS``, ``world``/``setup`` and ``FAMILIES`` (see
+``a2a.py``, the module that uses them).
+
 Adding a class is adding its module to :data:`MODULES`.
 """
 
@@ -21,7 +27,7 @@ from cortex_spec.classes import CLASSES
 
 from . import a2a, checkpoints, runs, suspensions
 
-__all__ = ["MODULES", "modules_for"]
+__all__ = ["MODULES", "modules_for", "machine_groups"]
 
 MODULES: dict[str, ModuleType] = {
     "runs": runs,
@@ -34,3 +40,12 @@ MODULES: dict[str, ModuleType] = {
 def modules_for(declared: frozenset[str]) -> list[ModuleType]:
     """The machine modules of the declared classes, in catalogue order."""
     return [MODULES[name] for name in CLASSES if name in declared and name in MODULES]
+
+
+def machine_groups(declared: frozenset[str]) -> list[frozenset[str]]:
+    """How the declared classes are split over sequential machines: each
+    ``STANDALONE`` class alone, every other class together (they share rows:
+    suspensions move runs)."""
+    standalone = [m.NAME for m in modules_for(declared) if getattr(m, "STANDALONE", False)]
+    rest = frozenset(declared) - set(standalone)
+    return ([rest] if rest else []) + [frozenset({name}) for name in standalone]

@@ -38,7 +38,7 @@ from cortex_spec.profiles import Profile
 from cortex_spec.reference import MemoryStore
 from cortex_spec.scope import Scope
 
-from .classes import modules_for
+from .classes import machine_groups, modules_for
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
 from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
@@ -278,9 +278,10 @@ def run_differential(
     profile = profile or default_profile()
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("differential")
-    machine = build_differential(harness, declared, stats)
-    run_state_machine_as_test(
-        machine, settings=machine_settings(profile.differential_examples, profile.differential_steps)
-    )
-    check_rules_ran(stats, machine)
+    for group in machine_groups(declared):  # standalone classes get a machine each
+        machine = build_differential(harness, group, stats)
+        run_state_machine_as_test(
+            machine, settings=machine_settings(profile.differential_examples, profile.differential_steps)
+        )
+        check_rules_ran(stats, machine)
     return stats
