@@ -125,6 +125,11 @@ class FactoryHarness(Harness):
 #: Built-in backends by name (``--cortex-store NAME``).
 BUILTIN_HARNESSES: dict[str, str] = {
     "reference": "cortex_spec.reference.harness:ReferenceHarness",
+    "sqlite": "cortex_spec.adapters.sql.harness:SqliteHarness",
+    "postgres": "cortex_spec.adapters.sql.harness:PostgresHarness",
+    "mongo": "cortex_spec.adapters.mongo.harness:MongoHarness",
+    "mongo-url": "cortex_spec.adapters.mongo.harness:MongoUrlHarness",
+    "mongo-docker": "cortex_spec.adapters.mongo.harness:MongoDockerHarness",
 }
 
 

@@ -29,8 +29,12 @@ class Profile:
     concurrent_examples: int
     #: how many times each scenario is executed (thread schedules vary)
     concurrent_runs: int
-    #: Hypothesis examples of the crash machine
+    #: Hypothesis examples of the crash machine (each fault test)
     crash_examples: int
+    #: most steps per crash example
+    crash_steps: int
+    #: compare whole-state views every this many steps (and at the end)
+    view_every: int
     #: seconds the linearizability checker may spend on one history
     checker_budget: float
 
@@ -44,7 +48,9 @@ PROFILES = {
         differential_steps=40,
         concurrent_examples=60,
         concurrent_runs=4,
-        crash_examples=25,
+        crash_examples=20,
+        crash_steps=25,
+        view_every=4,
         checker_budget=10.0,
     ),
     "full": Profile(
@@ -56,6 +62,8 @@ PROFILES = {
         concurrent_examples=500,
         concurrent_runs=12,
         crash_examples=200,
+        crash_steps=80,
+        view_every=1,
         checker_budget=60.0,
     ),
 }

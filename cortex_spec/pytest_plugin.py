@@ -4,6 +4,7 @@ Options::
 
     --cortex-store NAME|module:factory   the store to certify (default: reference)
     --cortex-profile quick|full          how hard to push (default: quick)
+    --cortex-postgres-url URL            the server of ``--cortex-store postgres``
     --cortex-report PATH                 write the JSON certification report here
     --cortex-report-dir DIR              ... or as DIR/<store>-<profile>.json
 
@@ -65,6 +66,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=sorted(PROFILES),
         help="quick (pull-request gate, default) or full (env CORTEX_SPEC_PROFILE)",
     )
+    group.addoption(
+        "--cortex-postgres-url",
+        default=None,
+        help="PostgreSQL server of --cortex-store postgres (sets CORTEX_SPEC_POSTGRES_URL; "
+        "default: an embedded server)",
+    )
     group.addoption("--cortex-report", default=None, help="write the JSON report to this file")
     group.addoption(
         "--cortex-report-dir",
@@ -82,6 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "cortex_requires(*features): harness features this test needs (reopen, kill-connection)",
     )
+    pg_url = config.getoption("--cortex-postgres-url")
+    if pg_url:
+        os.environ["CORTEX_SPEC_POSTGRES_URL"] = pg_url  # read by the postgres harness
     run = CertificationRun(config)
     config._cortex = run  # type: ignore[attr-defined]
     config.pluginmanager.register(run, "cortex-spec-certification")

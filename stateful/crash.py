@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import precondition, rule
 
 from cortex_spec.context import Context
 from cortex_spec.harness import Harness
@@ -284,7 +284,7 @@ def run_crash(
     stats: MachineStats | None = None,
 ) -> MachineStats:
     """Run the crash machine; ``faults`` adds ``"restart"`` and/or ``"kill"``."""
-    from .runner import as_harness, check_rules_ran, declared_of, default_profile
+    from .runner import as_harness, declared_of, default_profile, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -298,11 +298,9 @@ def run_crash(
     if "kill" in faults and "kill-connection" not in harness.features:
         raise ValueError(f"the {harness.name!r} harness cannot kill connections")
     stats = stats or MachineStats("crash")
-    machine = build_differential(harness, declared, stats, base=CrashMachineBase, rule_filter=_is_write)
+    machine = build_differential(harness, declared, stats, base=CrashMachineBase,
+                                 view_every=profile.view_every, rule_filter=_is_write)
     machine.faults = faults
-    run_state_machine_as_test(
-        machine, settings=machine_settings(profile.crash_examples, profile.differential_steps)
-    )
     skip = set()
     if "restart" not in faults:
         skip.add("restart")
@@ -312,6 +310,7 @@ def run_crash(
         skip |= {"worker_claims_and_dies", "clock_jumps_and_sweeper_runs"}
     if "a2a" not in declared:
         skip |= {"delivery_worker_claims_and_dies", "clock_jumps_and_reclaim_runs"}
-    check_rules_ran(stats, machine, skip)
+    run_machine(machine, machine_settings(profile.crash_examples, profile.crash_steps),
+                stats, skip)
     return stats
 

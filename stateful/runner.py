@@ -19,6 +19,7 @@ __all__ = [
     "session_seed",
     "check_rules_ran",
     "phases",
+    "run_machine",
 ]
 
 
@@ -65,15 +66,35 @@ def session_seed() -> int:
     return _SEED
 
 
-def check_rules_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> None:
-    """Fail a run in which some rule of the machine (other than ``skip``,
-    rules whose precondition can never hold for this store) never ran."""
+def never_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Rules of ``machine`` (other than ``skip``) that never ran."""
     names = [
         name for name in dir(machine)
         if getattr(getattr(machine, name, None), "hypothesis_stateful_rule", None) is not None
         and name not in skip
     ]
-    never = sorted(n for n in names if stats.rules.get(n, 0) == 0)
+    return sorted(n for n in names if stats.rules.get(n, 0) == 0)
+
+
+def run_machine(machine: type, settings: Any, stats: MachineStats,
+                skip: set[str] | frozenset[str] = frozenset(), top_ups: int = 3) -> None:
+    """Run a rule machine; while some rule never ran (swarm testing switches
+    rules off per example, and a rule may need others to run first), run
+    further rounds of examples, then fail if one still never ran."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(machine, settings=settings)
+    for _ in range(top_ups):
+        if not never_ran(stats, machine, skip):
+            break
+        run_state_machine_as_test(machine, settings=settings)
+    check_rules_ran(stats, machine, skip)
+
+
+def check_rules_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> None:
+    """Fail a run in which some rule of the machine (other than ``skip``,
+    rules whose precondition can never hold for this store) never ran."""
+    never = never_ran(stats, machine, skip)
     if never:
         raise AssertionError(
             f"the {stats.machine} machine never ran rule(s) {', '.join(never)} in "

@@ -1,0 +1,47 @@
+"""MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``, ``checkpoints``.
+
+``MongoStore(database, clock)`` takes a :class:`pymongo.database.Database`
+(any server: standalone, replica set or sharded) or the
+:class:`~cortex_spec.adapters.mongo.faithful.FaithfulDatabase` of the
+embedded, faithful mongomock::
+
+    from pymongo import MongoClient
+    from cortex_spec import SystemClock
+    from cortex_spec.adapters.mongo import MongoStore
+
+    store = MongoStore(MongoClient("mongodb://localhost:27017")["cortex"], SystemClock())
+
+Design, in one paragraph (details in :mod:`.suspensions` and :mod:`.store`):
+every decision the contract makes atomic is one single-document MongoDB
+operation, so no transaction is needed anywhere.  A run and its suspension
+share one document (the run *slot*, keyed by the run id), so both claims
+are one ``find_one_and_update`` whose filter holds the suspension's
+visibility, its deadline compared with clock now, and the run's visibility
+and ``paused`` state (SUSP-CLAIM-9) — the window the Go Mongo store leaves
+between reading the deadline and flipping the run does not exist here.
+
+Certify it with ``--cortex-store mongo`` (faithful mongomock, or the server
+at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
+``mongo-docker``; see :mod:`.harness`.
+"""
+
+from .checkpoints import CheckpointsMixin
+from .store import MongoStoreBase
+from .suspensions import SuspensionsMixin
+
+__all__ = ["MongoStore"]
+
+
+class MongoStore(SuspensionsMixin, CheckpointsMixin, MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions`` and ``checkpoints``.
+
+    ``MongoStore(database, clock, *, collection_prefix="cortex_",
+    snapshot_reads=None, close_client=False)``.  Collections and indexes are
+    created when the store opens (idempotently).  ``close()`` is idempotent;
+    it closes the client only when ``close_client=True``.
+    """
+
+    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+
+    def __repr__(self) -> str:
+        return f"MongoStore(database={getattr(self.database, 'name', '?')!r}, clock={self.clock!r})"

@@ -1,0 +1,333 @@
+"""Faithful mongomock: every collection operation atomic, as on a server.
+
+mongomock is a convenient in-process MongoDB, but it is not thread-safe: a
+``find_one_and_update`` matches a document and then writes it in two Python
+steps, so two threads can both match the same ``{"state": "paused"}``
+document and both "win" (measured for this project: 8 threads claiming 2,000
+documents reported 6,892 winners).  A real server applies each
+single-document operation atomically.  Certifying a store on raw mongomock
+would therefore fail correct adapters; certifying on a globally locked
+mongomock would pass broken ones.  This module sits in between.
+
+What the wrapper guarantees
+---------------------------
+
+* **Every call is atomic.**  Each method call on a :class:`FaithfulCollection`
+  (``find_one``, ``find``, ``insert_one``/``insert_many``, ``update_one``/
+  ``update_many``, ``replace_one``, every ``find_one_and_*``,
+  ``delete_one``/``delete_many``, ``count_documents``, ``distinct``,
+  ``aggregate``, ``bulk_write``, index management, ...) runs entirely under
+  one lock shared by every client opened on the same mongomock storage.
+  ``find`` and ``aggregate`` materialise their results *inside* the lock
+  (mongomock's cursors are lazy and would otherwise read the documents after
+  the lock is gone); they return a :class:`MaterializedCursor`.
+* **No lock is ever held across two calls.**  The lock is taken when a call
+  starts and released when it returns, and after releasing it the calling
+  thread yields the interpreter (when other threads exist), so other threads'
+  operations interleave between any two operations of one thread — as other
+  clients' operations interleave between two round trips to a server.  An
+  adapter that reads a document and then writes it in a second call races
+  as it would against a server, so repeated claim races catch it.
+* **Stronger than a server in one respect**: a call that touches several
+  documents (``find``, ``update_many``, ``count_documents``) is atomic as a
+  whole here, whereas a server only makes each document's part atomic.  The
+  wrapper therefore cannot catch an adapter that relies on a multi-document
+  read being a snapshot.  :mod:`cortex_spec.adapters.mongo` makes every
+  decision with one single-document operation, and on a real server it runs
+  its list reads in a snapshot session where the server has them (see
+  ``MongoStoreBase._detect_snapshot_reads``).
+
+What it does not do
+-------------------
+
+There are no sessions and no transactions: mongomock has none, and the
+MongoDB adapter's design needs none (every decision is one single-document
+operation).  A ``session=`` argument or ``start_session()`` is refused with
+:class:`NotImplementedError` rather than silently ignored, so no code can
+believe it has a transaction here when it does not.
+
+Usage::
+
+    client = FaithfulClient()                  # a fresh mongomock storage
+    db = client["cortex"]                      # a FaithfulDatabase
+    store = MongoStore(db, clock)
+
+    other = client.reopen()                    # a second client on the same
+                                               # storage and the same lock
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator
+
+__all__ = [
+    "FaithfulClient",
+    "FaithfulDatabase",
+    "FaithfulCollection",
+    "MaterializedCursor",
+    "mongomock_version",
+]
+
+#: Collection methods whose results are cursors: materialised inside the lock.
+_CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes", "find_raw_batches"})
+
+
+def mongomock_version() -> str:
+    import mongomock
+
+    return str(mongomock.__version__)
+
+
+def _refuse_session(kwargs: dict[str, Any]) -> None:
+    if kwargs.get("session") is not None:
+        raise NotImplementedError(
+            "the faithful mongomock wrapper has no sessions or transactions; "
+            "an operation passed session=... (see cortex_spec.adapters.mongo.faithful)"
+        )
+    kwargs.pop("session", None)
+
+
+class MaterializedCursor:
+    """The rows of a ``find``/``aggregate``, read inside the lock.
+
+    Iterate it, or call :meth:`to_list`.  Chaining ``sort``/``skip``/``limit``
+    after the fact is refused: they would run after the lock was released,
+    on rows already read.  Pass them to ``find(...)`` instead.
+    """
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+        self._iter = iter(rows)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iter
+
+    def __next__(self) -> Any:
+        return next(self._iter)
+
+    def to_list(self, length: int | None = None) -> list[Any]:
+        rest = list(self._iter)
+        return rest if length is None else rest[:length]
+
+    def close(self) -> None:
+        self._iter = iter(())
+
+    def __enter__(self) -> "MaterializedCursor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _refuse(self, *_a: Any, **_k: Any) -> None:
+        raise NotImplementedError(
+            "the faithful wrapper materialises a cursor inside its lock: pass "
+            "sort/skip/limit as arguments of find() instead of chaining them"
+        )
+
+    sort = skip = limit = batch_size = hint = _refuse
+
+
+def _yield() -> None:
+    """Give the interpreter to another thread (``sched_yield`` releases the
+    GIL; ``time.sleep(0)`` would too, at ~30x the cost through timer slack)."""
+    if _sched_yield is not None:
+        _sched_yield()
+
+
+_sched_yield = getattr(os, "sched_yield", None)
+
+
+class _Gate:
+    """The lock of one mongomock storage, and the yield after each call."""
+
+    def __init__(self, yield_between_calls: bool = True) -> None:
+        self.lock = threading.Lock()
+        self.yield_between_calls = yield_between_calls
+        #: operations run through this gate (for tests and diagnostics)
+        self.calls = 0
+
+    def run(self, fn: Any, args: tuple, kwargs: dict, materialize: bool) -> Any:
+        _refuse_session(kwargs)
+        try:
+            with self.lock:
+                self.calls += 1
+                result = fn(*args, **kwargs)
+                if materialize:
+                    result = MaterializedCursor(list(result))
+                return result
+        finally:
+            # let other "clients" run between two calls of this thread; with
+            # no other thread alive there is nobody to yield to
+            if self.yield_between_calls and threading.active_count() > 1:
+                _yield()
+
+
+class FaithfulCollection:
+    """A mongomock collection whose every method call is one atomic step."""
+
+    def __init__(self, collection: Any, gate: _Gate, database: "FaithfulDatabase") -> None:
+        self._collection = collection
+        self._gate = gate
+        self._database = database
+
+    @property
+    def name(self) -> str:
+        return str(self._collection.name)
+
+    @property
+    def full_name(self) -> str:
+        return str(self._collection.full_name)
+
+    @property
+    def database(self) -> "FaithfulDatabase":
+        return self._database
+
+    @property
+    def unwrapped(self) -> Any:
+        """The raw mongomock collection (no atomicity: for tests only)."""
+        return self._collection
+
+    def __getitem__(self, name: str) -> "FaithfulCollection":
+        return FaithfulCollection(self._collection[name], self._gate, self._database)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        import mongomock
+
+        attr = getattr(self._collection, name)
+        if isinstance(attr, mongomock.Collection):
+            return FaithfulCollection(attr, self._gate, self._database)  # a sub-collection
+        if not callable(attr):
+            return attr
+        materialize = name in _CURSOR_METHODS
+        gate = self._gate
+
+        def atomic_call(*args: Any, **kwargs: Any) -> Any:
+            return gate.run(attr, args, kwargs, materialize)
+
+        atomic_call.__name__ = name
+        atomic_call.__doc__ = getattr(attr, "__doc__", None)
+        return atomic_call
+
+    def __repr__(self) -> str:
+        return f"FaithfulCollection({self.full_name!r})"
+
+
+class FaithfulDatabase:
+    """A mongomock database handing out :class:`FaithfulCollection` objects."""
+
+    def __init__(self, database: Any, gate: _Gate, client: "FaithfulClient") -> None:
+        self._database = database
+        self._gate = gate
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        return str(self._database.name)
+
+    @property
+    def client(self) -> "FaithfulClient":
+        return self._client
+
+    def get_collection(self, name: str, **options: Any) -> FaithfulCollection:
+        return FaithfulCollection(self._database.get_collection(name, **options), self._gate, self)
+
+    def __getitem__(self, name: str) -> FaithfulCollection:
+        return self.get_collection(name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in ("list_collection_names", "drop_collection", "create_collection", "command"):
+            fn = getattr(self._database, name)
+            gate = self._gate
+
+            def atomic_call(*args: Any, **kwargs: Any) -> Any:
+                result = gate.run(fn, args, kwargs, False)
+                if name == "create_collection":
+                    return FaithfulCollection(result, gate, self)
+                return result
+
+            return atomic_call
+        return self.get_collection(name)
+
+    def __repr__(self) -> str:
+        return f"FaithfulDatabase({self.name!r})"
+
+
+class FaithfulClient:
+    """A mongomock client whose collections are atomic per call.
+
+    ``FaithfulClient()`` opens a fresh in-process storage;
+    :meth:`reopen` opens another client on the same storage (a "restart":
+    everything written is still there) sharing the same lock.
+    """
+
+    def __init__(
+        self,
+        *,
+        tz_aware: bool = False,
+        yield_between_calls: bool = True,
+        _storage: Any = None,
+        _gate: _Gate | None = None,
+    ) -> None:
+        import mongomock
+        from mongomock.store import ServerStore
+
+        self._storage = _storage if _storage is not None else ServerStore()
+        self._gate = _gate if _gate is not None else _Gate(yield_between_calls)
+        self._tz_aware = tz_aware
+        self._client = mongomock.MongoClient(tz_aware=tz_aware, _store=self._storage)
+        self._closed = False
+
+    def reopen(self) -> "FaithfulClient":
+        """A new client on the same storage, behind the same lock."""
+        return FaithfulClient(tz_aware=self._tz_aware, _storage=self._storage, _gate=self._gate)
+
+    @property
+    def gate_calls(self) -> int:
+        """How many atomic operations went through this storage's lock."""
+        return self._gate.calls
+
+    @property
+    def unwrapped(self) -> Any:
+        """The raw mongomock client (no atomicity: for tests only)."""
+        return self._client
+
+    def get_database(self, name: str) -> FaithfulDatabase:
+        return FaithfulDatabase(self._client.get_database(name), self._gate, self)
+
+    def __getitem__(self, name: str) -> FaithfulDatabase:
+        return self.get_database(name)
+
+    def list_database_names(self) -> list[str]:
+        return list(self._gate.run(self._client.list_database_names, (), {}, False))
+
+    def drop_database(self, name: str) -> None:
+        self._gate.run(self._client.drop_database, (name,), {}, False)
+
+    def server_info(self) -> dict[str, Any]:
+        return dict(self._client.server_info())
+
+    def start_session(self, *_a: Any, **_k: Any) -> Any:
+        raise NotImplementedError(
+            "the faithful mongomock wrapper has no sessions or transactions "
+            "(see cortex_spec.adapters.mongo.faithful)"
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+    def __enter__(self) -> "FaithfulClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FaithfulClient(mongomock {mongomock_version()})"

@@ -1,0 +1,333 @@
+"""Certification harnesses of the MongoDB store.
+
+=====================  ======================================================
+``--cortex-store``     backend
+=====================  ======================================================
+``mongo``              faithful mongomock in process (the embedded default);
+                       when ``CORTEX_SPEC_MONGO_URL`` is set, the real server
+                       at that URL instead (never a silent fallback: an
+                       unreachable URL is *not certified*)
+``mongo-url``          the real server at ``CORTEX_SPEC_MONGO_URL`` (refused
+                       in one line when unset or unreachable)
+``mongo-docker``       a single-node replica set in a ``mongo`` container
+                       (needs the ``docker`` extra and a reachable Docker
+                       engine), removed afterwards
+=====================  ======================================================
+
+On a real server every test gets its own database (``cortex_spec_<hex>``),
+dropped after the test; the report names the server's version.  A backend
+that cannot start raises :class:`~cortex_spec.errors.BackendUnavailable` with
+one clear line, and the run ends *not certified* (exit status 3).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from typing import Any
+
+from cortex_spec.errors import BackendUnavailable
+from cortex_spec.harness import Harness
+
+__all__ = [
+    "MongoHarness",
+    "MongomockHarness",
+    "MongoUrlHarness",
+    "MongoDockerHarness",
+    "URL_ENV",
+    "redact_url",
+]
+
+#: The environment variable naming a real MongoDB server to certify on.
+URL_ENV = "CORTEX_SPEC_MONGO_URL"
+#: Docker image and replica-set name of ``mongo-docker`` (override by env).
+DOCKER_IMAGE_ENV = "CORTEX_SPEC_MONGO_IMAGE"
+DEFAULT_DOCKER_IMAGE = "mongo:7"
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for reports and messages."""
+    return re.sub(r"(mongodb(?:\+srv)?://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def _first_words(exc: BaseException, limit: int = 200) -> str:
+    """The gist of a driver error, on one line (drops pymongo's topology dump)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for cut in (" (configured timeouts", ", Timeout:", ", Topology Description"):
+        text = text.split(cut, 1)[0]
+    return text[:limit]
+
+
+def _drivers() -> tuple[Any, Any]:
+    try:
+        import mongomock
+        import pymongo
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the mongo extra is not installed ({exc.name} missing): "
+            "pip install 'cortex-spec[mongo]'"
+        ) from None
+    return pymongo, mongomock
+
+
+class MongomockHarness(Harness):
+    """Faithful mongomock: each location is a fresh in-process storage.
+
+    Reopening a location opens a new client on the same storage (same data,
+    same atomicity lock): a faithful restart.
+    """
+
+    name = "mongo"
+    reopenable = True
+
+    def start(self) -> None:
+        _drivers()
+
+    def describe(self) -> dict[str, Any]:
+        pymongo, mongomock = _drivers()
+        return {
+            "name": self.name,
+            "implementation": "cortex_spec.adapters.mongo.MongoStore",
+            "server": f"mongomock {mongomock.__version__} (faithful wrapper)",
+            "pymongo": pymongo.version,
+        }
+
+    def new_location(self) -> Any:
+        from .faithful import FaithfulClient
+
+        return FaithfulClient()
+
+    def open(self, location: Any, clock: Any) -> Any:
+        from . import MongoStore
+
+        client = location.reopen()
+        return MongoStore(client["cortex"], clock, close_client=True)
+
+    def discard(self, location: Any) -> None:
+        location.close()
+
+
+class MongoUrlHarness(Harness):
+    """A real MongoDB server named by a URL (``CORTEX_SPEC_MONGO_URL``)."""
+
+    name = "mongo-url"
+    reopenable = True
+    #: how long to wait for the server when the URL does not say
+    server_selection_timeout_ms = 5000
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url
+        self.client: Any = None
+        self.info: dict[str, Any] = {}
+        self._databases: set[str] = set()
+
+    def _url(self) -> str:
+        url = self.url if self.url is not None else os.environ.get(URL_ENV, "")
+        url = url.strip()
+        if not url:
+            raise BackendUnavailable(
+                f"{URL_ENV} is not set: set it to the mongodb:// URL of a MongoDB server "
+                "to certify on a real server (or use --cortex-store mongo for mongomock)"
+            )
+        return url
+
+    def start(self) -> None:
+        pymongo, _ = _drivers()
+        url = self._url()
+        shown = redact_url(url)
+        kwargs: dict[str, Any] = {"tz_aware": True}
+        if "serverselectiontimeoutms" not in url.lower():
+            kwargs["serverSelectionTimeoutMS"] = self.server_selection_timeout_ms
+        try:
+            client = pymongo.MongoClient(url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a bad URL is "not certified"
+            raise BackendUnavailable(f"bad MongoDB URL {shown}: {_first_words(exc)}") from None
+        try:
+            build = client.admin.command("buildInfo")
+            hello = client.admin.command("hello")
+        except Exception as exc:  # noqa: BLE001
+            client.close()
+            raise BackendUnavailable(
+                f"cannot reach MongoDB at {shown}: {type(exc).__name__}: {_first_words(exc)}"
+            ) from None
+        self.client = client
+        topology = (
+            f"replica set {hello['setName']}" if hello.get("setName")
+            else "sharded cluster" if hello.get("msg") == "isdbgrid"
+            else "standalone"
+        )
+        self.info = {
+            "server": f"MongoDB {build.get('version', '?')} ({topology})",
+            "url": shown,
+        }
+
+    def stop(self) -> None:
+        if self.client is None:
+            return
+        for name in sorted(self._databases):
+            try:
+                self.client.drop_database(name)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self._databases.clear()
+        self.client.close()
+        self.client = None
+
+    def describe(self) -> dict[str, Any]:
+        pymongo, _ = _drivers()
+        return {
+            "name": self.name,
+            "implementation": "cortex_spec.adapters.mongo.MongoStore",
+            **self.info,
+            "pymongo": pymongo.version,
+        }
+
+    def new_location(self) -> str:
+        name = f"cortex_spec_{uuid.uuid4().hex[:16]}"
+        self._databases.add(name)
+        return name
+
+    def open(self, location: str, clock: Any) -> Any:
+        from . import MongoStore
+
+        return MongoStore(self.client[location], clock)
+
+    def discard(self, location: str) -> None:
+        if self.client is not None:
+            try:
+                self.client.drop_database(location)
+            except Exception:  # noqa: BLE001
+                pass
+        self._databases.discard(location)
+
+
+class MongoHarness(Harness):
+    """``--cortex-store mongo``: faithful mongomock, or the server at
+    ``CORTEX_SPEC_MONGO_URL`` when that variable is set."""
+
+    name = "mongo"
+    reopenable = True
+
+    def __init__(self) -> None:
+        url = os.environ.get(URL_ENV, "").strip()
+        self.impl: Harness = MongoUrlHarness(url) if url else MongomockHarness()
+        self.impl.name = "mongo"
+
+    def start(self) -> None:
+        self.impl.start()
+
+    def stop(self) -> None:
+        self.impl.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return self.impl.describe()
+
+    def new_location(self) -> Any:
+        return self.impl.new_location()
+
+    def open(self, location: Any, clock: Any) -> Any:
+        return self.impl.open(location, clock)
+
+    def discard(self, location: Any) -> None:
+        self.impl.discard(location)
+
+
+class MongoDockerHarness(MongoUrlHarness):
+    """A single-node replica set in a throw-away ``mongo`` container."""
+
+    name = "mongo-docker"
+    start_timeout_s = 60.0
+
+    def __init__(self) -> None:
+        super().__init__(url=None)
+        self.container: Any = None
+
+    def start(self) -> None:
+        _drivers()
+        try:
+            import docker
+        except ImportError:
+            raise BackendUnavailable(
+                "the docker extra is not installed: pip install 'cortex-spec[docker]'"
+            ) from None
+        try:
+            engine = docker.from_env()
+            engine.ping()
+        except Exception as exc:  # noqa: BLE001
+            raise BackendUnavailable(
+                f"no reachable Docker engine for mongo-docker: {_first_words(exc)}"
+            ) from None
+        image = os.environ.get(DOCKER_IMAGE_ENV, DEFAULT_DOCKER_IMAGE)
+        try:
+            self.container = engine.containers.run(
+                image,
+                command=["--replSet", "rs0", "--bind_ip_all"],
+                detach=True,
+                remove=False,
+                ports={"27017/tcp": ("127.0.0.1", None)},
+                labels={"cortex-spec": "mongo-docker"},
+            )
+            port = self._wait_for_port()
+            self.url = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+            self._initiate_replica_set()
+            super().start()
+        except BackendUnavailable:
+            self.stop()
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.stop()
+            raise BackendUnavailable(
+                f"the {image} container did not start: {type(exc).__name__}: {_first_words(exc)}"
+            ) from None
+        self.info["container"] = image
+
+    def _wait_for_port(self) -> int:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            self.container.reload()
+            bindings = (self.container.ports or {}).get("27017/tcp")
+            if bindings:
+                return int(bindings[0]["HostPort"])
+            time.sleep(0.2)
+        raise BackendUnavailable("the mongo container published no port in time")
+
+    def _initiate_replica_set(self) -> None:
+        import pymongo
+
+        url = self.url
+        assert url is not None
+        deadline = time.monotonic() + self.start_timeout_s
+        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=1000)
+        try:
+            while True:
+                try:
+                    client.admin.command(
+                        "replSetInitiate",
+                        {"_id": "rs0", "members": [{"_id": 0, "host": "127.0.0.1:27017"}]},
+                    )
+                    break
+                except pymongo.errors.OperationFailure as exc:
+                    if "already initialized" in str(exc):
+                        break
+                    raise
+                except pymongo.errors.PyMongoError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            while not client.admin.command("hello").get("isWritablePrimary"):
+                if time.monotonic() > deadline:
+                    raise BackendUnavailable("the replica set elected no primary in time")
+                time.sleep(0.3)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        super().stop()
+        if self.container is not None:
+            try:
+                self.container.remove(force=True)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            self.container = None

@@ -1,0 +1,349 @@
+"""Class ``runs`` on MongoDB: runs, steps and tool calls.
+
+A run lives in the ``run`` sub-document of its *run slot*: the one document
+of the ``runs`` collection whose ``_id`` is the run id.  The same document
+may also carry the run's suspension (``susp``, see :mod:`.suspensions`), and
+it may exist before the run does, because a suspension may be created first
+(SUSP-CREATE-4).  Every query on runs therefore filters on the run's stored
+scope (``run.scope.n`` exists only where a run does), and creating a run
+fills the ``run`` part of the slot only if it is empty.
+
+Steps and tool calls are plain documents of their own collections, keyed by
+their ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cortex_spec import ids
+from cortex_spec.context import require_scope
+from cortex_spec.entities import detach
+from cortex_spec.errors import AlreadyExists, RunNotFound, StoreError
+from cortex_spec.runs import (
+    Run,
+    RunFilter,
+    RunState,
+    Step,
+    ToolCall,
+    apply_run_update,
+    validate_new_run,
+    validate_new_step,
+    validate_new_tool_call,
+    validate_run_filter,
+    validate_run_update,
+)
+
+from .store import (
+    MongoStoreBase,
+    dt_in,
+    dt_out,
+    json_in,
+    json_out,
+    opt_dt_in,
+    scope_filter,
+    scope_in,
+    scope_out,
+)
+
+__all__ = ["RunsMixin", "run_doc", "run_from_doc"]
+
+#: how often a create retries when its slot appears or vanishes under it
+_RETRIES = 100
+
+
+def _run_field_out(name: str, value: Any) -> Any:
+    if name in ("started_at", "completed_at"):
+        return dt_out(value)
+    if name == "metadata":
+        return json_out(value)
+    if name == "state":
+        return RunState(value).value
+    return value
+
+
+def run_doc(run: Run) -> dict[str, Any]:
+    """The ``run`` part of a slot for a validated run."""
+    return {
+        "agent_id": run.agent_id,
+        "session_id": run.session_id,
+        "scope": scope_out(run.scope),
+        "state": RunState(run.state).value,
+        "input": run.input,
+        "output": run.output,
+        "error": run.error,
+        "step_count": run.step_count,
+        "tokens_used": run.tokens_used,
+        "started_at": dt_out(run.started_at),
+        "completed_at": dt_out(run.completed_at),
+        "persona_ref": run.persona_ref,
+        "metadata": json_out(run.metadata),
+        "principal": run.principal,
+        "reply_route": json_out(run.reply_route),
+        "created_at": dt_out(run.created_at),
+        "updated_at": dt_out(run.updated_at),
+    }
+
+
+def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
+    try:
+        return Run(
+            id=run_id,
+            agent_id=doc["agent_id"],
+            session_id=doc["session_id"],
+            scope=scope_in(doc["scope"]),
+            state=RunState(doc["state"]),
+            input=doc["input"],
+            output=doc["output"],
+            error=doc["error"],
+            step_count=int(doc["step_count"]),
+            tokens_used=int(doc["tokens_used"]),
+            started_at=opt_dt_in(doc["started_at"]),
+            completed_at=opt_dt_in(doc["completed_at"]),
+            persona_ref=doc["persona_ref"],
+            metadata=json_in(doc["metadata"]),
+            principal=doc["principal"],
+            reply_route=json_in(doc["reply_route"]),
+            # RUN-ENT-2: this store does not declare `leases`
+            lease=None,
+            reclaim_count=0,
+            notified_at=None,
+            created_at=dt_in(doc["created_at"]),
+            updated_at=dt_in(doc["updated_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"stored run {run_id} cannot be read") from exc
+
+
+def _step_from_doc(doc: dict[str, Any]) -> Step:
+    try:
+        return Step(
+            id=doc["_id"],
+            run_id=doc["run_id"],
+            scope=scope_in(doc["scope"]),
+            index=int(doc["index"]),
+            type=doc["type"],
+            input=doc["input"],
+            output=doc["output"],
+            tokens_used=int(doc["tokens_used"]),
+            started_at=opt_dt_in(doc["started_at"]),
+            completed_at=opt_dt_in(doc["completed_at"]),
+            metadata=json_in(doc["metadata"]),
+            created_at=dt_in(doc["created_at"]),
+            updated_at=dt_in(doc["updated_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError("a stored step cannot be read") from exc
+
+
+def _tool_call_from_doc(doc: dict[str, Any]) -> ToolCall:
+    try:
+        return ToolCall(
+            id=doc["_id"],
+            step_id=doc["step_id"],
+            run_id=doc["run_id"],
+            scope=scope_in(doc["scope"]),
+            tool_name=doc["tool_name"],
+            arguments=doc["arguments"],
+            result=doc["result"],
+            error=doc["error"],
+            started_at=opt_dt_in(doc["started_at"]),
+            completed_at=opt_dt_in(doc["completed_at"]),
+            metadata=json_in(doc["metadata"]),
+            created_at=dt_in(doc["created_at"]),
+            updated_at=dt_in(doc["updated_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError("a stored tool call cannot be read") from exc
+
+
+class RunsMixin(MongoStoreBase):
+    # -- slots ---------------------------------------------------------------------
+
+    def _fill_slot(self, slot_id: str, part: str, doc: dict[str, Any], taken: str) -> None:
+        """Set ``part`` of the slot ``slot_id`` to ``doc`` if that part is empty.
+
+        One conditional upsert: it fills an existing slot whose ``part`` is
+        empty, or inserts the slot.  A duplicate key means the slot exists
+        with ``part`` taken (→ ``AlreadyExists``, decided by one read of the
+        slot), or another unique key is taken (the caller's ``on_duplicate``
+        decides), or the slot appeared between our match and our insert (→
+        try again: the next attempt matches it).
+        """
+        from pymongo.errors import DuplicateKeyError
+
+        for _ in range(_RETRIES):
+            try:
+                self._runs.update_one(
+                    {"_id": slot_id, part: {"$exists": False}},
+                    {"$set": {part: doc}},
+                    upsert=True,
+                )
+                return
+            except DuplicateKeyError:
+                slot = self._runs.find_one({"_id": slot_id}, projection={part: 1})
+                if slot is not None and part in slot:
+                    raise AlreadyExists(taken) from None
+                self._on_duplicate(part, doc)
+        raise StoreError(f"could not write {part} of {slot_id}: it kept changing under us")
+
+    def _on_duplicate(self, part: str, doc: dict[str, Any]) -> None:
+        """A duplicate key that is not the slot's own: overridden by suspensions."""
+
+    # -- runs ----------------------------------------------------------------------
+
+    def create_run(self, ctx, run):
+        require_scope(ctx)
+        with self._guard():
+            stored = validate_new_run(run, ctx, self._now())
+            self._fill_slot(stored.id, "run", run_doc(stored), f"run {stored.id} already exists")
+            return detach(stored)
+
+    def get_run(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        with self._guard():
+            slot = self._runs.find_one(
+                {"_id": run_id, **scope_filter("run.scope", scope)}, projection={"run": 1}
+            )
+            if slot is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
+            return run_from_doc(run_id, slot["run"])
+
+    def update_run(self, ctx, run):
+        from pymongo import ReturnDocument
+
+        scope = require_scope(ctx)
+        run_id, fields = validate_run_update(run)
+        with self._guard():
+            now = self._now()
+            visible = {"_id": run_id, **scope_filter("run.scope", scope)}
+            slot = self._runs.find_one(visible, projection={"run": 1})
+            if slot is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+            # RUN-UPD-7: the size limit applies to the run as it will be
+            # stored.  It depends only on the written fields and on fields no
+            # method ever changes (id, scope, principal, reply_route,
+            # created_at), so this read cannot go stale before the write.
+            apply_run_update(run_from_doc(run_id, slot["run"]), fields, now)
+            changes = {f"run.{name}": _run_field_out(name, value) for name, value in fields.items()}
+            changes["run.updated_at"] = dt_out(now)
+            # RUN-UPD-2..6: one single-document update, unconditional on the
+            # state, so it lands whole and the last writer wins.
+            slot = self._runs.find_one_and_update(
+                visible,
+                {"$set": changes},
+                projection={"run": 1},
+                return_document=ReturnDocument.AFTER,
+            )
+            if slot is None:  # a run never leaves its slot nor changes scope
+                raise RunNotFound(f"run {run_id} not found")
+            return run_from_doc(run_id, slot["run"])
+
+    def _run_query(self, ctx, flt) -> tuple[dict[str, Any], RunFilter]:
+        scope = require_scope(ctx)
+        flt = validate_run_filter(flt)
+        query = scope_filter("run.scope", scope, exact=flt.exact)  # RUN-LIST-1
+        if flt.agent_id is not None:
+            query["run.agent_id"] = flt.agent_id
+        if flt.state is not None:
+            query["run.state"] = RunState(flt.state).value
+        return query, flt
+
+    def list_runs(self, ctx, filter=None):
+        query, flt = self._run_query(ctx, filter)
+        with self._guard():
+            slots = self._find(
+                self._runs,
+                query,
+                projection={"run": 1},
+                sort=[("run.created_at", -1), ("_id", -1)],  # RUN-LIST-2
+                skip=flt.offset,
+                limit=flt.limit,
+            )
+            return [run_from_doc(s["_id"], s["run"]) for s in slots]
+
+    def count_runs(self, ctx, filter=None):
+        query, _ = self._run_query(ctx, filter)
+        with self._guard():
+            return self._count(self._runs, query)  # RUN-LIST-4
+
+    # -- steps and tool calls -----------------------------------------------------------
+
+    def create_step(self, ctx, step):
+        from pymongo.errors import DuplicateKeyError
+
+        require_scope(ctx)
+        with self._guard():
+            stored = validate_new_step(step, ctx, self._now())
+            try:
+                self._steps.insert_one(
+                    {
+                        "_id": stored.id,
+                        "run_id": stored.run_id,
+                        "scope": scope_out(stored.scope),
+                        "index": stored.index,
+                        "type": stored.type,
+                        "input": stored.input,
+                        "output": stored.output,
+                        "tokens_used": stored.tokens_used,
+                        "started_at": dt_out(stored.started_at),
+                        "completed_at": dt_out(stored.completed_at),
+                        "metadata": json_out(stored.metadata),
+                        "created_at": dt_out(stored.created_at),
+                        "updated_at": dt_out(stored.updated_at),
+                    }
+                )
+            except DuplicateKeyError:
+                raise AlreadyExists(f"step {stored.id} already exists") from None  # STEP-2
+            return detach(stored)
+
+    def list_steps(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        with self._guard():
+            docs = self._find(
+                self._steps,
+                {"run_id": run_id, **scope_filter("scope", scope)},
+                sort=[("index", 1), ("_id", 1)],  # STEP-4
+            )
+            return [_step_from_doc(d) for d in docs]
+
+    def create_tool_call(self, ctx, tool_call):
+        from pymongo.errors import DuplicateKeyError
+
+        require_scope(ctx)
+        with self._guard():
+            stored = validate_new_tool_call(tool_call, ctx, self._now())
+            try:
+                self._tool_calls.insert_one(
+                    {
+                        "_id": stored.id,
+                        "step_id": stored.step_id,
+                        "run_id": stored.run_id,
+                        "scope": scope_out(stored.scope),
+                        "tool_name": stored.tool_name,
+                        "arguments": stored.arguments,
+                        "result": stored.result,
+                        "error": stored.error,
+                        "started_at": dt_out(stored.started_at),
+                        "completed_at": dt_out(stored.completed_at),
+                        "metadata": json_out(stored.metadata),
+                        "created_at": dt_out(stored.created_at),
+                        "updated_at": dt_out(stored.updated_at),
+                    }
+                )
+            except DuplicateKeyError:
+                raise AlreadyExists(f"tool call {stored.id} already exists") from None
+            return detach(stored)
+
+    def list_tool_calls(self, ctx, step_id):
+        scope = require_scope(ctx)
+        ids.check_id(step_id, ids.STEP, "step_id")
+        with self._guard():
+            docs = self._find(
+                self._tool_calls,
+                {"step_id": step_id, **scope_filter("scope", scope)},
+                sort=[("created_at", 1), ("_id", 1)],  # TCALL-2
+            )
+            return [_tool_call_from_doc(d) for d in docs]

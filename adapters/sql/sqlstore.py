@@ -1,0 +1,18 @@
+"""``SqlStore``: the class mixins of the SQL adapter put together."""
+
+from .checkpoints import CheckpointsMixin
+from .runs import RunsMixin
+from .store import SqlStoreBase
+from .suspensions import SuspensionsMixin
+
+__all__ = ["SqlStore"]
+
+
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``.
+
+    ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
+    for the options.
+    """
+
+    capabilities = frozenset({"runs", "suspensions", "checkpoints"})

@@ -1,0 +1,400 @@
+"""The SQL store's core: engine, clock, transactions, error wrapping.
+
+Every method of the class mixins validates its arguments with the
+contract's validators first (so errors and their precedence match the
+reference: ctx, then ``NoScope``, then ``InvalidArgument``), reads clock now
+once, and then runs one function against the database in one of three ways:
+
+* :meth:`SqlStoreBase._read` — one SELECT, atomic on its own (no
+  BEGIN/COMMIT round trips);
+* :meth:`SqlStoreBase._write1` — one writing statement (an INSERT, a
+  DELETE), atomic on its own;
+* :meth:`SqlStoreBase._tx` — several statements in one transaction that
+  takes the write lock first where the dialect needs it (SQLite
+  ``BEGIN IMMEDIATE``); committed on return, rolled back on any exception,
+  so a call that raises writes nothing.
+
+All three map driver errors the same way: a unique-key violation becomes
+``AlreadyExists``; lock contention (SQLite "database is locked", PostgreSQL
+serialization failures) is retried with backoff and, if it persists past
+``lock_timeout``, raised as ``StoreError``; a lost connection is retried on
+a fresh one when nothing can have been committed (a read, a transaction
+before ``COMMIT``), otherwise the call raises ``StoreError`` and the write
+happened entirely or not at all; everything else is ``StoreError`` with the
+driver error chained.  No raw driver exception ever leaves the store.
+
+There is no Python lock around database work: atomicity comes from the
+database (conditional statements and transactions).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import weakref
+from datetime import datetime
+from typing import Any, Callable, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine
+
+from cortex_spec.clock import Clock, SystemClock, from_millis, to_millis, truncate_ms
+from cortex_spec.errors import AlreadyExists, CortexError, InvalidArgument, StoreClosed, StoreError
+from cortex_spec.scope import Scope
+from cortex_spec.validation import INT64_MAX
+
+from . import dialect as dialects
+from .dialect import WRITE_OPTION, ErrorKind
+from .schema import SCHEMA_VERSION, SCOPE_LEVELS, metadata, schema_info
+
+__all__ = ["SqlStoreBase"]
+
+T = TypeVar("T")
+
+#: Engines on which some store has already found (or made) the schema.
+_SCHEMA_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+class ControlFlow(Exception):
+    """Base of a mixin's internal signals that :meth:`SqlStoreBase._run`
+    lets through unwrapped (after rolling back)."""
+
+
+def db_int(value: int) -> int:
+    """A non-negative count or page size as the database can bind it.
+
+    Python ints are unbounded; BIGINT is not.  A limit or offset beyond
+    ``2**63 - 1`` means the same as ``2**63 - 1`` (no table holds more rows).
+    """
+    return min(value, INT64_MAX)
+
+
+#: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
+READ, WRITE1, TX = "read", "write1", "tx"
+
+#: How often a transaction that lost its connection is retried.
+_DISCONNECT_RETRIES = 2
+
+
+class SqlStoreBase:
+    """Engine, clock and transaction handling shared by the class mixins."""
+
+    capabilities: frozenset[str] = frozenset()
+
+    #: The schema version this adapter writes and reads.
+    schema_version: int = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        url_or_engine: str | URL | Engine,
+        clock: Clock | None = None,
+        *,
+        create_schema: bool = True,
+        busy_timeout: float = 5.0,
+        lock_timeout: float = 30.0,
+        synchronous: str = "FULL",
+        pool_size: int = 16,
+        echo: bool = False,
+        owns_engine: bool | None = None,
+    ) -> None:
+        """Open a store on a database.
+
+        ``url_or_engine`` is a SQLAlchemy URL (``sqlite:////path/to.db``,
+        ``postgresql://user@host/db``) or an ``Engine``.  An engine passed in
+        is shared, not owned, unless ``owns_engine=True``: :meth:`close`
+        disposes (closes the pooled connections of) an owned engine only.  An
+        engine not made by :func:`.dialect.create_engine` gets the store's
+        hooks installed (SQLite pragmas and ``BEGIN IMMEDIATE``).
+
+        ``busy_timeout`` (seconds, SQLite) is how long one attempt waits for
+        the write lock; ``lock_timeout`` is how long the store keeps retrying
+        a transaction refused for lock contention before it raises
+        ``StoreError``.  ``synchronous`` is SQLite's ``PRAGMA synchronous``
+        (``FULL``: an acknowledged write survives a power loss).
+        ``create_schema=False`` refuses a database without the tables instead
+        of creating them.
+        """
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        if isinstance(url_or_engine, Engine):
+            self._engine = url_or_engine
+            self._owns_engine = bool(owns_engine)
+        else:
+            self._engine = dialects.create_engine(
+                url_or_engine,
+                pool_size=pool_size,
+                busy_timeout=busy_timeout,
+                synchronous=synchronous,
+                echo=echo,
+            )
+            self._owns_engine = True if owns_engine is None else owns_engine
+        self._dialect = dialects.prepare_engine(self._engine)
+        self._create_schema = create_schema
+        self._lock_timeout = lock_timeout
+        self._schema_ready = False
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any):
+        """``SqlStore.from_url("sqlite:////tmp/cortex.db", clock)``."""
+        return cls(url, clock, **options)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def dialect_name(self) -> str:
+        return self._dialect.name
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Idempotent.  Releases the engine's connections if the store owns it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        url = self._engine.url.render_as_string(hide_password=True)
+        return f"{type(self).__name__}({url!r}, clock={self.clock!r})"
+
+    # -- clock ---------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        """Clock now, truncated to ms (RSC-GEN-1: read once per call)."""
+        return truncate_ms(self.clock.now())
+
+    # -- schema --------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the tables if they are missing (idempotent, safe to race).
+
+        Called on first use; refuses a database whose schema version is not
+        :data:`SCHEMA_VERSION`.
+        """
+        if self._schema_ready:
+            return
+        self._check_open()
+        if self._engine in _SCHEMA_READY:
+            self._schema_ready = True
+            return
+
+        def read_version(conn: sa.Connection) -> int | None:
+            if not sa.inspect(conn).has_table(schema_info.name):
+                return None
+            return conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
+
+        version = self._run(read_version, READ)
+        if version is None:
+            if not self._create_schema:
+                raise StoreError("the database has no cortex-spec schema (create_schema=False)")
+
+            def create(conn: sa.Connection) -> int:
+                self._dialect.lock_schema(conn)
+                metadata.create_all(conn, checkfirst=True)
+                found = conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
+                if found is None:
+                    conn.execute(sa.insert(schema_info).values(id=1, version=SCHEMA_VERSION))
+                    found = SCHEMA_VERSION
+                return found
+
+            version = self._run(create, TX)
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"the database has cortex-spec schema version {version}; "
+                f"this adapter reads version {SCHEMA_VERSION}"
+            )
+        self._schema_ready = True
+        _SCHEMA_READY.add(self._engine)
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs one SELECT, atomic on its own (no BEGIN/COMMIT).
+
+        A read whose connection was lost is retried on a fresh one.
+        """
+        return self._call(fn, READ)
+
+    def _write1(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs exactly one writing statement, atomic on its own.
+
+        A lost connection is *not* retried: the statement may have committed
+        before the connection died, so the call raises ``StoreError`` and the
+        write happened entirely or not at all.
+        """
+        return self._call(fn, WRITE1)
+
+    def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs several statements in one transaction that takes the
+        write lock first (SQLite ``BEGIN IMMEDIATE``); committed on return,
+        rolled back on any exception.  Retried on a fresh connection if the
+        connection was lost before ``COMMIT``."""
+        return self._call(fn, TX)
+
+    def _call(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
+        self._check_open()
+        self.ensure_schema()
+        return self._run(fn, mode)
+
+    def _run(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
+        """The driver-facing loop of :meth:`_read`, :meth:`_write1`, :meth:`_tx`."""
+        started = time.monotonic()
+        busy_attempts = 0
+        disconnects = 0
+        while True:
+            committing = False
+            try:
+                with self._engine.connect() as conn:
+                    if mode == TX:
+                        conn.execution_options(**{WRITE_OPTION: True})
+                    else:
+                        self._dialect.prepare_single(conn)
+                    with conn.begin():
+                        if mode == WRITE1:
+                            committing = True  # the statement is its own commit
+                        result = fn(conn)
+                        committing = True  # leaving the block commits
+                    return result
+            except CortexError:
+                raise  # a refusal from fn: the transaction rolled back
+            except sa.exc.DBAPIError as exc:
+                kind = self._dialect.classify(exc)
+                if kind is ErrorKind.UNIQUE:
+                    raise AlreadyExists("an entity with this key already exists") from exc
+                if kind is ErrorKind.DISCONNECT:
+                    if committing and mode != READ:
+                        raise StoreError(
+                            "the database connection was lost while the write was being "
+                            "committed; it happened entirely or not at all"
+                        ) from exc
+                    disconnects += 1
+                    if disconnects <= _DISCONNECT_RETRIES:
+                        continue  # nothing was committed: retry on a fresh connection
+                    raise StoreError(f"the database connection keeps failing: {exc.orig}") from exc
+                if kind is ErrorKind.BUSY:
+                    busy_attempts += 1
+                    waited = time.monotonic() - started
+                    if waited < self._lock_timeout:
+                        delay = min(0.002 * 2 ** min(busy_attempts, 6), 0.1)
+                        time.sleep(delay * (0.5 + random.random()))
+                        continue  # rolled back: retry the whole transaction
+                    raise StoreError(
+                        f"the database stayed locked for {waited:.1f}s "
+                        f"({busy_attempts} attempts): {exc.orig}"
+                    ) from exc
+                raise StoreError(f"database error: {exc.orig}") from exc
+            except ControlFlow:
+                raise  # internal signal of a mixin (the transaction rolled back)
+            except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
+                raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
+
+
+# -- row codecs shared by the mixins ----------------------------------------------------
+
+
+def scope_values(scope: Scope) -> dict[str, Any]:
+    """The scope columns of a row stamped with ``scope``."""
+    row: dict[str, Any] = {"scope": scope.canonical(), "scope_depth": scope.depth}
+    for i in range(1, SCOPE_LEVELS + 1):
+        if i <= scope.depth:
+            key, value = scope[i - 1]
+        else:
+            key = value = None
+        row[f"scope_k{i}"] = key
+        row[f"scope_v{i}"] = value
+    return row
+
+
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The bound parameters of :func:`visible` for the caller's ``scope``."""
+    params: dict[str, Any] = {"s_depth": scope.depth}
+    for i, (key, value) in enumerate(scope.levels, start=1):
+        params[f"s_k{i}"] = key
+        params[f"s_v{i}"] = value
+    return params
+
+
+def visible(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[bool]:
+    """SCOPE-VIS-1 (the caller's scope covers the row) or SCOPE-EXACT-1
+    (equal), for a caller scope of ``depth`` levels bound by
+    :func:`scope_params`.
+
+    Whole-value equality per level: no ``LIKE``, so values that look like
+    prefixes of each other and ``%``/``_`` never match by accident.  Statements
+    are built once per shape (depth, exact) and cached; only the parameters
+    change per call.
+    """
+    if depth < 1:  # never reached: scoped methods refuse the zero scope first
+        raise InvalidArgument("a zero scope sees nothing")
+    conds: list[sa.ColumnElement[bool]] = []
+    for i in range(1, depth + 1):
+        conds.append(table.c[f"scope_k{i}"] == sa.bindparam(f"s_k{i}"))
+        conds.append(table.c[f"scope_v{i}"] == sa.bindparam(f"s_v{i}"))
+    if exact:
+        conds.append(table.c.scope_depth == sa.bindparam("s_depth"))
+    return sa.and_(*conds)
+
+
+def read_scope(row: Any) -> Scope:
+    """SCOPE-CANON-5: the stored scope, or ``StoreError`` if it cannot be rebuilt."""
+    try:
+        scope = Scope.parse(row.scope)
+    except (InvalidArgument, TypeError) as exc:
+        raise StoreError(f"a stored scope cannot be parsed: {row.scope!r}") from exc
+    levels = []
+    for i in range(1, SCOPE_LEVELS + 1):
+        key, value = getattr(row, f"scope_k{i}"), getattr(row, f"scope_v{i}")
+        if key is None and value is None:
+            break
+        levels.append((key, value))
+    if tuple(levels) != scope.levels or row.scope_depth != scope.depth:
+        raise StoreError(f"a stored scope is inconsistent with its level columns: {row.scope!r}")
+    return scope
+
+
+def ms(instant: datetime | None) -> int | None:
+    return None if instant is None else to_millis(instant)
+
+
+def instant(value: int | None) -> datetime | None:
+    return None if value is None else from_millis(value)
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def load_json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreError("a stored JSON value cannot be decoded") from exc
+
+
+def decode(what: str, build: Callable[[], T]) -> T:
+    """Build an entity from a row; a row that does not fit is ``StoreError``."""
+    try:
+        return build()
+    except CortexError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise StoreError(f"a stored {what} cannot be read: {exc}") from exc

