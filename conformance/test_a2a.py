@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -60,7 +59,6 @@ from cortex_spec.errors import (
     NoReceivers,
     NoScope,
     NoSender,
-    NotFound,
     SelfAddressed,
 )
 from cortex_spec.testing import (

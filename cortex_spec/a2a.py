@@ -17,7 +17,7 @@ the :class:`A2AStore` protocol.  Clause ids (``A2A-…``) refer to
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
@@ -74,6 +74,7 @@ __all__ = [
     "validate_new_delivery",
     "validate_new_pending_ask",
     "check_claim_token",
+    "check_delivery_error",
     "check_reply_with",
     "check_finish_state",
     "check_status_filter",
@@ -207,6 +208,7 @@ class RoutingClass(str, Enum):
 
 
 P = Performative
+_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 #: Every valid performative (A2A-PERF-1).
 PERFORMATIVES: tuple[Performative, ...] = tuple(Performative)
 
@@ -587,6 +589,25 @@ def check_claim_token(token: object) -> str:
     if token == "":
         raise InvalidArgument("claim_token must not be empty")
     return token
+
+
+def check_delivery_error(error: object) -> str:
+    """``finish_delivery``'s ``error``: a ``str`` of any length (no U+0000, no
+    lone surrogate), small enough that the finished row stays within the
+    entity size limit (RSC-GEN-8).  The size is judged on a delivery whose
+    every other field is as large as the contract allows, so the check does
+    not depend on the stored row and comes before any lookup (SCOPE-ZERO-3)."""
+    check_str(error, "error")
+    widest = "x" * 255
+    probe = Delivery(
+        id=ids.DELIVERY + "_" + "0" * 26, message_id=ids.MESSAGE + "_" + "0" * 26,
+        receiver=Address(widest, widest), state=DeliveryState.DELIVERED, error=error,
+        claim_token="x" * 64, claimed_at=_EPOCH, delivered_at=_EPOCH, read_at=_EPOCH,
+        run_id=ids.RUN + "_" + "0" * 26, scope=Scope(*((widest, widest),) * 3), partition=widest,
+        created_at=_EPOCH, updated_at=_EPOCH,
+    )
+    check_entity_size(probe, "delivery")
+    return error  # type: ignore[return-value]
 
 
 def check_finish_state(state: object) -> DeliveryState:

@@ -25,11 +25,11 @@ from cortex_spec.a2a import (
     ConversationStatus,
     Delivery,
     DeliveryState,
-    Envelope,
     PendingAsk,
     admit,
     ask_expired,
     check_claim_token,
+    check_delivery_error,
     check_finish_state,
     check_list_args,
     check_reply_with,
@@ -64,11 +64,9 @@ from cortex_spec.errors import (
 )
 from cortex_spec.validation import (
     check_bool,
-    check_entity_size,
     check_instant,
     check_page,
     check_short_str,
-    check_str,
     page,
 )
 
@@ -286,9 +284,7 @@ class A2AMixin(StoreBase):
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
         state = check_finish_state(state)
-        if not isinstance(error, str):
-            raise InvalidArgument(f"error must be a str, got {type(error).__name__}")
-        check_str(error, "error")
+        check_delivery_error(error)
         with self._tx() as t:
             d = self._delivery(t, ctx, delivery_id)
             if d.claim_token == claim_token and d.state == state and d.error == error:
@@ -300,7 +296,6 @@ class A2AMixin(StoreBase):
                 d, state=state, error=error, updated_at=now,
                 delivered_at=now if state == DeliveryState.DELIVERED else None,
             )
-            check_entity_size(finished, "delivery")
             t.a2a_deliveries[delivery_id] = finished
             return detach(finished)
 

@@ -49,7 +49,7 @@ from cortex_spec.scope import Scope
 from cortex_spec.testing import FAR_FUTURE
 
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
-from .ops import Op, outcome_of
+from .ops import outcome_of
 from .stats import MachineStats
 from .world import make_op
 
