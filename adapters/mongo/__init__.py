@@ -1,4 +1,4 @@
-"""MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``, ``checkpoints``.
+"""MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``.
 
 ``MongoStore(database, clock)`` takes a :class:`pymongo.database.Database`
 (any server: standalone, replica set or sharded) or the
@@ -20,11 +20,18 @@ visibility, its deadline compared with clock now, and the run's visibility
 and ``paused`` state (SUSP-CLAIM-9) — the window the Go Mongo store leaves
 between reading the deadline and flipping the run does not exist here.
 
+Class ``a2a`` (:mod:`.a2a`) is the exception: a message is admitted
+together with its conversation's hop charge, two documents, so
+``record_message`` runs in a multi-document transaction (emulated by the
+faithful mongomock, real on a replica set); on a standalone server, which
+has no transactions, the store does not declare ``a2a``.
+
 Certify it with ``--cortex-store mongo`` (faithful mongomock, or the server
 at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from .a2a import A2AMixin
 from .checkpoints import CheckpointsMixin
 from .store import MongoStoreBase
 from .suspensions import SuspensionsMixin
@@ -32,8 +39,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions`` and ``checkpoints``.
+class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints`` and
+    ``a2a`` (``a2a`` only where the deployment has transactions).
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False)``.  Collections and indexes are
@@ -41,7 +49,7 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, MongoStoreBase):
     it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a"})
 
     def __repr__(self) -> str:
         return f"MongoStore(database={getattr(self.database, 'name', '?')!r}, clock={self.clock!r})"
