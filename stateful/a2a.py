@@ -605,8 +605,18 @@ def _mark_read(draw, w, label=""):
 
 
 def _inbox(draw, w, label=""):
-    return make_op("list_inbox", _role(draw), "worker", keys=None, label=label,
-                   kwargs={"unread_only": draw(st.booleans())})
+    kwargs = {"unread_only": draw(st.booleans())}
+    if draw(st.booleans()):  # through the messages (A2A-INBOX-4): one snapshot of two tables
+        kwargs["conversation_id"] = w.conv
+    return make_op("list_inbox", _role(draw), "worker", keys=None, label=label, kwargs=kwargs)
+
+
+def _conversation_state(draw, w, label=""):
+    """A reader of what an admission changes: the conversation's charge, or
+    the envelopes (a torn admission shows one without the other)."""
+    if draw(st.booleans()):
+        return make_op("get_conversation", _role(draw), w.conv, keys=[conv_key(w.conv)], label=label)
+    return make_op("list_messages", _role(draw), keys=None, label=label, kwargs={"conversation_id": w.conv})
 
 
 def _queue(draw, w, label="", partition=""):
@@ -629,6 +639,7 @@ def racing_ops(world_: Any) -> list[Callable[[Any], Op]]:
         lambda draw: _claim_ask(draw, w, draw(st.sampled_from((w.ask_due, w.ask_other)))),
         lambda draw: _expired_list(draw, w),
         lambda draw: _send(draw, w),
+        lambda draw: _conversation_state(draw, w),
         lambda draw: _mark_read(draw, w),
         lambda draw: _queue(draw, w) if draw(st.booleans()) else _inbox(draw, w),
     ]
@@ -687,7 +698,10 @@ def _race5(draw, w):
 
 def _race6(draw, w):
     n = _lanes(draw)
-    return [(_send(draw, w, "RACE-6", w.msgs[i]),) for i in range(n)]
+    lanes = [(_send(draw, w, "RACE-6", w.msgs[i]),) for i in range(n)]
+    if draw(st.booleans()):
+        lanes.append((_conversation_state(draw, w, "RACE-6"), _conversation_state(draw, w, "RACE-6")))
+    return lanes
 
 
 def _race7(draw, w):
@@ -702,7 +716,10 @@ def _race8(draw, w):
     c = _role(draw)
     op = make_op("record_message", c, _envelope(w, w.msgs[0]), keys=[conv_key(w.conv), msg_key(w.msgs[0])],
                  label="RACE-8")
-    return [(op,) for _ in range(_lanes(draw, 2, 3))]
+    lanes = [(op,) for _ in range(_lanes(draw, 2, 3))]
+    if draw(st.booleans()):
+        lanes.append((_conversation_state(draw, w, "RACE-8"), _conversation_state(draw, w, "RACE-8")))
+    return lanes
 
 
 def _race9(draw, w):

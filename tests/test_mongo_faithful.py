@@ -424,3 +424,22 @@ def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(t
     assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
     assert outcomes["FOUR-1"] == "failed"
     assert outcomes["SUSP-CREATE-1"] == "passed"  # what the bug does not touch
+
+
+def test_certification_catches_an_a2a_admission_without_a_transaction(tmp_path):
+    """Conditional charge, then a separate insert: the budget holds, but an
+    identical retry racing the first call is charged twice (A2A-HOP-3)."""
+    report = tmp_path / "report.json"
+    environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+         "cortex_spec.conformance.test_a2a",
+         "--cortex-store", "mongo_mutants:NoTransactionAdmissionHarness", "--cortex-report", str(report)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
+    assert data["certified"] is False
+    assert outcomes["A2A-RACE-8"] == "failed"  # one envelope, two hop charges
+    assert outcomes["A2A-DLV-9"] == "passed"  # what the bug does not touch
