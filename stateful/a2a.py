@@ -725,7 +725,17 @@ def _race8(draw, w):
 def _race9(draw, w):
     rw = draw(st.sampled_from((w.ask_due, w.ask_other, w.ask_none)))
     roles = ("exact", "exact", "ancestor", "sibling")
-    return [(_claim_ask(draw, w, rw, "RACE-9", roles),) for _ in range(_lanes(draw))]
+    if draw(st.booleans()):
+        return [(_claim_ask(draw, w, rw, "RACE-9", roles),) for _ in range(_lanes(draw))]
+    # the three writers of a waiting ask: a reply claims it; the deadline
+    # sweep lists expired asks, then claims; a cancel lists the
+    # conversation's pending asks, then claims
+    reply = (_claim_ask(draw, w, rw, "reply"),)
+    sweep = (make_op("list_expired_asks_across_scopes", Context(Scope()), w.t0, 0, keys=None, label="sweep"),
+             _claim_ask(draw, w, rw, "sweep"))
+    cancel = (make_op("list_pending_asks_by_conversation", _role(draw), w.conv, keys=None, label="cancel"),
+              _claim_ask(draw, w, rw, "cancel"))
+    return [reply, sweep, cancel]
 
 
 def _race10(draw, w):
