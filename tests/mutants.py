@@ -489,7 +489,10 @@ MUTANTS: list[Mutant] = [
     _m("a2a-inbox-ignores-node", InboxIgnoresNode, ("A2A-INBOX-1",)),
     _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14")),
     _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9",)),
-    Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1",), AmnesiaHarness),
+    # a restart loses everything (MACH-DUR-1), and so does a worker's own
+    # store opened on the same storage (MACH-CRASH-1): whichever comes first
+    Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1", "MACH-CRASH-1"),
+           AmnesiaHarness),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
