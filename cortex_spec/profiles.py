@@ -37,6 +37,8 @@ class Profile:
     view_every: int
     #: seconds the linearizability checker may spend on one history
     checker_budget: float
+    #: seconds Hypothesis may spend shrinking one failure
+    shrink_seconds: int
 
 
 PROFILES = {
@@ -52,6 +54,7 @@ PROFILES = {
         crash_steps=25,
         view_every=4,
         checker_budget=10.0,
+        shrink_seconds=60,
     ),
     "full": Profile(
         name="full",
@@ -65,6 +68,7 @@ PROFILES = {
         crash_steps=80,
         view_every=1,
         checker_budget=60.0,
+        shrink_seconds=300,
     ),
 }
 

@@ -83,6 +83,9 @@ def r_list_pending_across_scopes(m, data):
                    after, data.draw(st.sampled_from([0, 1, 2]), "limit"), keys=None)
 
 
+#: rules the machine runs a few times before anything else (``populate``)
+SEED_RULES = ("create_checkpoint",)
+
 RULES = {
     "create_checkpoint": r_create_checkpoint,
     "get_checkpoint": r_get_checkpoint,

@@ -5,6 +5,7 @@ A class contributes one module (``stateful/<class>.py``) with:
 * ``RULES``: ``name -> rule(machine, data) -> Op`` for the differential and
   crash machines;
 * ``ID_KINDS``: the id kinds its rules create (for the id pools);
+* ``SEED_RULES``: creating rules run a few times when an example starts;
 * ``views(store, contexts, known)``: the whole-state views (MACH-DIFF-2);
 * ``racing_ops(world)`` and ``storm_ops(world)``: builders ``build(draw) ->
   Op`` of calls for concurrent scenarios (a mix of anything, and storms

@@ -421,10 +421,11 @@ def run_concurrent(
     clauses: tuple[str, ...] = ("MACH-LIN-1",),
 ) -> MachineStats:
     """Generate scenarios, race them, check every history (raises on a violation)."""
-    from .runner import as_harness, declared_of, default_profile, phases, session_seed
+    from .runner import as_harness, declared_of, default_profile, limit_shrinking, phases, session_seed
 
     harness = as_harness(harness)
     profile = profile or default_profile()
+    limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
@@ -497,6 +498,7 @@ def run_concurrent(
     @settings(
         max_examples=profile.concurrent_examples,
         phases=phases(),
+        report_multiple_bugs=False,
         deadline=None,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -284,10 +284,11 @@ def run_crash(
     stats: MachineStats | None = None,
 ) -> MachineStats:
     """Run the crash machine; ``faults`` adds ``"restart"`` and/or ``"kill"``."""
-    from .runner import as_harness, declared_of, default_profile, run_machine
+    from .runner import as_harness, declared_of, default_profile, limit_shrinking, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
+    limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     faults = frozenset(faults)
     unknown = faults - {"restart", "kill"}

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from cortex_spec import ids as idlib
 from cortex_spec.clock import EPOCH, ManualClock
@@ -158,6 +158,17 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         compare(op, got, want)
         return got
 
+    @initialize(data=st.data())
+    def populate(self, data: st.DataObject) -> None:
+        """Start every example with a few rows of each declared class, all
+        created at the same instant (so ties in every list order are live)."""
+        for module in self.modules:
+            for name in getattr(module, "SEED_RULES", ()):
+                for _ in range(data.draw(st.integers(0, 3), f"{name} rows")):
+                    op = module.RULES[name](self, data)
+                    if op is not None:
+                        self.both(op)
+
     @rule(step=st.sampled_from([
         timedelta(milliseconds=1), timedelta(seconds=1), timedelta(days=1), "deadline",
     ]), data=st.data())
@@ -266,6 +277,7 @@ def machine_settings(examples: int, steps: int) -> settings:
     return settings(
         max_examples=examples,
         phases=phases(),
+        report_multiple_bugs=False,
         stateful_step_count=steps,
         deadline=None,
         print_blob=True,
@@ -285,10 +297,11 @@ def run_differential(
     Raises the first :class:`Mismatch` (after Hypothesis has shrunk it) and
     returns the machine figures otherwise.
     """
-    from .runner import as_harness, declared_of, default_profile, run_machine
+    from .runner import as_harness, declared_of, default_profile, limit_shrinking, run_machine
 
     harness = as_harness(harness)
     profile = profile or default_profile()
+    limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("differential")
     for group in machine_groups(declared):  # standalone classes get a machine each

@@ -20,7 +20,25 @@ __all__ = [
     "check_rules_ran",
     "phases",
     "run_machine",
+    "limit_shrinking",
 ]
+
+
+def limit_shrinking(seconds: int) -> None:
+    """Bound the time Hypothesis spends shrinking one failure.
+
+    Hypothesis reads this bound from a module constant of its engine (5
+    minutes by default, with no setting for it); a certification gate wants
+    a readable counterexample within a minute more than a perfectly minimal
+    one, so the profile sets it.  If a Hypothesis version drops the
+    constant, its own default applies.
+    """
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:  # pragma: no cover
+        return
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = seconds
 
 
 def phases() -> tuple:
@@ -78,16 +96,26 @@ def never_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str
 
 def run_machine(machine: type, settings: Any, stats: MachineStats,
                 skip: set[str] | frozenset[str] = frozenset(), top_ups: int = 3) -> None:
-    """Run a rule machine; while some rule never ran (swarm testing switches
-    rules off per example, and a rule may need others to run first), run
-    further rounds of examples, then fail if one still never ran."""
-    from hypothesis.stateful import run_state_machine_as_test
+    """Run a rule machine under the session seed; while some rule never ran
+    (swarm testing switches rules off per example, and a rule may need others
+    to run first), run further rounds of examples, then fail if one still
+    never ran.  A failure carries a note with the seed that replays it."""
+    from hypothesis import seed
+    from hypothesis.stateful import get_state_machine_test
 
-    run_state_machine_as_test(machine, settings=settings)
-    for _ in range(top_ups):
-        if not never_ran(stats, machine, skip):
+    seed_value = session_seed()
+    for round_ in range(top_ups + 1):
+        if round_ and not never_ran(stats, machine, skip):
             break
-        run_state_machine_as_test(machine, settings=settings)
+        test = seed(seed_value + round_)(get_state_machine_test(machine, settings=settings))
+        try:
+            test()
+        except AssertionError as exc:
+            exc.add_note(
+                f"Replay: CORTEX_SPEC_SEED={seed_value} pytest --pyargs cortex_spec.stateful "
+                f"-k {stats.machine} --cortex-store <store>"
+            )
+            raise
     check_rules_ran(stats, machine, skip)
 
 

@@ -129,6 +129,9 @@ def r_list_tool_calls(m, data):
                    keys=[("calls-of", step_id)])
 
 
+#: rules the machine runs a few times before anything else (``populate``)
+SEED_RULES = ("create_run", "create_step", "create_tool_call")
+
 RULES = {
     "create_run": r_create_run,
     "get_run": r_get_run,

@@ -88,6 +88,9 @@ def r_list_expired_across_scopes(m, data):
     )
 
 
+#: rules the machine runs a few times before anything else (``populate``)
+SEED_RULES = ("create_suspension",)
+
 RULES = {
     "create_suspension": r_create_suspension,
     "get_suspension": _by_run("get_suspension"),
