@@ -312,6 +312,10 @@ def r_list_pending_asks_by_conversation(m, data):
     return make_op("list_pending_asks_by_conversation", _ctx(m, data), cid, keys=None)
 
 
+#: rules the machine runs a few times before anything else (``populate``):
+#: rows created at one instant, so ties in every list order are live
+SEED_RULES = ("create_conversation", "record_message", "create_delivery", "create_pending_ask")
+
 RULES = {
     "record_message": r_record_message,
     "get_message": r_get_message,
