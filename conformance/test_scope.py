@@ -26,11 +26,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cortex_spec import CLASSES, Context, Scope, ids
+from cortex_spec.a2a import DeliveryState
 from cortex_spec.checkpoints import CheckpointFilter, CheckpointState, Decision
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import (
     AlreadyExists,
+    AskNotFound,
     CheckpointNotFound,
+    ConversationNotFound,
+    DeliveryNotFound,
+    MessageNotFound,
     InvalidArgument,
     InvalidState,
     NoScope,
@@ -46,8 +51,12 @@ from cortex_spec.testing import (
     assert_strict_equal,
     ctx,
     gateway_view,
-    make_message,
+    make_ask,
     make_checkpoint,
+    make_conversation,
+    make_delivery,
+    make_envelope,
+    make_message,
     make_run,
     make_step,
     make_suspension,
@@ -587,11 +596,32 @@ def _seed(store: Any, cls: str) -> SimpleNamespace:
         store.create_suspension(c, make_suspension(w.run_id, expires_at=PAST))
     if cls == "checkpoints":
         store.create_checkpoint(c, make_checkpoint(w.run_id, id=w.checkpoint_id))
+    if cls == "a2a":
+        _seed_a2a(store, c, w)
     return w
 
 
+def _seed_a2a(store: Any, c: Context, w: SimpleNamespace) -> None:
+    """A conversation with a message, a queued, an in-flight and a delivered
+    delivery, and an overdue pending ask."""
+    w.conv_id = store.create_conversation(c, make_conversation(peer_node="peer", peer_context="thread-1")).id
+    w.msg_id = store.record_message(c, make_envelope(w.conv_id)).id
+    w.delivery_id = store.create_delivery(c, make_delivery(w.msg_id)).id
+    claimed = store.claim_delivery(c, store.create_delivery(c, make_delivery(w.msg_id)).id)
+    w.claimed_id, w.claim_token = claimed.id, claimed.claim_token
+    done = store.claim_delivery(c, store.create_delivery(c, make_delivery(w.msg_id)).id)
+    w.delivered_id = store.finish_delivery(c, done.id, done.claim_token, DeliveryState.DELIVERED).id
+    w.reply_with = store.create_pending_ask(c, make_ask(w.conv_id, deadline=PAST)).reply_with
+    w.delivery_ids = [w.delivery_id, w.claimed_id, w.delivered_id]
+
+
 def _view(store: Any, w: SimpleNamespace, scopes=VIEW_SCOPES) -> dict:
-    view = state_view(store, scopes, run_ids=[w.run_id], step_ids=[w.step_id])
+    view = state_view(
+        store, scopes, run_ids=[w.run_id], step_ids=[w.step_id],
+        delivery_ids=getattr(w, "delivery_ids", ()),
+        reply_withs=[w.reply_with] if hasattr(w, "reply_with") else [],
+        conversation_ids=[w.conv_id] if hasattr(w, "conv_id") else [],
+    )
     if hasattr(w, "gateway"):
         view["gateway"] = gateway_view(w.gateway, [("tg", m) for m in "prdx"], ["tg"], [("tg", "chat")])
     return view
@@ -621,6 +651,30 @@ GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
     "list_pending": lambda s, c, w: s.list_pending(c),
     "count_pending": lambda s, c, w: s.count_pending(c),
     "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c),
+    # a2a
+    "record_message": lambda s, c, w: s.record_message(c, make_envelope(w.conv_id)),
+    "get_message": lambda s, c, w: s.get_message(c, w.msg_id),
+    "list_messages": lambda s, c, w: s.list_messages(c),
+    "create_conversation": lambda s, c, w: s.create_conversation(c, make_conversation()),
+    "get_conversation": lambda s, c, w: s.get_conversation(c, w.conv_id),
+    "get_conversation_by_peer_context": lambda s, c, w: s.get_conversation_by_peer_context(c, "peer", "thread-1"),
+    "update_conversation": lambda s, c, w: s.update_conversation(c, make_conversation(id=w.conv_id, status="closed")),
+    "list_conversations": lambda s, c, w: s.list_conversations(c),
+    "create_delivery": lambda s, c, w: s.create_delivery(c, make_delivery()),
+    "get_delivery": lambda s, c, w: s.get_delivery(c, w.delivery_id),
+    "claim_delivery": lambda s, c, w: s.claim_delivery(c, w.delivery_id),
+    "bind_delivery_run": lambda s, c, w: s.bind_delivery_run(c, w.claimed_id, w.claim_token, ids.new_id(ids.RUN)),
+    "finish_delivery": lambda s, c, w: s.finish_delivery(c, w.claimed_id, w.claim_token, "delivered"),
+    "list_inbox": lambda s, c, w: s.list_inbox(c, "worker"),
+    "mark_delivery_read": lambda s, c, w: s.mark_delivery_read(c, w.delivered_id),
+    "list_queued_deliveries": lambda s, c, w: s.list_queued_deliveries(c),
+    "reclaim_stale_deliveries": lambda s, c, w: s.reclaim_stale_deliveries(c, FAR_FUTURE),
+    "create_pending_ask": lambda s, c, w: s.create_pending_ask(c, make_ask()),
+    "get_pending_ask": lambda s, c, w: s.get_pending_ask(c, w.reply_with),
+    "claim_pending_ask": lambda s, c, w: s.claim_pending_ask(c, w.reply_with),
+    "list_expired_asks": lambda s, c, w: s.list_expired_asks(c, FAR_FUTURE),
+    "list_expired_asks_across_scopes": lambda s, c, w: s.list_expired_asks_across_scopes(c, FAR_FUTURE),
+    "list_pending_asks_by_conversation": lambda s, c, w: s.list_pending_asks_by_conversation(c, w.conv_id),
     "accept": lambda s, c, w: w.gateway.accept(c, make_message("tg", "x"), EPOCH),
     "get_item": lambda s, c, w: w.gateway.get_item(c, "tg", "p"),
     "pending": lambda s, c, w: w.gateway.pending(c),
@@ -660,6 +714,30 @@ BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
     "list_pending": lambda s, c, w: s.list_pending(c, CheckpointFilter(run_id="bad")),
     "count_pending": lambda s, c, w: s.count_pending(c, CheckpointFilter(limit="ten")),
     "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c, after_id=ids.new_id(ids.RUN)),
+    # a2a
+    "record_message": lambda s, c, w: s.record_message(c, make_envelope(w.conv_id, id="msg_bad")),
+    "get_message": lambda s, c, w: s.get_message(c, w.conv_id),
+    "list_messages": lambda s, c, w: s.list_messages(c, limit="x"),
+    "create_conversation": lambda s, c, w: s.create_conversation(c, make_conversation(hop_ceiling=0)),
+    "get_conversation": lambda s, c, w: s.get_conversation(c, "conv_bad"),
+    "get_conversation_by_peer_context": lambda s, c, w: s.get_conversation_by_peer_context(c, None, "x"),
+    "update_conversation": lambda s, c, w: s.update_conversation(c, make_conversation(id=w.conv_id, status="bogus")),
+    "list_conversations": lambda s, c, w: s.list_conversations(c, status="bogus"),
+    "create_delivery": lambda s, c, w: s.create_delivery(c, make_delivery(state="delivered")),
+    "get_delivery": lambda s, c, w: s.get_delivery(c, w.msg_id),
+    "claim_delivery": lambda s, c, w: s.claim_delivery(c, None),
+    "bind_delivery_run": lambda s, c, w: s.bind_delivery_run(c, w.claimed_id, "", ids.new_id(ids.RUN)),
+    "finish_delivery": lambda s, c, w: s.finish_delivery(c, w.claimed_id, w.claim_token, "queued"),
+    "list_inbox": lambda s, c, w: s.list_inbox(c, ""),
+    "mark_delivery_read": lambda s, c, w: s.mark_delivery_read(c, 7),
+    "list_queued_deliveries": lambda s, c, w: s.list_queued_deliveries(c, limit=True),
+    "reclaim_stale_deliveries": lambda s, c, w: s.reclaim_stale_deliveries(c, datetime(2026, 1, 1)),
+    "create_pending_ask": lambda s, c, w: s.create_pending_ask(c, make_ask(reply_with="")),
+    "get_pending_ask": lambda s, c, w: s.get_pending_ask(c, ""),
+    "claim_pending_ask": lambda s, c, w: s.claim_pending_ask(c, None),
+    "list_expired_asks": lambda s, c, w: s.list_expired_asks(c, "now"),
+    "list_expired_asks_across_scopes": lambda s, c, w: s.list_expired_asks_across_scopes(c, datetime(2026, 1, 1)),
+    "list_pending_asks_by_conversation": lambda s, c, w: s.list_pending_asks_by_conversation(c, w.msg_id),
     "accept": lambda s, c, w: w.gateway.accept(c, make_message("", "x"), EPOCH),
     "get_item": lambda s, c, w: w.gateway.get_item(c, "tg", ""),
     "pending": lambda s, c, w: w.gateway.pending(c, limit="all"),
@@ -872,7 +950,119 @@ def _act_on_checkpoint(store: Any, row: Any) -> None:
     assert store.get_checkpoint(Context(row.scope), row.id).state == CheckpointState.RESOLVED
 
 
+@attrs.frozen
+class _Keyed:
+    """A row of a list whose entity has no ``id`` (pending asks), keyed for
+    these tables."""
+
+    id: str
+    scope: Scope
+    row: Any
+
+
+def _seed_xs_queued(store: Any) -> dict[str, Scope]:
+    """Per scope: a queued delivery (selected) and a claimed one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        expected[store.create_delivery(c, make_delivery()).id] = S(sc)
+        store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+    return expected
+
+
+def _seed_xs_stale(store: Any) -> dict[str, Scope]:
+    """Per scope: a stale claim (selected), a bound one and a delivered one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        expected[store.claim_delivery(c, store.create_delivery(c, make_delivery()).id).id] = S(sc)
+        bound = store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+        store.bind_delivery_run(c, bound.id, bound.claim_token, ids.new_id(ids.RUN))
+        done = store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+        store.finish_delivery(c, done.id, done.claim_token, DeliveryState.DELIVERED)
+    return expected
+
+
+def _reclaim_and_restore(store: Any, c: Any) -> list:
+    """Reclaim, list what was moved, then claim each moved row again (under
+    its own scope) so the next caller finds the same stale rows."""
+    moved = store.reclaim_stale_deliveries(c, XS_NOW)
+    rows = store.list_queued_deliveries(c)
+    assert len(rows) == moved, (moved, rows)
+    for row in rows:
+        store.claim_delivery(Context(row.scope, row.partition), row.id)
+    return sorted(rows, key=lambda r: r.id)
+
+
+def _finish_claimed(store: Any, row: Any) -> None:
+    c = Context(row.scope, row.partition)
+    d = store.get_delivery(c, row.id)
+    store.finish_delivery(c, d.id, d.claim_token, DeliveryState.DELIVERED)
+
+
+def _seed_xs_asks(store: Any) -> dict[str, Scope]:
+    """Per scope: an overdue ask (selected), a future one and a claimed one (not)."""
+    expected = {}
+    for i, sc in enumerate(XS_SCOPES):
+        c = ctx(sc)
+        expected[store.create_pending_ask(c, make_ask(deadline=PAST + timedelta(milliseconds=i))).reply_with] = S(sc)
+        store.create_pending_ask(c, make_ask(deadline=XS_NOW + timedelta(days=1)))
+        store.claim_pending_ask(c, store.create_pending_ask(c, make_ask(deadline=PAST)).reply_with)
+    return expected
+
+
+def _keyed_asks(rows: list) -> list:
+    return [_Keyed(a.reply_with, a.scope, a) for a in rows]
+
+
+def _claim_ask(store: Any, row: Any) -> None:
+    store.claim_pending_ask(Context(row.scope, row.row.partition), row.id)
+    assert store.get_pending_ask(Context(row.scope, row.row.partition), row.id).claimed_at is not None
+
+
 XS_METHODS: dict[str, SimpleNamespace] = {
+    # a2a: these also work within ctx.partition (A2A-PART-3), so their
+    # callers keep the rows' partition
+    "list_queued_deliveries": SimpleNamespace(
+        cls="a2a",
+        partitioned=True,
+        seed=_seed_xs_queued,
+        call=lambda s, c: s.list_queued_deliveries(c),
+        act=lambda s, row: s.claim_delivery(Context(row.scope, row.partition), row.id),
+        scoped_twin=lambda s, c: s.list_inbox(c, "worker"),
+        bad=[
+            lambda s, c: s.list_queued_deliveries(c, "1"),
+            lambda s, c: s.list_queued_deliveries(c, True),
+            lambda s, c: s.list_queued_deliveries(c, None),
+        ],
+    ),
+    "reclaim_stale_deliveries": SimpleNamespace(
+        cls="a2a",
+        partitioned=True,
+        seed=_seed_xs_stale,
+        call=_reclaim_and_restore,
+        act=_finish_claimed,
+        scoped_twin=lambda s, c: s.list_inbox(c, "worker"),
+        bad=[
+            lambda s, c: s.reclaim_stale_deliveries(c, datetime(2026, 1, 1)),
+            lambda s, c: s.reclaim_stale_deliveries(c, None),
+            lambda s, c: s.reclaim_stale_deliveries(c, "2026-01-01T00:00:00+00:00"),
+            lambda s, c: s.reclaim_stale_deliveries(c, XS_NOW, limit=1.5),
+        ],
+    ),
+    "list_expired_asks_across_scopes": SimpleNamespace(
+        cls="a2a",
+        partitioned=True,
+        seed=_seed_xs_asks,
+        call=lambda s, c: _keyed_asks(s.list_expired_asks_across_scopes(c, XS_NOW)),
+        act=_claim_ask,
+        scoped_twin=lambda s, c: s.list_expired_asks(c, XS_NOW),
+        bad=[
+            lambda s, c: s.list_expired_asks_across_scopes(c, datetime(2026, 1, 1)),
+            lambda s, c: s.list_expired_asks_across_scopes(c, None),
+            lambda s, c: s.list_expired_asks_across_scopes(c, XS_NOW, limit="2"),
+        ],
+    ),
     "list_expired_across_scopes": SimpleNamespace(
         cls="suspensions",
         seed=_seed_xs_suspensions,
@@ -957,7 +1147,8 @@ def test_across_scope_result_ignores_caller_scope(store, method):
     assert sorted(r.id for r in reference) == sorted(expected)
     for row in reference:
         _assert_scope(row.scope, expected[row.id], f"scope of {row.id}")
-    callers = [Context(Scope(), partition="p9", principal="sweeper")] + [
+    partition = "" if getattr(spec, "partitioned", False) else "p9"  # a2a: A2A-PART-3
+    callers = [Context(Scope(), partition=partition, principal="sweeper")] + [
         ctx(sc) for sc in XS_SCOPES + ["unrelated=zz", "ws=w1/proj=p1/env=deep", "ws=w2"]
     ]
     for c in callers:
@@ -1013,6 +1204,15 @@ class Kind:
     across: Callable[[Any, SimpleNamespace], list] | None = None
     not_found: type | None = None
     vary: Callable[[Any], Any] = lambda o: o  # same id, different payload
+    #: a2a rows are also confined to their partition (A2A-GEN-3)
+    partitioned: bool = False
+
+
+def _create_delivered(store: Any, c: Context, d: Any) -> Any:
+    """A delivery created, claimed and delivered (so that a scoped list, the
+    inbox, shows it)."""
+    d = store.claim_delivery(c, store.create_delivery(c, d).id)
+    return store.finish_delivery(c, d.id, d.claim_token, DeliveryState.DELIVERED)
 
 
 def _shared() -> SimpleNamespace:
@@ -1077,6 +1277,29 @@ KINDS = [
         across=lambda s, sh: s.list_pending_across_scopes(ZERO),
         not_found=CheckpointNotFound,
         vary=lambda o: attrs.evolve(o, reason="impostor"),
+    ),
+    Kind(
+        "conversation", "a2a",
+        new=lambda sh, **f: make_conversation(**f),
+        create=lambda s, c, o: s.create_conversation(c, o),
+        get=lambda s, c, o: s.get_conversation(c, o.id),
+        lists=(
+            lambda s, c, sh: s.list_conversations(c),
+            lambda s, c, sh: s.list_conversations(c, status="open"),
+        ),
+        not_found=ConversationNotFound,
+        vary=lambda o: attrs.evolve(o, protocol="impostor", hop_ceiling=3),
+        partitioned=True,
+    ),
+    Kind(
+        "delivery", "a2a",
+        new=lambda sh, **f: make_delivery(**f),
+        create=lambda s, c, o: _create_delivered(s, c, o),
+        get=lambda s, c, o: s.get_delivery(c, o.id),
+        lists=(lambda s, c, sh: s.list_inbox(c, "worker"),),
+        not_found=DeliveryNotFound,
+        vary=lambda o: attrs.evolve(o, message_id=ids.new_id(ids.MESSAGE)),
+        partitioned=True,
     ),
 ]
 KIND_PARAMS = [pytest.param(k, marks=classes(k.cls), id=k.name) for k in KINDS]
@@ -1188,14 +1411,16 @@ def test_exact_filter_returns_only_the_callers_own_scope(store):
 
 @pytest.mark.clause("SCOPE-EXACT-2")
 def test_exact_exists_only_where_the_area_file_gives_it():
-    """Among these classes only `RunFilter` (list_runs/count_runs) has `exact`;
+    """Among these classes only `RunFilter` (list_runs/count_runs) and the two
+    a2a lists a2a.md gives it (list_messages, list_conversations) have `exact`;
     no other filter or list/count signature offers it."""
     assert "exact" in attrs.fields_dict(RunFilter)
     assert "exact" not in attrs.fields_dict(CheckpointFilter)
+    given = {"list_messages", "list_conversations"}
     for cls in CLASSES.values():
         for m in cls.methods:
             params = inspect.signature(getattr(cls.protocol, m.name)).parameters
-            assert "exact" not in params, f"{m.name} takes an exact argument"
+            assert ("exact" in params) is (m.name in given), f"{m.name}: exact argument"
 
 
 _BYID_METHODS = {
@@ -1230,6 +1455,8 @@ class ByIdOp:
     setup: Callable[[Any, Context], tuple[str, list[str]]]  # -> (key, run ids to view)
     call: Callable[[Any, Context, str], Any]
     done: Callable[[Any, Context, str], None]  # the effect, checked from the row's scope
+    #: a key naming no row (default: a fresh run or checkpoint id)
+    missing: Callable[[], str] | None = None
 
 
 def _setup_run(store, c):
@@ -1276,6 +1503,31 @@ def _done_resolved(store, c, key):
     _assert_scope(cp.scope, c.scope)
 
 
+def _setup_a2a(kind: str):
+    """Setup of an a2a by-id op: one row of ``kind`` at the given scope."""
+    def setup(store, c):
+        if kind == "message":
+            conv = store.create_conversation(c, make_conversation())
+            return store.record_message(c, make_envelope(conv.id)).id, []
+        if kind == "conversation":
+            return store.create_conversation(c, make_conversation()).id, []
+        if kind == "queued":
+            return store.create_delivery(c, make_delivery()).id, []
+        if kind == "delivered":
+            return _create_delivered(store, c, make_delivery()).id, []
+        return store.create_pending_ask(c, make_ask(deadline=PAST)).reply_with, []
+    return setup
+
+
+def _done_a2a(getter, effect):
+    def done(store, c, key):
+        row = getter(store, c, key)
+        assert effect(row), row
+        _assert_scope(row.scope, c.scope)
+        assert row.partition == c.partition
+    return done
+
+
 def _done_read(getter):
     def done(store, c, key):
         _assert_scope(getter(store, c, key).scope, c.scope)
@@ -1303,12 +1555,44 @@ BYID_OPS: dict[str, ByIdOp] = {
                lambda s, c, k: s.get_checkpoint(c, k), _done_read(lambda s, c, k: s.get_checkpoint(c, k))),
         ByIdOp("resolve", "checkpoints", CheckpointNotFound, _setup_checkpoint,
                lambda s, c, k: s.resolve(c, k, approve()), _done_resolved),
+        # a2a
+        ByIdOp("get_message", "a2a", MessageNotFound, _setup_a2a("message"),
+               lambda s, c, k: s.get_message(c, k), _done_read(lambda s, c, k: s.get_message(c, k)),
+               missing=lambda: ids.new_id(ids.MESSAGE)),
+        ByIdOp("get_conversation", "a2a", ConversationNotFound, _setup_a2a("conversation"),
+               lambda s, c, k: s.get_conversation(c, k), _done_read(lambda s, c, k: s.get_conversation(c, k)),
+               missing=lambda: ids.new_id(ids.CONVERSATION)),
+        ByIdOp("update_conversation", "a2a", ConversationNotFound, _setup_a2a("conversation"),
+               lambda s, c, k: s.update_conversation(
+                   c, make_conversation(id=k, protocol="changed", scope=S("ws=elsewhere"))),
+               _done_a2a(lambda s, c, k: s.get_conversation(c, k), lambda r: r.protocol == "changed"),
+               missing=lambda: ids.new_id(ids.CONVERSATION)),
+        ByIdOp("get_delivery", "a2a", DeliveryNotFound, _setup_a2a("queued"),
+               lambda s, c, k: s.get_delivery(c, k), _done_read(lambda s, c, k: s.get_delivery(c, k)),
+               missing=lambda: ids.new_id(ids.DELIVERY)),
+        ByIdOp("claim_delivery", "a2a", DeliveryNotFound, _setup_a2a("queued"),
+               lambda s, c, k: s.claim_delivery(c, k),
+               _done_a2a(lambda s, c, k: s.get_delivery(c, k), lambda r: r.state == DeliveryState.DELIVERING),
+               missing=lambda: ids.new_id(ids.DELIVERY)),
+        ByIdOp("mark_delivery_read", "a2a", DeliveryNotFound, _setup_a2a("delivered"),
+               lambda s, c, k: s.mark_delivery_read(c, k),
+               _done_a2a(lambda s, c, k: s.get_delivery(c, k), lambda r: r.read_at is not None),
+               missing=lambda: ids.new_id(ids.DELIVERY)),
+        ByIdOp("get_pending_ask", "a2a", AskNotFound, _setup_a2a("ask"),
+               lambda s, c, k: s.get_pending_ask(c, k), _done_read(lambda s, c, k: s.get_pending_ask(c, k)),
+               missing=lambda: "rw-missing-" + ids.new_id(ids.MESSAGE)[4:]),
+        ByIdOp("claim_pending_ask", "a2a", AskNotFound, _setup_a2a("ask"),
+               lambda s, c, k: s.claim_pending_ask(c, k),
+               _done_a2a(lambda s, c, k: s.get_pending_ask(c, k), lambda r: r.claimed_at is not None),
+               missing=lambda: "rw-missing-" + ids.new_id(ids.MESSAGE)[4:]),
     ]
 }
 BYID_PARAMS = [pytest.param(op, marks=classes(op.cls), id=op.name) for op in BYID_OPS.values()]
 
 
 def _missing_key(op: ByIdOp) -> str:
+    if op.missing is not None:
+        return op.missing()
     return ids.new_id(ids.CHECKPOINT if op.cls == "checkpoints" else ids.RUN)
 
 
@@ -1721,12 +2005,14 @@ def test_stored_scope_reads_back_equal(store, kind):
 def test_partition_and_principal_do_not_affect_visibility(store, kind):
     """Rows written with one partition and principal are seen, and not seen,
     exactly as the scopes alone say, whatever partition and principal the
-    reader carries."""
+    reader carries.  (a2a rows are in addition confined to their partition,
+    A2A-GEN-3: for them only the reader's principal is free.)"""
     sh = _shared()
     obj = kind.new(sh)
     kind.create(store, Context(S(HOME), partition="part-a", principal="alice"), obj)
-    for caller, visible in [(HOME, True), ("ws=w1", True), ("ws=w1/proj=p2", False), ("ws=w10/proj=p1", False)]:
+    for caller, in_scope in [(HOME, True), ("ws=w1", True), ("ws=w1/proj=p2", False), ("ws=w10/proj=p1", False)]:
         for partition, principal in [("", None), ("part-a", "alice"), ("part-b", "bob")]:
+            visible = in_scope and (not kind.partitioned or partition == "part-a")
             c = Context(S(caller), partition=partition, principal=principal)
             seen = {r.id for r in kind.lists[0](store, c, sh)}
             assert (obj.id in seen) is visible, (caller, partition, principal)

@@ -7,7 +7,8 @@ The contract, as Python types:
 * the errors (:mod:`cortex_spec.errors`);
 * entities and store protocols per conformance class
   (:mod:`cortex_spec.runs`, :mod:`cortex_spec.suspensions`,
-  :mod:`cortex_spec.checkpoints`, :mod:`cortex_spec.gateway`), grouped in
+  :mod:`cortex_spec.checkpoints`, :mod:`cortex_spec.a2a`,
+  :mod:`cortex_spec.gateway`), grouped in
   :data:`CLASSES`.
 
 Sub-packages: :mod:`cortex_spec.reference` (the in-memory store that defines
@@ -43,6 +44,23 @@ if (_root := _checkout_root()) is not None and _root not in __path__:  # type: i
     __path__.append(_root)  # type: ignore[name-defined]
 
 from . import errors, ids  # noqa: E402
+from .a2a import (  # noqa: E402
+    A2AStore,
+    Address,
+    Conversation,
+    ConversationStatus,
+    Delivery,
+    DeliveryState,
+    Envelope,
+    PendingAsk,
+    Performative,
+    RoutingClass,
+    answers_ask,
+    format_address,
+    parse_address,
+    performative_class,
+    validate_envelope,
+)
 from .checkpoints import Checkpoint, CheckpointFilter, CheckpointState, CheckpointStore, Decision
 from .classes import CLASSES, ConformanceClass, Store
 from .clock import Clock, ManualClock, SystemClock, truncate_ms
@@ -55,6 +73,8 @@ from .suspensions import PendingCall, Suspension, SuspensionReason, SuspensionSt
 __version__ = "0.1.0"
 
 __all__ = [
+    "A2AStore",
+    "Address",
     "CLASSES",
     "Checkpoint",
     "CheckpointFilter",
@@ -63,6 +83,11 @@ __all__ = [
     "Clock",
     "ConformanceClass",
     "Context",
+    "Conversation",
+    "ConversationStatus",
+    "Delivery",
+    "DeliveryState",
+    "Envelope",
     "Decision",
     "GatewayOpener",
     "GatewayStore",
@@ -71,7 +96,10 @@ __all__ = [
     "ItemStatus",
     "Lease",
     "ManualClock",
+    "PendingAsk",
     "PendingCall",
+    "Performative",
+    "RoutingClass",
     "Run",
     "RunFilter",
     "RunState",
@@ -84,7 +112,12 @@ __all__ = [
     "SuspensionStore",
     "SystemClock",
     "ToolCall",
+    "answers_ask",
     "errors",
+    "format_address",
     "ids",
+    "parse_address",
+    "performative_class",
     "truncate_ms",
+    "validate_envelope",
 ]

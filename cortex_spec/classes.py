@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from .a2a import A2AStore
 from .checkpoints import CheckpointStore
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .runs import RunStore
@@ -109,6 +110,37 @@ CLASSES: dict[str, ConformanceClass] = {
                 "count_pending",
             )
             + _m("list_pending_across_scopes", scoped=False),
+        ),
+        ConformanceClass(
+            "a2a",
+            "Agent-to-agent messages, conversations, deliveries and pending asks",
+            A2AStore,
+            _m(
+                "record_message",
+                "get_message",
+                "list_messages",
+                "create_conversation",
+                "get_conversation",
+                "get_conversation_by_peer_context",
+                "update_conversation",
+                "list_conversations",
+                "create_delivery",
+                "get_delivery",
+                "claim_delivery",
+                "bind_delivery_run",
+                "finish_delivery",
+                "list_inbox",
+                "mark_delivery_read",
+            )
+            + _m("list_queued_deliveries", "reclaim_stale_deliveries", scoped=False)
+            + _m(
+                "create_pending_ask",
+                "get_pending_ask",
+                "claim_pending_ask",
+                "list_expired_asks",
+            )
+            + _m("list_expired_asks_across_scopes", scoped=False)
+            + _m("list_pending_asks_by_conversation"),
         ),
         ConformanceClass(
             "gateway",

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import attrs
 
 from . import ids
+from .a2a import Address, Conversation, Delivery, Envelope, PendingAsk, Performative
 from .checkpoints import Checkpoint, Decision
 from .context import Context
 from .gateway import InboundMessage
@@ -39,6 +40,10 @@ __all__ = [
     "make_checkpoint",
     "approve",
     "reject",
+    "make_conversation",
+    "make_envelope",
+    "make_delivery",
+    "make_ask",
     "Outcome",
     "race",
     "strict_equal",
@@ -92,6 +97,44 @@ def make_checkpoint(run_id: str | None = None, **fields: Any) -> Checkpoint:
     fields.setdefault("agent_id", ids.new_id(ids.AGENT))
     fields.setdefault("reason", "approve the deployment")
     return Checkpoint(run_id=run_id or ids.new_id(ids.RUN), **fields)
+
+
+def make_conversation(**fields: Any) -> Conversation:
+    """An open conversation between ``planner`` and ``worker`` (8 hops)."""
+    fields.setdefault("id", ids.new_id(ids.CONVERSATION))
+    fields.setdefault("protocol", "fipa-request")
+    fields.setdefault("initiator", Address("planner"))
+    fields.setdefault("participants", (Address("planner"),))
+    return Conversation(**fields)
+
+
+def make_envelope(conversation_id: str, **fields: Any) -> Envelope:
+    """A request from ``planner`` to ``worker`` on ``conversation_id``."""
+    fields.setdefault("id", ids.new_id(ids.MESSAGE))
+    fields.setdefault("performative", Performative.REQUEST)
+    fields.setdefault("sender", Address("planner"))
+    fields.setdefault("receivers", (Address("worker"),))
+    fields.setdefault("content", "summarise the report")
+    fields.setdefault("metadata", {"priority": 1, "ratio": 0.5, "urgent": True})
+    return Envelope(conversation_id=conversation_id, **fields)
+
+
+def make_delivery(message_id: str | None = None, **fields: Any) -> Delivery:
+    """A delivery of ``message_id`` (a fresh id by default) to local ``worker``."""
+    fields.setdefault("id", ids.new_id(ids.DELIVERY))
+    fields.setdefault("receiver", Address("worker"))
+    return Delivery(message_id=message_id or ids.new_id(ids.MESSAGE), **fields)
+
+
+def make_ask(conversation_id: str | None = None, **fields: Any) -> PendingAsk:
+    """A pending ask with a fresh ``reply_with`` token and no deadline."""
+    fields.setdefault("reply_with", "rw-" + ids.new_id(ids.MESSAGE)[4:])
+    fields.setdefault("message_id", ids.new_id(ids.MESSAGE))
+    fields.setdefault("asker_run_id", ids.new_id(ids.RUN))
+    fields.setdefault("asker_agent", "planner")
+    fields.setdefault("tool_call_id", "call_1")
+    fields.setdefault("expected", Address("worker"))
+    return PendingAsk(conversation_id=conversation_id or ids.new_id(ids.CONVERSATION), **fields)
 
 
 def approve(by: str = "alice", reason: str = "looks good") -> Decision:
@@ -182,13 +225,18 @@ def state_view(
     *,
     run_ids: Sequence[str] = (),
     step_ids: Sequence[str] = (),
+    delivery_ids: Sequence[str] = (),
+    reply_withs: Sequence[str] = (),
+    conversation_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Everything observable through the store's declared classes, as seen
     from each of ``scopes`` (and through the across-scope lists).
 
     Compare two views taken before and after a call to prove the call wrote
     nothing (a refused call writes nothing).  Only methods of declared
-    classes are called.
+    classes are called.  a2a rows are seen through the partition of each
+    context (a ``Context`` may carry one); the scope-ignoring a2a lists are
+    read for every partition of ``scopes`` and for the global one.
     """
     caps = getattr(store, "capabilities", frozenset())
     view: dict[str, Any] = {}
@@ -207,6 +255,24 @@ def state_view(
                 view[f"suspension[{rid}]@{key}"] = _try(store.get_suspension, c, rid)
         if "checkpoints" in caps:
             view[f"pending@{key}"] = store.list_pending(c)
+        if "a2a" in caps:
+            key = f"{key}#{c.partition}"
+            view[f"messages@{key}"] = store.list_messages(c)
+            view[f"conversations@{key}"] = store.list_conversations(c)
+            view[f"expired_asks@{key}"] = store.list_expired_asks(c, FAR_FUTURE)
+            view[f"inbox@{key}"] = store.list_inbox(c, "worker")
+            for did in delivery_ids:
+                view[f"delivery[{did}]@{key}"] = _try(store.get_delivery, c, did)
+            for rw in reply_withs:
+                view[f"ask[{rw}]@{key}"] = _try(store.get_pending_ask, c, rw)
+            for cid in conversation_ids:
+                view[f"conversation[{cid}]@{key}"] = _try(store.get_conversation, c, cid)
+                view[f"pending_asks[{cid}]@{key}"] = store.list_pending_asks_by_conversation(c, cid)
+    if "a2a" in caps:
+        for partition in sorted({c.partition for c in contexts} | {""}):
+            anywhere = Context(Scope(), partition)
+            view[f"queued@*#{partition}"] = store.list_queued_deliveries(anywhere)
+            view[f"expired_asks@*#{partition}"] = store.list_expired_asks_across_scopes(anywhere, FAR_FUTURE)
     if "suspensions" in caps:
         view["expired@*"] = store.list_expired_across_scopes(ZERO, FAR_FUTURE)
     if "checkpoints" in caps:

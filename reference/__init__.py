@@ -9,9 +9,10 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['checkpoints', 'gateway', 'runs', 'suspensions']
+['a2a', 'checkpoints', 'gateway', 'runs', 'suspensions']
 """
 
+from .a2a import A2AMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
 from .runs import RunsMixin
@@ -21,9 +22,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``
-    and ``gateway``.
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
+    ``a2a`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -31,7 +32,7 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayMixin, S
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -37,6 +37,13 @@ class MemoryMedium:
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
         self.suspension_ids: dict[str, str] = {}
         self.checkpoints: dict[str, object] = {}
+        # class a2a: envelopes, conversations, deliveries by id; pending asks
+        # by reply_with; and every claim token issued, per delivery (A2A-DLV-6)
+        self.a2a_messages: dict[str, object] = {}
+        self.a2a_conversations: dict[str, object] = {}
+        self.a2a_deliveries: dict[str, object] = {}
+        self.a2a_asks: dict[str, object] = {}
+        self.a2a_tokens: dict[str, tuple[str, ...]] = {}
         #: gateway inbox rows by (channel, message_id) (see .gateway)
         self.gw_items: dict[tuple[str, str], object] = {}
         #: gateway poll offsets by channel

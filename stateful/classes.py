@@ -13,6 +13,11 @@ A class contributes one module (``stateful/<class>.py``) with:
 
 Optional hooks:
 
+* ``STANDALONE = True``: the class shares no rows with any other, so the
+  differential and crash machines run it in a machine of its own, which
+  keeps Hypothesis' rule choice spread over fewer rules;
+* ``OPAQUE_FIELDS``, ``observe``, ``SPLITS``, ``world``/``setup`` and
+  ``FAMILIES`` (see ``a2a.py``, the module that uses them);
 * ``draw_world(draw, world)`` (stored in ``world.extras[NAME]``) and
   ``setup_ops(world)``: rows of the class a concurrent scenario starts from;
 * ``TARGET`` with ``open_target(harness, store)`` and
@@ -30,16 +35,17 @@ from typing import Any, Callable
 
 from cortex_spec.classes import CLASSES
 
-from . import checkpoints, gateway, runs, suspensions
+from . import a2a, checkpoints, gateway, runs, suspensions
 from .ops import Session
 
-__all__ = ["MODULES", "modules_for", "open_session", "close_session", "reopen_session",
-           "reference_session"]
+__all__ = ["MODULES", "modules_for", "machine_groups", "open_session", "close_session",
+           "reopen_session", "reference_session"]
 
 MODULES: dict[str, ModuleType] = {
     "runs": runs,
     "suspensions": suspensions,
     "checkpoints": checkpoints,
+    "a2a": a2a,
     "gateway": gateway,
 }
 
@@ -47,6 +53,15 @@ MODULES: dict[str, ModuleType] = {
 def modules_for(declared: frozenset[str]) -> list[ModuleType]:
     """The machine modules of the declared classes, in catalogue order."""
     return [MODULES[name] for name in CLASSES if name in declared and name in MODULES]
+
+
+def machine_groups(declared: frozenset[str]) -> list[frozenset[str]]:
+    """How the declared classes are split over sequential machines: each
+    ``STANDALONE`` class alone, every other class together (they share rows:
+    suspensions move runs)."""
+    standalone = [m.NAME for m in modules_for(declared) if getattr(m, "STANDALONE", False)]
+    rest = frozenset(declared) - set(standalone)
+    return ([rest] if rest else []) + [frozenset({name}) for name in standalone]
 
 
 def open_session(harness: Any, store: Any, declared: frozenset[str]) -> Session:

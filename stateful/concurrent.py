@@ -46,7 +46,7 @@ from .classes import close_session, modules_for, open_session
 from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
-from .ops import Op, Outcome, py
+from .ops import Bindings, Op, Outcome, py
 from .runs import AGENTS, run_key
 from .checkpoints import cp_key
 from .stats import MachineStats
@@ -54,6 +54,7 @@ from .world import ROLES, ctx_of, fixed_id, make_op
 
 __all__ = [
     "World",
+    "Tick",
     "Script",
     "Scenario",
     "scenarios",
@@ -91,8 +92,18 @@ class World:
     spare_suspensions: tuple[str, str]
     checkpoints: tuple[str, ...]
     spare_checkpoint: str
-    #: rows of classes with their own world (``draw_world`` hooks), by class
+    #: rows of other classes, by class name (``world(draw, t0)`` of its module)
     extras: dict[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen
+class Tick:
+    """A setup step that sets the clock (rows claimed "at various times")."""
+
+    at: datetime
+
+    def render(self) -> str:
+        return f"clock.set(T({to_millis(self.at)}))"
 
 
 @attrs.frozen
@@ -122,8 +133,10 @@ Step = Op | Script
 class Scenario:
     family: str
     world: World
-    prefix: tuple[Op, ...]
+    prefix: tuple[Op | Tick, ...]
     branches: tuple[tuple[Step, ...], ...]
+    #: clauses this scenario exercises besides the run's (a class family's races)
+    clauses: tuple[str, ...] = ()
 
     def targets(self) -> frozenset[str]:
         """Targets (opened objects such as the gateway) the scenario's calls use."""
@@ -154,7 +167,15 @@ class Scenario:
             *(f"    # {t}: store.open_{t}(<a fresh location>)" for t in targets),
             f"    clock.set(T({to_millis(self.world.t0)}))",
         ]
-        lines += [f"    {op.render()}" for op in self.prefix]
+        if any(isinstance(op, Op) and op.method == "claim_delivery" for op in self.prefix):
+            lines.append("    held = {}  # claim tokens the setup got, by delivery id")
+        for op in self.prefix:
+            if isinstance(op, Op) and op.method == "claim_delivery":
+                lines.append(f"    held[{op.args[0]!r}] = {op.render()}.claim_token")
+            else:
+                lines.append(f"    {op.render()}")
+        if any(isinstance(op, Tick) for op in self.prefix):
+            lines.append(f"    clock.set(T({to_millis(self.world.t0)}))")
         if scripted:
             lines.append("    call = lambda op: outcome_of(lambda: op(store))")
         lines.append("    return race([")
@@ -167,7 +188,9 @@ class Scenario:
 # -- generation -------------------------------------------------------------------------
 
 
-def _world(draw: Any, n_runs: int, n_checkpoints: int) -> World:
+def _world(draw: Any, n_runs: int, n_checkpoints: int, declared: frozenset[str] = frozenset()) -> World:
+    """Rows of runs, suspensions and checkpoints, plus those of every declared
+    class whose machine module draws a world of its own (``world(draw, t0)``)."""
     runs = tuple(fixed_id(ids.RUN, 100 + i) for i in range(n_runs))
     deadlines = {
         r: (None if off is None else T0 + off)
@@ -183,10 +206,11 @@ def _world(draw: Any, n_runs: int, n_checkpoints: int) -> World:
         spare_suspensions=(fixed_id(ids.SUSPENSION, 198), fixed_id(ids.SUSPENSION, 199)),
         checkpoints=tuple(fixed_id(ids.CHECKPOINT, 100 + i) for i in range(n_checkpoints)),
         spare_checkpoint=fixed_id(ids.CHECKPOINT, 199),
+        extras={m.NAME: m.world(draw, T0) for m in modules_for(declared) if hasattr(m, "world")},
     )
 
 
-def _setup(world: World, declared: frozenset[str]) -> list[Op]:
+def _setup(world: World, declared: frozenset[str]) -> list[Op | Tick]:
     exact = ctx_of(ROLES["exact"])
     prefix: list[Op] = []
     if "runs" in declared:
@@ -205,8 +229,10 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op]:
             prefix.append(make_op("create_checkpoint", exact,
                                   Checkpoint(id=cp_id, run_id=world.runs[0], agent_id=world.agent),
                                   keys=[cp_key(cp_id)]))
-    for module in modules_for(declared):
-        hook = getattr(module, "setup_ops", None)
+    for m in modules_for(declared):
+        if hasattr(m, "setup") and m.NAME in world.extras:
+            prefix += m.setup(world)
+        hook = getattr(m, "setup_ops", None)
         if hook is not None:
             prefix.extend(hook(world))
     return prefix
@@ -229,7 +255,7 @@ def _mixed(draw: Any, declared: frozenset[str]) -> Scenario:
     *mix* (each branch 1–3 calls of any kind on one or two rows)."""
     storm = draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
     n_rows = 1 if storm else draw(st.integers(1, 2))
-    world = _with_extras(draw, _world(draw, n_rows, n_rows), declared)
+    world = _with_extras(draw, _world(draw, n_rows, n_rows, declared), declared)
     lanes = draw(st.integers(2, 4))
     if storm:
         storms = [build for m in modules_for(declared) for build in m.storm_ops(world)]
@@ -272,6 +298,24 @@ def _gateway_races(draw: Any, declared: frozenset[str], race: str | None = None)
     return Scenario("gateway", world, tuple(_setup(world, declared & {"gateway"})), branches)
 
 
+@st.composite
+def _class_family(draw: Any, declared: frozenset[str], family: str) -> Scenario:
+    """A family a class module defines (``FAMILIES[name](draw, world)`` ->
+    ``(clauses, branches)``): its own races on a world with only that class's
+    rows; a violation fails the clauses the scenario names too."""
+    module = next(m for m in modules_for(declared) if family in getattr(m, "FAMILIES", {}))
+    world = _world(draw, 0, 0, frozenset({module.NAME}))
+    clauses, branches = module.FAMILIES[family](draw, world)
+    return Scenario(family, world, tuple(_setup(world, frozenset({module.NAME}))), branches,
+                    tuple(clauses))
+
+
+def families(declared: Iterable[str]) -> list[str]:
+    """Every scenario family available for the declared classes."""
+    extra = [f for m in modules_for(frozenset(declared)) for f in getattr(m, "FAMILIES", {})]
+    return ["mixed", "four-writers", *extra]
+
+
 def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrategy[Scenario]:
     declared = frozenset(declared)
     if family == "four-writers":
@@ -280,6 +324,8 @@ def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrate
         return _gateway_races(declared)
     if family.startswith("gateway:"):  # one of them: "gateway:GW-RACE-3"
         return _gateway_races(declared, family.split(":", 1)[1])
+    if family != "mixed":
+        return _class_family(declared, family)
     return _mixed(declared)
 
 
@@ -306,23 +352,31 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
             store.close()
             raise
     recorder = Recorder()
+    bindings = Bindings()  # claim tokens seen, for HeldToken placeholders
 
-    def stamped(op: Op) -> Op:
-        return attrs.evolve(op, at=clock.now())
+    def call(op: Op, index: int) -> Outcome:
+        op = bindings.resolve(attrs.evolve(op, at=clock.now()), index)
+        outcome = recorder.call(store, op, index)
+        bindings.observe(outcome, index)
+        return outcome
 
     hung: list[str] = []
     try:
         for op in scenario.prefix:
-            recorder.call(store, stamped(op), 0)
+            if isinstance(op, Tick):
+                clock.set(op.at)
+            else:
+                call(op, 0)
+        clock.set(scenario.world.t0)
         barrier = threading.Barrier(len(scenario.branches))
 
         def lane(index: int, steps: tuple[Step, ...]) -> None:
             barrier.wait()
             for step in steps:
                 if isinstance(step, Script):
-                    step.run(lambda op: recorder.call(store, stamped(op), index))
+                    step.run(lambda op: call(op, index))
                 else:
-                    recorder.call(store, stamped(step), index)
+                    call(step, index)
 
         threads = [
             threading.Thread(target=lane, args=(i + 1, b), daemon=True, name=f"cortex-branch-{i + 1}")
@@ -419,6 +473,10 @@ def run_concurrent(
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
+    splits = {k: v for m in modules_for(declared) for k, v in getattr(m, "SPLITS", {}).items()}
+
+    def model() -> ReferenceModel:
+        return ReferenceModel(splits=splits)
     seed_value = session_seed()
     remembered: dict[str, tuple[Scenario, str, tuple[str, ...]]] = {}
     last: list[str] = []
@@ -436,7 +494,7 @@ def run_concurrent(
             if ex.hung or any(c.outcome.kind == "crash" for c in ex.calls):
                 failures.append((ex, None))
                 break
-            verdict = check(ReferenceModel(), ex.calls, profile.checker_budget)
+            verdict = check(model(), ex.calls, profile.checker_budget)
             stats.check_seconds += verdict.seconds
             if verdict.result == "unknown":
                 stats.unknown_verdicts += 1
@@ -449,7 +507,8 @@ def run_concurrent(
             if verdict is None:
                 refuted: tuple[str, ...] = ("MACH-LIN-2",)
             else:
-                refuted = clauses(scenario) if callable(clauses) else clauses
+                named = clauses(scenario) if callable(clauses) else clauses
+                refuted = tuple(dict.fromkeys(scenario.clauses + tuple(named)))
             message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
             remembered[key] = (scenario, message, refuted)
             highlight = {u.call for u in verdict.unexplained} if verdict else set()
@@ -476,7 +535,7 @@ def run_concurrent(
         for _ in range(n):
             ex = execute(harness, scenario)
             if (ex.hung or any(c.outcome.kind == "crash" for c in ex.calls)
-                    or not check(ReferenceModel(), ex.calls, profile.checker_budget).ok):
+                    or not check(model(), ex.calls, profile.checker_budget).ok):
                 k += 1
         note = (f"Replayed {n} times: {k} of {n} runs failed"
                 + ("" if k else " (the race did not recur, but the violation above was observed)"))

@@ -17,6 +17,7 @@ Run it against your own store in one line::
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
@@ -33,8 +34,8 @@ from cortex_spec.profiles import Profile
 from cortex_spec.reference import MemoryStore
 from cortex_spec.scope import Scope
 
-from .classes import close_session, modules_for, open_session, reference_session
-from .ops import Op, Outcome, outcome_of
+from .classes import close_session, machine_groups, modules_for, open_session, reference_session
+from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
 from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
 
@@ -80,6 +81,12 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     declared: frozenset[str]
     stats: MachineStats
     view_contexts: list[Context]
+    #: fields whose values are opaque and differ by store (``OPAQUE_FIELDS``
+    #: of the class modules, e.g. a2a's ``claim_token``)
+    opaque_fields: frozenset[str] = frozenset()
+    #: ``observe(machine, op, outcome)`` hooks of the class modules, called
+    #: with the backend's outcome of every call (to remember what it returned)
+    observers: tuple[Callable[..., None], ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
@@ -89,6 +96,8 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         self.sut = open_session(self.harness, self.harness.open(self.location, self.clock),
                                 self.declared)
         self.ref = reference_session(MemoryStore(self.clock))
+        #: backend opaque values <-> the reference's (see ``ops.OpaqueMap``)
+        self.opaque = OpaqueMap(self.opaque_fields)
         self.known: dict[str, list[str]] = {}
         self.instants: list[datetime] = [EPOCH]
         self.next_id = 1
@@ -130,10 +139,22 @@ class DifferentialMachineBase(RuleBasedStateMachine):
 
     # -- running a call on both stores ------------------------------------------------
 
+    def run_both(self, op: Op) -> tuple[Outcome, Outcome]:
+        """Run ``op`` on the backend, then (its opaque arguments translated) on
+        the reference; returns both outcomes, the backend's translated into
+        the reference's opaque values, ready to compare."""
+        got = outcome_of(lambda: op(self.sut))
+        ref_op = self.opaque.translate_op(op)
+        want = outcome_of(lambda: ref_op(self.ref))
+        if got.ok and want.ok:
+            self.opaque.bind(got.value, want.value)
+        for observe in self.observers:
+            observe(self, op, got)
+        return self.opaque.translate_outcome(got), want
+
     def both(self, op: Op) -> Outcome:
         op = attrs.evolve(op, at=self.clock.now())
-        got = outcome_of(lambda: op(self.sut))
-        want = outcome_of(lambda: op(self.ref))
+        got, want = self.run_both(op)
         self.stats.operations += 1
         self.calls += 1
         compare(op, got, want)
@@ -181,11 +202,15 @@ class DifferentialMachineBase(RuleBasedStateMachine):
                 else:
                     method, ctx, args = view
                     op = Op(method, ctx, args, self.clock.now())
-                compare(op, outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref)),
+                got = self.opaque.translate_outcome(outcome_of(lambda: op(self.sut)))
+                compare(op, got, outcome_of(lambda: op(self.ref)),
                         what=f"whole-state view {name}", clause="MACH-DIFF-2")
 
     def teardown(self) -> None:
-        if self.steps_since_views:
+        # the last view check, unless the example is already failing: its
+        # own error is the finding, not a view its failure left behind
+        # (teardown runs in Hypothesis' ``finally``)
+        if self.steps_since_views and sys.exc_info()[1] is None:
             self.whole_state_views_agree()
         self.stats.histories += 1
         self.stats.longest_history = max(self.stats.longest_history, self.calls)
@@ -215,9 +240,11 @@ def build_differential(
     stats: MachineStats | None = None,
     base: type[DifferentialMachineBase] = DifferentialMachineBase,
     extra_rules: dict[str, Callable] | None = None,
+    rule_filter: Callable[[str], bool] | None = None,
     view_every: int = 1,
 ) -> type[DifferentialMachineBase]:
-    """A machine class over the rules of the declared classes."""
+    """A machine class over the rules of the declared classes (those whose
+    name ``rule_filter`` accepts, when one is given)."""
     declared = frozenset(declared)
     modules = modules_for(declared)
     namespace: dict[str, Any] = {
@@ -226,6 +253,8 @@ def build_differential(
         "stats": stats or MachineStats("differential"),
         "modules": modules,
         "view_contexts": [ctx_of(s) for s in VIEW_SCOPES],
+        "opaque_fields": frozenset(f for m in modules for f in getattr(m, "OPAQUE_FIELDS", ())),
+        "observers": tuple(m.observe for m in modules if hasattr(m, "observe")),
         "view_every": max(1, view_every),
         "id_prefixes": {
             kind: prefix for m in modules for kind, prefix in m.ID_KINDS.items()
@@ -233,7 +262,8 @@ def build_differential(
     }
     for module in modules:
         for name, generate in module.RULES.items():
-            namespace[name] = _make_rule(name, generate)
+            if rule_filter is None or rule_filter(name):
+                namespace[name] = _make_rule(name, generate)
     namespace.update(extra_rules or {})
     return type("DifferentialMachine", (base,), namespace)
 
@@ -278,7 +308,8 @@ def run_differential(
     limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("differential")
-    machine = build_differential(harness, declared, stats, view_every=profile.view_every)
-    run_machine(machine, machine_settings(profile.differential_examples, profile.differential_steps),
-                stats)
+    for group in machine_groups(declared):  # standalone classes get a machine each
+        machine = build_differential(harness, group, stats, view_every=profile.view_every)
+        run_machine(machine, machine_settings(profile.differential_examples, profile.differential_steps),
+                    stats)
     return stats

@@ -25,6 +25,16 @@ that share a key are checked together, and a call that spans every object
 
 The search is exponential in the worst case, so it runs under a time budget;
 running out yields the verdict ``unknown`` — never a pass.
+
+**Split calls.**  A model may declare some calls atomic only per part
+(``model.is_split(op)``; a2a's ``reclaim_stale_deliveries`` is one step per
+row it moves, A2A-RCL-8).  Such a call is linearized as a sequence of steps
+(``model.step_part``), each placed on its own anywhere after the call's
+invocation and — like every step — before its response; other calls may be
+linearized between two of its steps.  The call counts as linearized when its
+last step is; until then its progress is part of the configuration the memo
+records, and its response entry stays in the list, so a call not complete by
+its response is backtracked exactly like a plain call.
 """
 
 from __future__ import annotations
@@ -52,6 +62,16 @@ class Model(Protocol):
     def init(self) -> Hashable: ...
 
     def step(self, state: Any, op: Op, observed: Outcome) -> tuple[bool, Any, Outcome | None]: ...
+
+
+class SplitModel(Model, Protocol):
+    """A model with split calls (see the module docstring)."""
+
+    def is_split(self, op: Op) -> bool: ...
+
+    def step_part(
+        self, state: Any, op: Op, observed: Outcome, progress: Any
+    ) -> tuple[bool, Any, Outcome | None, Any, bool]: ...
 
 
 @attrs.frozen
@@ -150,53 +170,82 @@ def _check_one(
         if b != -1:
             prv[b] = p
 
+    is_split = getattr(model, "is_split", None)
+    splits = [bool(is_split and is_split(c.op)) for c in calls]
     state = model.init()
     linearized = 0
-    stack: list[tuple[int, Any]] = []
-    cache: set[tuple[int, Hashable]] = set()
+    #: progress of split calls that have taken some but not all of their steps
+    inflight: dict[int, Any] = {}
+    #: (call, state before the step, its progress before the step, step completed the call)
+    stack: list[tuple[int, Any, Any, bool]] = []
+    cache: set[tuple[int, Hashable, Hashable]] = set()
     best_order: tuple[int, ...] = ()
     best_rejections: dict[int, Unexplained] = {}
     steps = 0
+
+    def completed() -> tuple[int, ...]:
+        return tuple(j for j, _, _, done in stack if done)
+
     entry = nxt[head]
     while nxt[head] != -1:
         steps += 1
         if steps % 256 == 0 and time.monotonic() > deadline:
             raise _Budget(steps)
         _, kind, i = entries[entry]
-        if kind == 0:  # an invocation: try to linearize this call next
+        if kind == 0:  # an invocation: try to linearize this call (or its next step) next
             call = calls[i]
-            accepted, new_state, expected = model.step(state, call.op, call.outcome)
-            key = (linearized | (1 << i), new_state)
+            before = inflight.get(i)
+            if splits[i]:
+                accepted, new_state, expected, progress, done = model.step_part(  # type: ignore[attr-defined]
+                    state, call.op, call.outcome, before
+                )
+            else:
+                accepted, new_state, expected = model.step(state, call.op, call.outcome)
+                progress, done = None, True
+            after = dict(inflight)
+            if done:
+                after.pop(i, None)
+            else:
+                after[i] = progress
+            key = (linearized | (1 << i) if done else linearized, tuple(sorted(after.items())), new_state)
             if accepted and key not in cache:
                 cache.add(key)
-                stack.append((i, state))
+                stack.append((i, state, before, done))
                 state = new_state
-                linearized |= 1 << i
-                unlink(inv_pos[i])
-                unlink(ret_pos[i])
-                if len(stack) > len(best_order):
-                    best_order = tuple(j for j, _ in stack)
+                inflight = after
+                if done:
+                    linearized |= 1 << i
+                    unlink(inv_pos[i])
+                    unlink(ret_pos[i])
+                order = completed()
+                if len(order) > len(best_order):
+                    best_order = order
                     best_rejections = {}
                 entry = nxt[head]
                 continue
-            if not accepted and expected is not None and len(stack) >= len(best_order):
-                if len(stack) > len(best_order):
-                    best_order = tuple(j for j, _ in stack)
+            if not accepted and expected is not None and len(completed()) >= len(best_order):
+                if len(completed()) > len(best_order):
+                    best_order = completed()
                     best_rejections = {}
                 best_rejections[i] = Unexplained(
                     call.index, call.outcome.describe(), expected.describe()
                 )
             entry = nxt[entry]
-        else:  # a response: its call should have been linearized by now
+        else:  # a response: its call should have been linearized (completed) by now
             if not stack:
                 order = tuple(calls[j].index for j in best_order)
                 return "violation", order, tuple(best_rejections.values()), steps
-            i, state = stack.pop()
-            linearized &= ~(1 << i)
-            relink(ret_pos[i])
-            relink(inv_pos[i])
+            i, state, before, done = stack.pop()
+            if before is None:
+                inflight.pop(i, None)
+            else:
+                inflight[i] = before
+            if done:
+                linearized &= ~(1 << i)
+                relink(ret_pos[i])
+                relink(inv_pos[i])
             entry = nxt[inv_pos[i]]
-    return "ok", tuple(calls[j].index for j, _ in stack), (), steps
+    return "ok", tuple(calls[j].index for j in completed()), (), steps
 
 
 def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdict:

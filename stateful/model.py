@@ -5,20 +5,36 @@ identity (hash, equality) is a canonical fingerprint of every table, so the
 checker's memo recognises equal states reached by different orders.
 Executing an operation clones the medium, opens a :class:`MemoryStore` on the
 clone with a clock frozen at the operation's recorded instant, and runs it.
+
+Two extensions serve classes whose calls are not plain single steps:
+
+* **Token adoption.**  A claim issues an opaque token that differs between
+  the backend and the reference.  The model's store takes its next token
+  from the *observed* outcome (``MemoryStore.token_source``), so that later
+  calls of the history, made with the backend's token, replay as they ran.
+  The reference still checks that every token it takes is fresh for its
+  delivery (A2A-DLV-6): a backend that re-issues an old token is refused.
+* **Split calls.**  A call declared atomic only per row (A2A-RCL-8:
+  ``reclaim_stale_deliveries``) is modelled as several steps, each
+  linearized on its own inside the call's interval: a :class:`Split` says
+  how (a first step, further steps carrying a hashable *progress*, and when
+  it is done).  The checker (``linearizability.py``) places each step
+  separately and requires the observed result only of the completed call.
 """
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Protocol
 
 from cortex_spec.clock import EPOCH
 from cortex_spec.reference import MemoryMedium, MemoryStore
 
 from .classes import reference_session
-from .ops import Op, Outcome, normalize, run_op
+from .ops import Op, Outcome, normalize, outcome_of, run_op
 
-__all__ = ["FixedClock", "RefState", "ReferenceModel", "fingerprint"]
+__all__ = ["FixedClock", "RefState", "ReferenceModel", "Split", "fingerprint"]
 
 
 class FixedClock:
@@ -70,31 +86,105 @@ class RefState:
         return isinstance(other, RefState) and self.key == other.key
 
 
-#: How an observed outcome is compared with the model's (a2a binds tokens).
+#: How an observed outcome is compared with the model's.
 Matcher = Callable[[Outcome, Outcome], bool]
+
+
+class Split(Protocol):
+    """How a call that is atomic only per part is modelled as several steps.
+
+    ``first`` runs the call's first step on ``store`` (it may raise a contract
+    error: the call is then one refused step) and returns the progress;
+    ``next`` runs one more step; ``done`` says whether none is left;
+    ``result`` is the call's return value once done; ``viable`` prunes a
+    progress that can no longer end in the observed value.  Progress values
+    must be hashable (the checker memoises them).
+    """
+
+    def first(self, store: Any, op: Op) -> Hashable: ...
+
+    def next(self, store: Any, op: Op, progress: Any) -> Hashable: ...
+
+    def done(self, progress: Any) -> bool: ...
+
+    def result(self, progress: Any) -> Any: ...
+
+    def viable(self, progress: Any, observed: Outcome) -> bool: ...
+
+
+_fallback_tokens = itertools.count(1)
+
+
+def _token_source(observed: Outcome) -> Callable[[], str]:
+    """Token adoption: the claim token the backend reported, if the call was
+    observed to succeed with one; else a token no backend ever issued."""
+    raw = observed.raw if observed.ok else None
+    token = getattr(raw, "claim_token", None)
+    if isinstance(token, str):
+        return lambda: token
+    return lambda: f"model-token-{next(_fallback_tokens)}"
 
 
 class ReferenceModel:
     """The contract's semantics, step by step (see the module docstring)."""
 
-    def __init__(self, initial: MemoryMedium | None = None, matcher: Matcher | None = None) -> None:
+    def __init__(
+        self,
+        initial: MemoryMedium | None = None,
+        matcher: Matcher | None = None,
+        splits: dict[str, Split] | None = None,
+    ) -> None:
         self._memo: dict[int, tuple[Any, Hashable]] = {}
         self._initial = RefState(
             initial.clone() if initial is not None else MemoryMedium(), self._memo
         )
         self._matches = matcher or (lambda expected, observed: expected == observed)
+        self._splits = dict(splits or {})
 
     def init(self) -> RefState:
         return self._initial
 
+    def _store(self, state: RefState, op: Op, observed: Outcome) -> MemoryStore:
+        store = MemoryStore(FixedClock(op.at or EPOCH), medium=state.medium.clone())
+        store.token_source = _token_source(observed)
+        return store
+
     def step(self, state: RefState, op: Op, observed: Outcome) -> tuple[bool, Any, Outcome]:
-        medium = state.medium.clone()
-        store = MemoryStore(FixedClock(op.at or EPOCH), medium=medium)
+        store = self._store(state, op, observed)
         expected = run_op(reference_session(store) if op.target else store, op)
         if expected.kind == "error":
             next_state = state  # a refused call writes nothing
         else:
-            next_state = RefState(medium, self._memo)
+            next_state = RefState(store.medium, self._memo)
         if observed.kind == "unknown":
             return True, next_state, expected
         return self._matches(expected, observed), next_state, expected
+
+    # -- split calls -------------------------------------------------------------
+
+    def is_split(self, op: Op) -> bool:
+        return op.method in self._splits
+
+    def step_part(
+        self, state: RefState, op: Op, observed: Outcome, progress: Any
+    ) -> tuple[bool, Any, Outcome | None, Any, bool]:
+        """One step of a split call: ``(accepted, next state, expected outcome
+        when the call is complete, new progress, complete)``."""
+        split = self._splits[op.method]
+        store = self._store(state, op, observed)
+        if progress is None:
+            first = outcome_of(lambda: split.first(store, op))
+            if first.kind != "ok":  # refused (or broken): one step that wrote nothing
+                accepted = observed.kind == "unknown" or self._matches(first, observed)
+                return accepted, state, first, None, True
+            progress, next_state = first.raw, state  # selecting writes nothing
+        else:
+            progress = split.next(store, op, progress)
+            next_state = RefState(store.medium, self._memo)
+        if split.done(progress):
+            value = split.result(progress)
+            expected = Outcome("ok", normalize(value), raw=value)
+            accepted = observed.kind == "unknown" or self._matches(expected, observed)
+            return accepted, next_state, expected, progress, True
+        accepted = observed.kind == "unknown" or split.viable(progress, observed)
+        return accepted, next_state, None, progress, False

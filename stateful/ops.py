@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterable
 
 import attrs
 
@@ -22,7 +22,19 @@ from cortex_spec.clock import to_millis
 from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
-__all__ = ["Op", "Outcome", "Session", "normalize", "outcome_of", "run_op", "UNKNOWN", "py"]
+__all__ = [
+    "Op",
+    "Outcome",
+    "Session",
+    "normalize",
+    "outcome_of",
+    "run_op",
+    "UNKNOWN",
+    "py",
+    "HeldToken",
+    "Bindings",
+    "OpaqueMap",
+]
 
 
 @attrs.frozen
@@ -38,6 +50,8 @@ class Op:
     keys: frozenset[Hashable] | None = None
     #: a label shown in timelines (e.g. the writer script it belongs to)
     label: str = ""
+    #: keyword arguments, as ``((name, value), ...)`` (for keyword-only parameters)
+    kwargs: tuple[tuple[str, Any], ...] = ()
     #: "" for a method of the store itself; else the name of the object the
     #: store opened that the method belongs to (``"gateway"``), found through
     #: :meth:`Session.target`
@@ -45,16 +59,17 @@ class Op:
 
     def __call__(self, store: Any) -> Any:
         obj = store.target(self.target) if self.target else store
-        return getattr(obj, self.method)(self.ctx, *self.args)
+        return getattr(obj, self.method)(self.ctx, *self.args, **dict(self.kwargs))
 
     def render(self, store_name: str = "store") -> str:
         """The call as Python source."""
-        args = ", ".join([py(self.ctx)] + [py(a) for a in self.args])
+        args = ", ".join([py(self.ctx)] + [py(a) for a in self.args]
+                         + [f"{k}={py(v)}" for k, v in self.kwargs])
         return f"{self.target or store_name}.{self.method}({args})"
 
     def short(self) -> str:
         """A compact one-line form for timelines."""
-        args = ", ".join(_short(a) for a in self.args)
+        args = ", ".join([_short(a) for a in self.args] + [f"{k}={_short(v)}" for k, v in self.kwargs])
         scope = self.ctx.scope.canonical() or "∅"
         prefix = f"{self.target}." if self.target else ""
         return f"{prefix}{self.method}[{scope}]({args})"
@@ -173,6 +188,8 @@ def run_op(store: Any, op: Op) -> Outcome:
 
 def py(value: Any) -> str:
     """Python source that rebuilds ``value`` (entities, scopes, instants)."""
+    if hasattr(value, "render_py"):
+        return value.render_py()
     if isinstance(value, Context):
         parts = [repr(value.scope.canonical())]
         if value.partition:
@@ -231,3 +248,118 @@ def _short(value: Any) -> str:
     if value is None:
         return "None"
     return repr(value) if len(repr(value)) < 30 else repr(value)[:27] + "…"
+
+
+# -- opaque values: claim tokens ----------------------------------------------------------
+#
+# Some values a store creates are opaque and differ between any two stores:
+# a delivery's claim token (A2A-DLV-6) is only ever compared for equality.
+# The machines handle them in three ways:
+#
+# * the differential machine keeps an :class:`OpaqueMap`, a bijection between
+#   the backend's tokens and the reference's, bound where both return a value
+#   in an opaque field (``claim_token``) and applied to every later argument
+#   and result, so a backend that re-issues an old token, or accepts a stale
+#   one, still shows up as a difference;
+# * a concurrent scenario is drawn before anything runs, so its calls name a
+#   token by a :class:`HeldToken` placeholder, resolved when the call is made
+#   from the tokens that claims of that execution returned (:class:`Bindings`);
+# * the linearizability model adopts the token the backend reported for a
+#   claim (see ``model.py``).
+
+
+@attrs.frozen
+class HeldToken:
+    """The claim token a worker holds on a delivery, resolved at call time:
+    the token its own branch's latest successful claim got, else the one the
+    setup's claim got (a late worker still holding an old claim), else a
+    token no store ever issued."""
+
+    delivery_id: str
+
+    def resolve(self, bindings: "Bindings", lane: int) -> str:
+        return bindings.token(self.delivery_id, lane)
+
+    def render_py(self) -> str:
+        return f"held.get({self.delivery_id!r}, 'never-issued')"
+
+
+NEVER_ISSUED = "never-issued"
+
+
+class Bindings:
+    """The opaque values one execution has seen, per branch (lane 0 is the
+    setup)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[int, str], str] = {}
+
+    def observe(self, outcome: Outcome, lane: int) -> None:
+        raw = outcome.raw if outcome.ok else None
+        token = getattr(raw, "claim_token", None)
+        key = getattr(raw, "id", None)
+        if isinstance(token, str) and isinstance(key, str):
+            self._tokens[(lane, key)] = token
+
+    def token(self, delivery_id: str, lane: int) -> str:
+        for where in (lane, 0):
+            if (where, delivery_id) in self._tokens:
+                return self._tokens[(where, delivery_id)]
+        return NEVER_ISSUED
+
+    def resolve(self, op: Op, lane: int) -> Op:
+        """``op`` with every placeholder argument replaced by its value."""
+        if not any(hasattr(a, "resolve") for a in op.args) and not any(
+            hasattr(v, "resolve") for _, v in op.kwargs
+        ):
+            return op
+        args = tuple(a.resolve(self, lane) if hasattr(a, "resolve") else a for a in op.args)
+        kwargs = tuple((k, v.resolve(self, lane) if hasattr(v, "resolve") else v) for k, v in op.kwargs)
+        return attrs.evolve(op, args=args, kwargs=kwargs)
+
+
+class OpaqueMap:
+    """A bijection between a backend's opaque values and the reference's."""
+
+    def __init__(self, fields: Iterable[str]) -> None:
+        self.fields = frozenset(fields)
+        self.to_ref: dict[str, str] = {}
+        self.to_sut: dict[str, str] = {}
+
+    def bind(self, sut: Hashable, ref: Hashable) -> None:
+        """Walk two normalised values side by side and pair the strings found
+        in opaque fields (a pair is made once, never remade)."""
+        if not self.fields or not isinstance(sut, tuple) or not isinstance(ref, tuple):
+            return
+        if (len(sut) == 2 == len(ref) and sut[0] == ref[0] and sut[0] in self.fields
+                and isinstance(sut[1], str) and isinstance(ref[1], str)):
+            if sut[1] not in self.to_ref and ref[1] not in self.to_sut:
+                self.to_ref[sut[1]] = ref[1]
+                self.to_sut[ref[1]] = sut[1]
+            return
+        if len(sut) == len(ref):
+            for a, b in zip(sut, ref):
+                self.bind(a, b)
+
+    def translate(self, value: Any) -> Any:
+        """A normalised value (or an argument) with backend values replaced
+        by their reference twins."""
+        if isinstance(value, str):
+            return self.to_ref.get(value, value)
+        if isinstance(value, tuple) and not attrs.has(type(value)):
+            return tuple(self.translate(v) for v in value)
+        return value
+
+    def translate_op(self, op: Op) -> Op:
+        if not self.to_ref:
+            return op
+        return attrs.evolve(
+            op,
+            args=tuple(self.translate(a) if isinstance(a, str) else a for a in op.args),
+            kwargs=tuple((k, self.translate(v) if isinstance(v, str) else v) for k, v in op.kwargs),
+        )
+
+    def translate_outcome(self, outcome: Outcome) -> Outcome:
+        if not self.to_ref or outcome.kind != "ok":
+            return outcome
+        return Outcome(outcome.kind, self.translate(outcome.value), raw=outcome.raw)

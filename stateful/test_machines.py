@@ -54,6 +54,24 @@ def test_four_writers_linearizable(request, cortex_harness, cortex_profile):
                                       stats, clauses=("FOUR-7", "MACH-LIN-1")))
 
 
+@pytest.mark.clause(
+    "A2A-RACE-1", "A2A-RACE-2", "A2A-RACE-3", "A2A-RACE-4", "A2A-RACE-5", "A2A-RACE-6", "A2A-RACE-7",
+    "A2A-RACE-8", "A2A-RACE-9", "A2A-RACE-10", "A2A-RACE-11", "A2A-RACE-12", "A2A-RACE-13", "A2A-RACE-14",
+    "A2A-RCL-8", "MACH-LIN-1", "MACH-LIN-2",
+)
+@pytest.mark.cortex_classes("a2a")
+def test_a2a_races(request, cortex_harness, cortex_profile):
+    """The A2A-RACE scenarios (claims against reclaims and late workers, ask
+    claims against sweeps, senders against a hop ceiling, read marks against
+    inbox reads, contenders split over partitions): every history is
+    linearizable against the reference, reclaims split into per-row steps
+    (A2A-RCL-8) and backend claim tokens adopted by the model.  A violation
+    fails the race's own clause and MACH-LIN-1."""
+    declared = declared_of(cortex_harness)
+    _run(request, "a2a-races",
+         lambda stats: run_concurrent(cortex_harness, cortex_profile, declared, "a2a", stats))
+
+
 @pytest.mark.clause("MACH-CRASH-1", "MACH-CRASH-2")
 @pytest.mark.cortex_classes("suspensions")
 def test_crash(request, cortex_harness, cortex_profile):

@@ -107,6 +107,14 @@ def short_texts() -> st.SearchStrategy[str]:
     return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 
 
-def make_op(method: str, ctx: Context, *args: Any, keys: Iterable[Hashable] | None, label: str = "",
-            target: str = "") -> Op:
-    return Op(method, ctx, tuple(args), None, None if keys is None else frozenset(keys), label, target)
+def make_op(
+    method: str,
+    ctx: Context,
+    *args: Any,
+    keys: Iterable[Hashable] | None,
+    label: str = "",
+    kwargs: dict[str, Any] | None = None,
+    target: str = "",
+) -> Op:
+    return Op(method, ctx, tuple(args), None, None if keys is None else frozenset(keys), label,
+              tuple((kwargs or {}).items()), target)

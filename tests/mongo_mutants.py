@@ -7,9 +7,19 @@ faithful mongomock wrapper every single call is atomic, yet two claimers can
 both read "paused" before either writes, so both win.  Certify it with
 ``--cortex-store mongo_mutants:ReadThenWriteHarness`` (this folder on
 ``PYTHONPATH``): the claim-race clauses fail.
+
+``NoTransactionAdmissionStore`` admits an a2a message the way a store
+without transactions would: an atomic, conditional charge of the
+conversation, then the envelope in a second operation.  The budget itself
+never overflows (the charge is conditional), but the two halves are not
+one step: an identical retry racing the first call charges a second hop,
+and a reader between the halves sees a charge with no envelope.
+``--cortex-store mongo_mutants:NoTransactionAdmissionHarness``.
 """
 
 from __future__ import annotations
+
+import attrs
 
 from cortex_spec import RunState, ids
 from cortex_spec.adapters.mongo import MongoStore
@@ -43,6 +53,56 @@ class ReadThenWriteStore(MongoStore):
                 {"$set": {"run.state": RunState.RUNNING.value, "run.updated_at": dt_out(now)}},
             )
             return suspension
+
+
+class NoTransactionAdmissionStore(MongoStore):
+    """``record_message`` as a conditional charge, then an insert (no transaction)."""
+
+    def record_message(self, ctx, envelope):
+        from pymongo import ReturnDocument
+
+        from cortex_spec.a2a import ConversationStatus, admit, same_envelope, validate_new_envelope
+        from cortex_spec.adapters.mongo.a2a import _addr_out, _conversation_in, _message_doc, _message_in, _seen
+        from cortex_spec.errors import AlreadyExists, ConversationClosed, ConversationNotFound, HopCeilingExceeded
+
+        require_scope(ctx)
+        now = self._now()
+        candidate = validate_new_envelope(envelope, ctx, now)
+        cid = candidate.conversation_id
+        with self._guard():
+            doc = self._a2a_conversations.find_one({"_id": cid, **_seen(ctx)})
+            if doc is None:
+                raise ConversationNotFound("not found")
+            existing = self._a2a_messages.find_one({"_id": candidate.id})
+            if existing is not None:
+                if same_envelope(_message_in(existing), candidate):
+                    return _message_in(existing)
+                raise AlreadyExists("exists")
+            conv = _conversation_in(doc)
+            if conv.status != ConversationStatus.OPEN:
+                raise ConversationClosed("closed")
+            charged = self._a2a_conversations.find_one_and_update(
+                {"_id": cid, "status": "open", "$expr": {"$lt": ["$hops_used", "$hop_ceiling"]}},
+                {"$inc": {"hops_used": 1}, "$set": {"updated_at": dt_out(now)},
+                 "$addToSet": {"participants": {"$each": [_addr_out(a) for a in
+                                                          (candidate.sender, *candidate.receivers)]}}},
+                return_document=ReturnDocument.AFTER,
+            )
+            if charged is None:
+                raise HopCeilingExceeded("no hops left")
+            _, stored = admit(conv, candidate, now)
+            stored = attrs.evolve(stored, hops=charged["hops_used"])
+            self._a2a_messages.insert_one(_message_doc(stored))  # the second, separate step
+            return stored
+
+
+class NoTransactionAdmissionHarness(MongomockHarness):
+    """Faithful mongomock, opening :class:`NoTransactionAdmissionStore`."""
+
+    name = "mongo-no-transaction-admission"
+
+    def open(self, location, clock):
+        return NoTransactionAdmissionStore(location.reopen()["cortex"], clock, close_client=True)
 
 
 class ReadThenWriteHarness(MongomockHarness):

@@ -17,11 +17,36 @@ from typing import Any
 
 import attrs
 
+from cortex_spec.a2a import (
+    Address,
+    ConversationStatus,
+    DeliveryState,
+    admit,
+    ask_expired,
+    check_claim_token,
+    check_finish_state,
+    check_reply_with,
+    same_envelope,
+    validate_new_envelope,
+    visible,
+)
 from cortex_spec.checkpoints import CheckpointState
 from cortex_spec.clock import to_instant
 from cortex_spec.context import require_context, require_scope
 from cortex_spec.entities import detach, replace
-from cortex_spec.errors import InvalidState, NotSuspended, SuspensionExpired, CheckpointNotFound
+from cortex_spec.errors import (
+    AlreadyExists,
+    AskAlreadyClaimed,
+    CheckpointNotFound,
+    ConversationClosed,
+    ConversationNotFound,
+    DeliveryAlreadyClaimed,
+    DeliveryClaimLost,
+    HopCeilingExceeded,
+    InvalidState,
+    NotSuspended,
+    SuspensionExpired,
+)
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.harness import ReferenceHarness
 from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
@@ -248,6 +273,175 @@ class TornUpdate(MemoryStore):
                 t.runs[run_id] = replace(t.runs[run_id], **{name: detach(value)}, updated_at=now)
             time.sleep(GAP / 10)
         return self.get_run(ctx, run_id)
+
+
+# -- class a2a -------------------------------------------------------------------------
+
+
+class HopCheckThenWrite(MemoryStore):
+    """record_message checks the hop budget, lets go of the lock, then writes
+    the envelope and a plain conversation update (the upstream bus)."""
+
+    def record_message(self, ctx, envelope):
+        require_scope(ctx)
+        with self._tx() as t:
+            now = self._now()
+            candidate = validate_new_envelope(envelope, ctx, now)
+            conv = self._visible_row(t.a2a_conversations, ctx, candidate.conversation_id,
+                                     ConversationNotFound, "conversation")
+            existing = t.a2a_messages.get(candidate.id)
+            if existing is not None:
+                if same_envelope(existing, candidate):
+                    return detach(existing)
+                raise AlreadyExists("message exists")
+            if conv.status != ConversationStatus.OPEN:
+                raise ConversationClosed("closed")
+            if conv.hops_used + 1 > conv.hop_ceiling:
+                raise HopCeilingExceeded("no hops left")
+            charged, stored = admit(conv, candidate, now)
+        time.sleep(GAP)
+        with self._tx() as t:
+            t.a2a_conversations[charged.id] = charged  # the count read before the gap
+            t.a2a_messages[stored.id] = stored
+            return detach(stored)
+
+
+class ReclaimWithoutRecheck(MemoryStore):
+    """reclaim selects the stale rows, lets go, then moves each one that is
+    still delivering, without re-checking its token or staleness (upstream)."""
+
+    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+        cutoff, limit = self._reclaim_args(ctx, older_than, limit)
+        with self._tx() as t:
+            candidates = self._candidates(t, ctx.partition, cutoff, limit)
+        time.sleep(GAP)
+        moved = 0
+        for delivery_id, _token in candidates:
+            with self._tx() as t:
+                d = t.a2a_deliveries[delivery_id]
+                if d.state == DeliveryState.DELIVERING:
+                    t.a2a_deliveries[delivery_id] = replace(
+                        d, state=DeliveryState.QUEUED, claim_token=None, claimed_at=None,
+                        updated_at=self._now())
+                    moved += 1
+        return moved
+
+
+class AskClaimReadThenWrite(MemoryStore):
+    """claim_pending_ask checks 'unclaimed', lets go, then writes: a reply and
+    the deadline sweep both resume the run."""
+
+    def claim_pending_ask(self, ctx, reply_with):
+        require_scope(ctx)
+        check_reply_with(reply_with)
+        with self._tx() as t:
+            ask = self._ask(t, ctx, reply_with)
+            if ask.claimed_at is not None:
+                raise AskAlreadyClaimed("claimed")
+            now = self._now()
+        time.sleep(GAP)
+        with self._tx() as t:
+            claimed = replace(t.a2a_asks[reply_with], claimed_at=now, updated_at=now)
+            t.a2a_asks[reply_with] = claimed
+            return detach(claimed)
+
+
+class InboxShowsQueued(MemoryStore):
+    """list_inbox filters by receiver only: queued and in-flight rows show up
+    before they were delivered."""
+
+    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+        rows = super().list_inbox(ctx, agent, unread_only=unread_only, conversation_id=conversation_id)
+        me = Address(agent, "")
+        with self._tx() as t:
+            extra = [d for d in t.a2a_deliveries.values()
+                     if visible(ctx, d) and d.receiver == me
+                     and d.state in (DeliveryState.QUEUED, DeliveryState.DELIVERING)
+                     and conversation_id is None]
+        rows = sorted(rows + [detach(d) for d in extra], key=lambda d: (d.created_at, d.id))
+        limit, offset = check_page(limit, offset)
+        return page(rows, limit, offset)
+
+
+class DeliveryClaimReadThenWrite(MemoryStore):
+    """claim_delivery checks 'queued', lets go, then writes: two workers both
+    carry the directive."""
+
+    def claim_delivery(self, ctx, delivery_id):
+        require_scope(ctx)
+        ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
+        with self._tx() as t:
+            d = self._delivery(t, ctx, delivery_id)
+            if d.state != DeliveryState.QUEUED:
+                raise DeliveryAlreadyClaimed("claimed")
+            now = self._now()
+        time.sleep(GAP)
+        with self._tx() as t:
+            claimed = replace(t.a2a_deliveries[delivery_id], state=DeliveryState.DELIVERING,
+                              claim_token=self._fresh_token(t, delivery_id), claimed_at=now, updated_at=now)
+            t.a2a_deliveries[delivery_id] = claimed
+            return detach(claimed)
+
+
+class ReadMarkRestamps(MemoryStore):
+    """mark_delivery_read stamps read_at again on every call (upstream Mongo)."""
+
+    def mark_delivery_read(self, ctx, delivery_id):
+        first = super().mark_delivery_read(ctx, delivery_id)
+        with self._tx() as t:
+            now = self._now()
+            again = replace(t.a2a_deliveries[first.id], read_at=now, updated_at=now)
+            t.a2a_deliveries[first.id] = again
+            return detach(again)
+
+
+class InboxIgnoresNode(MemoryStore):
+    """list_inbox compares the receiver's agent only: mail for worker@peer
+    lands in the local worker's inbox (upstream)."""
+
+    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+        super().list_inbox(ctx, agent, unread_only=unread_only, conversation_id=conversation_id)  # validation
+        limit, offset = check_page(limit, offset)
+        with self._tx() as t:
+            rows = [d for d in t.a2a_deliveries.values()
+                    if visible(ctx, d) and d.receiver.agent == agent and d.state == DeliveryState.DELIVERED
+                    and (not unread_only or d.read_at is None)
+                    and (conversation_id is None
+                         or getattr(t.a2a_messages.get(d.message_id), "conversation_id", None) == conversation_id)]
+            rows.sort(key=lambda d: (d.created_at, d.id))
+            return [detach(d) for d in page(rows, limit, offset)]
+
+
+class UnfencedFinish(MemoryStore):
+    """finish_delivery does not check the claim token (upstream UpdateDelivery):
+    a late worker overwrites a newer claim."""
+
+    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+        require_scope(ctx)
+        ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
+        check_claim_token(claim_token)
+        state = check_finish_state(state)
+        with self._tx() as t:
+            d = self._delivery(t, ctx, delivery_id)
+            if d.state != DeliveryState.DELIVERING:
+                if d.state == state and d.error == error:
+                    return detach(d)
+                raise DeliveryClaimLost("not delivering")
+            now = self._now()
+            done = replace(d, state=state, error=error, updated_at=now,
+                           delivered_at=now if state == DeliveryState.DELIVERED else None)
+            t.a2a_deliveries[delivery_id] = done
+            return detach(done)
+
+
+class AskDeadlineOnClaimSide(MemoryStore):
+    """The expired-ask lists take ``deadline < now``: at the deadline instant
+    the sweep does not see the ask."""
+
+    def _expired(self, rows, cutoff, limit):
+        rows = [a for a in rows if ask_expired(a, cutoff) and a.deadline < cutoff]
+        rows.sort(key=lambda a: (a.deadline, a.reply_with))
+        return [detach(a) for a in page(rows, limit, 0)]
 
 
 class Amnesia(MemoryStore):
@@ -525,7 +719,19 @@ MUTANTS: list[Mutant] = [
     _m("no-ms-truncation", NoMillisecondTruncation, ("RSC-GEN-1",)),
     _m("sweep-sees-caller-scope", SweepSeesCallerScope, ("SCOPE-XS-3", "SUSP-XLIST-1")),
     _m("torn-update", TornUpdate, ("RUN-UPD-6", "RSC-GEN-12")),
-    Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1",), AmnesiaHarness),
+    _m("a2a-hop-check-then-write", HopCheckThenWrite, ("A2A-HOP-10", "A2A-RACE-6")),
+    _m("a2a-reclaim-without-recheck", ReclaimWithoutRecheck, ("A2A-RCL-5", "A2A-RACE-3")),
+    _m("a2a-ask-claim-read-then-write", AskClaimReadThenWrite, ("A2A-ASK-6", "A2A-RACE-9")),
+    _m("a2a-inbox-shows-queued", InboxShowsQueued, ("A2A-INBOX-2",)),
+    _m("a2a-delivery-claim-read-then-write", DeliveryClaimReadThenWrite, ("A2A-DLV-9", "A2A-RACE-1")),
+    _m("a2a-read-mark-restamps", ReadMarkRestamps, ("A2A-READ-2", "A2A-RACE-11")),
+    _m("a2a-inbox-ignores-node", InboxIgnoresNode, ("A2A-INBOX-1",)),
+    _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14")),
+    _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9",)),
+    # a restart loses everything (MACH-DUR-1), and so does a worker's own
+    # store opened on the same storage (MACH-CRASH-1): whichever comes first
+    Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1", "MACH-CRASH-1"),
+           AmnesiaHarness),
     _m("gw-dedup-check-then-insert", _opener(DedupCheckThenInsert), ("GW-ACC-5", "GW-RACE-1")),
     _m("gw-done-resurrected", _opener(DoneResurrected), ("GW-ST-4",)),
     _m("gw-prune-deletes-replied", _opener(PruneDeletesReplied), ("GW-PRUNE-2",)),

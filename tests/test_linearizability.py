@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from cortex_spec.clock import EPOCH
 from cortex_spec.runs import Run, RunState
 from cortex_spec.suspensions import Suspension

@@ -120,7 +120,53 @@ def test_wrapper_materialises_cursors_and_refuses_sessions():
     with pytest.raises(NotImplementedError):
         coll.find_one({}, session=object())
     with pytest.raises(NotImplementedError):
-        FaithfulClient().start_session()
+        FaithfulClient().start_session(snapshot=True)
+    client = FaithfulClient()
+    with client.start_session() as s:  # a session outside a transaction: refused
+        with pytest.raises(NotImplementedError):
+            client["db"]["c"].find_one({}, session=s)
+
+
+def test_emulated_transaction_is_atomic_and_all_or_nothing():
+    client = FaithfulClient()
+    coll = client["db"]["t"]
+    coll.insert_one({"_id": 1, "n": 0})
+    seen: list = []
+
+    def reader():
+        seen.append(coll.find_one({"_id": 1})["n"])
+
+    def body(s):
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=s)
+        t = threading.Thread(target=reader)
+        t.start()
+        t.join(0.05)
+        assert t.is_alive(), "another client ran inside the transaction"
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=s)
+        return t
+
+    with client.start_session() as s:
+        t = s.with_transaction(body)
+    t.join(5)
+    assert seen == [2]  # never the half-done 1
+
+    def failing(s):
+        coll.update_one({"_id": 1}, {"$set": {"n": 99}}, session=s)
+        coll.insert_one({"_id": 2}, session=s)
+        raise RuntimeError("abort")
+
+    with client.start_session() as s:
+        with pytest.raises(RuntimeError):
+            s.with_transaction(failing)
+    assert list(coll.find({})) == [{"_id": 1, "n": 2}]
+
+    def forgetful(s):
+        coll.find_one({"_id": 1})  # no session=: would run outside the transaction
+
+    with client.start_session() as s:
+        with pytest.raises(NotImplementedError):
+            s.with_transaction(forgetful)
+    coll.insert_one({"_id": 3})  # the lock was released
 
 
 def test_reopen_shares_storage_and_lock():
@@ -378,3 +424,22 @@ def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(t
     assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
     assert outcomes["FOUR-1"] == "failed"
     assert outcomes["SUSP-CREATE-1"] == "passed"  # what the bug does not touch
+
+
+def test_certification_catches_an_a2a_admission_without_a_transaction(tmp_path):
+    """Conditional charge, then a separate insert: the budget holds, but an
+    identical retry racing the first call is charged twice (A2A-HOP-3)."""
+    report = tmp_path / "report.json"
+    environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+         "cortex_spec.conformance.test_a2a",
+         "--cortex-store", "mongo_mutants:NoTransactionAdmissionHarness", "--cortex-report", str(report)],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
+    assert data["certified"] is False
+    assert outcomes["A2A-RACE-8"] == "failed"  # one envelope, two hop charges
+    assert outcomes["A2A-DLV-9"] == "passed"  # what the bug does not touch

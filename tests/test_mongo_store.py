@@ -383,3 +383,52 @@ def test_list_reads_use_a_snapshot_session_where_the_server_has_them(hello, snap
         ]
     else:
         assert seen == [("find", None), ("count_documents", None), ("find", None), ("find", None)]
+
+
+# -- class a2a -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hello,declared",
+    [
+        ({"setName": "rs0", "maxWireVersion": 21}, True),
+        ({"msg": "isdbgrid", "maxWireVersion": 21}, True),
+        ({"maxWireVersion": 21}, False),  # standalone: no transactions
+    ],
+)
+def test_a2a_is_declared_only_where_transactions_exist(hello, declared):
+    import mongomock
+
+    store = MongoStore(_FakeReplicaSet(FaithfulClient()["cortex"], [], hello), ManualClock())
+    assert ("a2a" in store.capabilities) is declared
+    assert {"runs", "suspensions", "checkpoints"} <= store.capabilities
+    assert "a2a" in MongoStore(FaithfulClient()["cortex"], ManualClock()).capabilities  # emulated
+    assert "a2a" not in MongoStore(mongomock.MongoClient()["cortex"], ManualClock()).capabilities
+
+
+def test_hop_admission_is_all_or_nothing(pair):
+    """The envelope insert fails after the conversation was charged: the
+    transaction puts the charge back, nothing is written."""
+    from pymongo.errors import PyMongoError
+
+    from cortex_spec.testing import make_conversation, make_envelope
+
+    mongo, _, _ = pair
+    c = ctx("ws=w1")
+    conv = mongo.create_conversation(c, make_conversation(hop_ceiling=3))
+    real = mongo._a2a_messages
+
+    class FailingInsert:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def insert_one(self, *args, **kwargs):
+            raise PyMongoError("the disk is full")
+
+    mongo._a2a_messages = FailingInsert()
+    with pytest.raises(StoreError):
+        mongo.record_message(c, make_envelope(conv.id))
+    mongo._a2a_messages = real
+    assert mongo.get_conversation(c, conv.id) == conv  # hops_used and participants as before
+    assert mongo.list_messages(c) == []
+    assert mongo.record_message(c, make_envelope(conv.id)).hops == 1

@@ -535,3 +535,42 @@ def test_embedded_server_that_cannot_start_is_one_clear_line(monkeypatch):
     message = str(info.value)
     assert "\n" not in message
     assert "embedded PostgreSQL server did not start" in message and "could not bind" in message
+
+
+# -- class a2a ------------------------------------------------------------------------------
+
+
+def test_a2a_hop_admission_is_one_transaction(store, monkeypatch):
+    """The envelope INSERT fails after the conversation was charged: the
+    transaction rolls the charge back, nothing is written (both dialects)."""
+    from cortex_spec.adapters.sql import a2a as sql_a2a
+    from cortex_spec.testing import make_conversation, make_envelope
+
+    c = ctx("ws=w1")
+    conv = store.create_conversation(c, make_conversation(hop_ceiling=3))
+    broken = sa.insert(sa.table("cortex_no_such_table", sa.column("id")))
+    monkeypatch.setitem(sql_a2a._INSERT, sql_a2a.a2a_messages.name, broken)
+    with pytest.raises(errors.StoreError):
+        store.record_message(c, make_envelope(conv.id))
+    monkeypatch.undo()
+    assert store.get_conversation(c, conv.id) == conv
+    assert store.list_messages(c) == []
+    assert store.record_message(c, make_envelope(conv.id)).hops == 1
+
+
+def test_a2a_peer_key_allows_any_number_of_conversations_without_a_pair(store):
+    """NULL peer keys never collide; a taken pair is AlreadyExists, also on update."""
+    from cortex_spec.testing import make_conversation
+
+    c = ctx("ws=w1")
+    for _ in range(3):
+        store.create_conversation(c, make_conversation())
+    first = store.create_conversation(c, make_conversation(peer_node="n", peer_context="t"))
+    other = store.create_conversation(c, make_conversation(peer_node="n", peer_context="u"))
+    with pytest.raises(errors.AlreadyExists):
+        store.create_conversation(c, make_conversation(peer_node="n", peer_context="t"))
+    with pytest.raises(errors.AlreadyExists):
+        store.update_conversation(c, make_conversation(id=other.id, peer_node="n", peer_context="t"))
+    store.update_conversation(c, make_conversation(id=first.id))  # drops its pair: NULL again
+    store.update_conversation(c, make_conversation(id=other.id, peer_node="n", peer_context="t"))
+    assert store.get_conversation_by_peer_context(c, "n", "t").id == other.id

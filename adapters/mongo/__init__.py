@@ -1,5 +1,5 @@
 """MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``,
-``checkpoints`` and ``gateway``.
+``checkpoints``, ``a2a`` and ``gateway``.
 
 ``MongoStore(database, clock)`` takes a :class:`pymongo.database.Database`
 (any server: standalone, replica set or sharded) or the
@@ -21,6 +21,12 @@ visibility, its deadline compared with clock now, and the run's visibility
 and ``paused`` state (SUSP-CLAIM-9) — the window the Go Mongo store leaves
 between reading the deadline and flipping the run does not exist here.
 
+Class ``a2a`` (:mod:`.a2a`) is the exception: a message is admitted
+together with its conversation's hop charge, two documents, so
+``record_message`` runs in a multi-document transaction (emulated by the
+faithful mongomock, real on a replica set); on a standalone server, which
+has no transactions, the store does not declare ``a2a``.
+
 Class ``gateway`` (:mod:`.gateway`): ``store.open_gateway(database_name)``
 opens a chat gateway's state in that database, locked by a lease
 (``gateway_lease`` seconds, default 10) that a heartbeat renews.
@@ -30,6 +36,7 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from .a2a import A2AMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
 from .store import MongoStoreBase
@@ -38,9 +45,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin, MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``
-    and ``gateway``.
+class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayOpenerMixin, MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
+    ``a2a`` (only where the deployment has transactions) and ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -49,7 +56,7 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin, MongoSt
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:

@@ -37,14 +37,31 @@ What the wrapper guarantees
   its list reads in a snapshot session where the server has them (see
   ``MongoStoreBase._detect_snapshot_reads``).
 
-What it does not do
--------------------
+Transactions, emulated
+----------------------
 
-There are no sessions and no transactions: mongomock has none, and the
-MongoDB adapter's design needs none (every decision is one single-document
-operation).  A ``session=`` argument or ``start_session()`` is refused with
-:class:`NotImplementedError` rather than silently ignored, so no code can
-believe it has a transaction here when it does not.
+mongomock has no sessions or transactions; a few decisions of the adapter
+need one (class ``a2a``: a message is admitted together with its
+conversation's hop charge).  ``client.start_session()`` gives a
+:class:`FaithfulSession` whose transaction (``with_transaction(callback)``,
+or ``start_transaction()`` … ``commit_transaction()`` /
+``abort_transaction()``) is emulated the only way an in-process store can:
+
+* **atomic**: the transaction holds the storage's lock from its start to
+  its end, so no other client's operation runs in between (as if every
+  concurrent transaction on a server conflicted and was retried after this
+  one); the lock is re-entrant for the transaction's own operations only;
+* **all or nothing**: before its first write to a collection the
+  transaction copies that collection, and an abort (or an exception out of
+  ``with_transaction``'s callback) puts every copied collection back;
+* **strict**: an operation of the owning thread inside the transaction
+  must pass ``session=`` (a server would run it *outside* the transaction),
+  and a session anywhere else (a snapshot session, an object that is not
+  this storage's session, a session without a transaction) is refused with
+  :class:`NotImplementedError` rather than silently ignored.
+
+The copy costs time in the size of the collection: fine for certification
+data, not meant for anything large.
 
 Usage::
 
@@ -66,12 +83,18 @@ __all__ = [
     "FaithfulClient",
     "FaithfulDatabase",
     "FaithfulCollection",
+    "FaithfulSession",
     "MaterializedCursor",
     "mongomock_version",
 ]
 
 #: Collection methods whose results are cursors: materialised inside the lock.
 _CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes", "find_raw_batches"})
+#: Collection methods that write (a transaction copies the collection first).
+_WRITE_METHODS = frozenset({
+    "insert_one", "insert_many", "update_one", "update_many", "replace_one", "find_one_and_update",
+    "find_one_and_replace", "find_one_and_delete", "delete_one", "delete_many", "bulk_write",
+})
 
 
 def mongomock_version() -> str:
@@ -83,8 +106,8 @@ def mongomock_version() -> str:
 def _refuse_session(kwargs: dict[str, Any]) -> None:
     if kwargs.get("session") is not None:
         raise NotImplementedError(
-            "the faithful mongomock wrapper has no sessions or transactions; "
-            "an operation passed session=... (see cortex_spec.adapters.mongo.faithful)"
+            "the faithful mongomock wrapper only takes session= inside an emulated "
+            "transaction of the same storage (see cortex_spec.adapters.mongo.faithful)"
         )
     kwargs.pop("session", None)
 
@@ -143,25 +166,128 @@ class _Gate:
     """The lock of one mongomock storage, and the yield after each call."""
 
     def __init__(self, yield_between_calls: bool = True) -> None:
-        self.lock = threading.Lock()
+        # re-entrant: a transaction holds it while its own operations run
+        self.lock = threading.RLock()
         self.yield_between_calls = yield_between_calls
         #: operations run through this gate (for tests and diagnostics)
         self.calls = 0
+        #: the transaction holding the lock, if any
+        self.txn: FaithfulSession | None = None
 
-    def run(self, fn: Any, args: tuple, kwargs: dict, materialize: bool) -> Any:
-        _refuse_session(kwargs)
+    def run(self, fn: Any, args: tuple, kwargs: dict, materialize: bool,
+            collection: Any = None, method: str = "") -> Any:
+        session = kwargs.get("session")
+        txn = self.txn
+        mine = txn is not None and txn.owner == threading.get_ident()
+        if session is not None:
+            if not (mine and session is txn):
+                _refuse_session(kwargs)
+            kwargs.pop("session")
+        elif mine:
+            raise NotImplementedError(
+                f"{method or 'an operation'} inside a transaction without session=: on a "
+                "server it would run outside the transaction"
+            )
         try:
             with self.lock:
                 self.calls += 1
+                if mine and collection is not None and method in _WRITE_METHODS:
+                    txn.remember(collection)
                 result = fn(*args, **kwargs)
                 if materialize:
                     result = MaterializedCursor(list(result))
                 return result
         finally:
-            # let other "clients" run between two calls of this thread; with
-            # no other thread alive there is nobody to yield to
-            if self.yield_between_calls and threading.active_count() > 1:
+            # let other "clients" run between two calls of this thread (not
+            # inside its own transaction); with no other thread alive there
+            # is nobody to yield to
+            if not mine and self.yield_between_calls and threading.active_count() > 1:
                 _yield()
+
+
+class FaithfulSession:
+    """A session of the faithful wrapper: emulated transactions only (see the
+    module docstring).  ``with_transaction(callback)`` runs
+    ``callback(session)`` atomically and all or nothing."""
+
+    def __init__(self, gate: _Gate, client: "FaithfulClient") -> None:
+        self._gate = gate
+        self._client = client
+        self.owner: int | None = None
+        self._copies: dict[str, tuple[Any, list[Any]]] = {}
+        self._ended = False
+
+    @property
+    def client(self) -> "FaithfulClient":
+        return self._client
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.owner is not None
+
+    def start_transaction(self, *_a: Any, **_k: Any) -> "FaithfulSession":
+        if self._ended:
+            raise NotImplementedError("the session has ended")
+        if self.in_transaction:
+            raise NotImplementedError("a transaction is already in progress on this session")
+        self._gate.lock.acquire()
+        self._gate.txn = self
+        self.owner = threading.get_ident()
+        self._copies = {}
+        return self
+
+    def remember(self, collection: Any) -> None:
+        """Copy ``collection`` before the transaction's first write to it."""
+        import copy
+
+        name = collection.full_name
+        if name not in self._copies:
+            self._copies[name] = (collection, [copy.deepcopy(d) for d in collection.find({})])
+
+    def _end(self) -> None:
+        self.owner = None
+        self._copies = {}
+        self._gate.txn = None
+        self._gate.lock.release()
+        if self._gate.yield_between_calls and threading.active_count() > 1:
+            _yield()
+
+    def commit_transaction(self) -> None:
+        if not self.in_transaction:
+            raise NotImplementedError("no transaction in progress")
+        self._end()
+
+    def abort_transaction(self) -> None:
+        if not self.in_transaction:
+            raise NotImplementedError("no transaction in progress")
+        try:
+            for collection, docs in self._copies.values():
+                collection.delete_many({})
+                if docs:
+                    collection.insert_many(docs)
+        finally:
+            self._end()
+
+    def with_transaction(self, callback: Any, *_a: Any, **_k: Any) -> Any:
+        self.start_transaction()
+        try:
+            result = callback(self)
+        except BaseException:
+            self.abort_transaction()
+            raise
+        self.commit_transaction()
+        return result
+
+    def end_session(self) -> None:
+        if self.in_transaction:
+            self.abort_transaction()
+        self._ended = True
+
+    def __enter__(self) -> "FaithfulSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end_session()
 
 
 class FaithfulCollection:
@@ -205,8 +331,10 @@ class FaithfulCollection:
         materialize = name in _CURSOR_METHODS
         gate = self._gate
 
+        collection = self._collection
+
         def atomic_call(*args: Any, **kwargs: Any) -> Any:
-            return gate.run(attr, args, kwargs, materialize)
+            return gate.run(attr, args, kwargs, materialize, collection, name)
 
         atomic_call.__name__ = name
         atomic_call.__doc__ = getattr(attr, "__doc__", None)
@@ -312,11 +440,14 @@ class FaithfulClient:
     def server_info(self) -> dict[str, Any]:
         return dict(self._client.server_info())
 
-    def start_session(self, *_a: Any, **_k: Any) -> Any:
-        raise NotImplementedError(
-            "the faithful mongomock wrapper has no sessions or transactions "
-            "(see cortex_spec.adapters.mongo.faithful)"
-        )
+    def start_session(self, *_a: Any, snapshot: bool = False, **_k: Any) -> FaithfulSession:
+        """A session for emulated transactions (snapshot reads are not emulated)."""
+        if snapshot:
+            raise NotImplementedError(
+                "the faithful mongomock wrapper has no snapshot sessions "
+                "(see cortex_spec.adapters.mongo.faithful)"
+            )
+        return FaithfulSession(self._gate, self)
 
     def close(self) -> None:
         if not self._closed:

@@ -1,4 +1,4 @@
-"""A SQL store for classes ``runs``, ``suspensions`` and ``checkpoints``.
+"""A SQL store for classes ``runs``, ``suspensions``, ``checkpoints`` and ``a2a``.
 
 Written once with SQLAlchemy Core and certified on two dialects, SQLite and
 PostgreSQL; what differs between them is isolated in :mod:`.dialect`.  It

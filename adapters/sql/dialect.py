@@ -112,6 +112,12 @@ class Dialect:
         the transaction ends (no-op where the write lock already does)."""
         return stmt
 
+    def row_lock(self, stmt: sa.Select) -> sa.Select:
+        """``stmt`` that also locks the selected rows for update until the
+        transaction ends, so a decision read and the write it leads to see
+        one state (no-op where the write lock already serialises writers)."""
+        return stmt
+
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         if exc.connection_invalidated:
             return ErrorKind.DISCONNECT
@@ -230,6 +236,9 @@ class _Postgres(Dialect):
 
     def share_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(read=True)  # FOR SHARE
+
+    def row_lock(self, stmt: sa.Select) -> sa.Select:
+        return stmt.with_for_update()  # FOR UPDATE: waits, then reads the committed row
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         if exc.connection_invalidated:

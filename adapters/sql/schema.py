@@ -42,12 +42,17 @@ __all__ = [
     "tool_calls",
     "suspensions",
     "checkpoints",
+    "a2a_messages",
+    "a2a_conversations",
+    "a2a_deliveries",
+    "a2a_asks",
     "DATA_TABLES",
     "SCOPE_LEVELS",
 ]
 
 #: Bump on any change of the tables below (there are no migrations yet).
-SCHEMA_VERSION = 1
+#: 2: the a2a tables.
+SCHEMA_VERSION = 2
 
 #: Scope depth the level columns hold (SCOPE-VAL-1).
 SCOPE_LEVELS = 3
@@ -200,5 +205,122 @@ checkpoints = sa.Table(
     sa.Index("ix_cortex_checkpoints_run", "run_id"),
 )
 
+# -- class a2a ---------------------------------------------------------------------------
+#
+# Every a2a row carries its partition (A2A-PART), compared by equality only.
+# Addresses are (agent, node) column pairs; lists of addresses are JSON text
+# (a list of [agent, node]).  A conversation's unique peer pair (A2A-PEER-3)
+# is a nullable ``peer_key``: NULL without a pair, else a SHA-256 of
+# (exact scope, partition, node, context), so the unique index holds short
+# keys and NULLs never collide.  A message's (conversation_id, hops) is
+# unique too: a second envelope with the same hop number (A2A-HOP-11) can
+# never be stored, whatever the application does.
+
+
+def _partition() -> sa.Column:
+    return sa.Column("partition", sa.Text, nullable=False)
+
+
+a2a_messages = sa.Table(
+    "cortex_a2a_messages",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("conversation_id", id_type(), nullable=False),
+    *_scope_columns(),
+    _partition(),
+    sa.Column("performative", sa.String(32), nullable=False),
+    sa.Column("sender_agent", sa.Text, nullable=False),
+    sa.Column("sender_node", sa.Text, nullable=False),
+    sa.Column("receivers", sa.Text, nullable=False),
+    sa.Column("reply_to", sa.Text, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("language", sa.Text, nullable=False),
+    sa.Column("encoding", sa.Text, nullable=False),
+    sa.Column("ontology", sa.Text, nullable=False),
+    sa.Column("protocol", sa.Text, nullable=False),
+    sa.Column("reply_with", sa.Text, nullable=False),
+    sa.Column("in_reply_to", sa.Text, nullable=False),
+    sa.Column("reply_by", sa.BigInteger, nullable=True),
+    sa.Column("origin_run_id", id_type(), nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("hops", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("conversation_id", "hops", name="uq_cortex_a2a_messages_hop"),
+    _scope_index("a2a_messages"),
+    sa.Index("ix_cortex_a2a_messages_created", "created_at", "id"),
+)
+
+a2a_conversations = sa.Table(
+    "cortex_a2a_conversations",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    *_scope_columns(),
+    _partition(),
+    sa.Column("protocol", sa.Text, nullable=False),
+    sa.Column("initiator_agent", sa.Text, nullable=False),
+    sa.Column("initiator_node", sa.Text, nullable=False),
+    sa.Column("participants", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("hop_ceiling", sa.BigInteger, nullable=False),
+    sa.Column("hops_used", sa.BigInteger, nullable=False),
+    sa.Column("deadline", sa.BigInteger, nullable=True),
+    sa.Column("peer_node", sa.Text, nullable=False),
+    sa.Column("peer_context", sa.Text, nullable=False),
+    sa.Column("peer_key", sa.String(64), nullable=True),
+    *_stamps(),
+    sa.CheckConstraint("status IN ('open', 'closed', 'expired')", name="ck_cortex_a2a_conversations_status"),
+    sa.UniqueConstraint("peer_key", name="uq_cortex_a2a_conversations_peer"),
+    _scope_index("a2a_conversations"),
+    sa.Index("ix_cortex_a2a_conversations_created", "created_at", "id"),
+)
+
+a2a_deliveries = sa.Table(
+    "cortex_a2a_deliveries",
+    metadata,
+    sa.Column("id", id_type(), primary_key=True),
+    sa.Column("message_id", id_type(), nullable=False),
+    sa.Column("receiver_agent", sa.Text, nullable=False),
+    sa.Column("receiver_node", sa.Text, nullable=False),
+    *_scope_columns(),
+    _partition(),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("claim_token", sa.Text, nullable=True),
+    sa.Column("claimed_at", sa.BigInteger, nullable=True),
+    sa.Column("delivered_at", sa.BigInteger, nullable=True),
+    sa.Column("read_at", sa.BigInteger, nullable=True),
+    sa.Column("run_id", id_type(), nullable=True),
+    *_stamps(),
+    sa.CheckConstraint(
+        "state IN ('queued', 'delivering', 'delivered', 'failed')", name="ck_cortex_a2a_deliveries_state"
+    ),
+    _scope_index("a2a_deliveries"),
+    sa.Index("ix_cortex_a2a_deliveries_queue", "partition", "state", "created_at", "id"),
+    sa.Index("ix_cortex_a2a_deliveries_claimed", "partition", "state", "claimed_at", "id"),
+    sa.Index("ix_cortex_a2a_deliveries_inbox", "receiver_agent", "state", "created_at", "id"),
+)
+
+a2a_asks = sa.Table(
+    "cortex_a2a_asks",
+    metadata,
+    sa.Column("reply_with", id_type(255), primary_key=True),
+    sa.Column("conversation_id", id_type(), nullable=False),
+    sa.Column("message_id", id_type(), nullable=False),
+    sa.Column("asker_run_id", id_type(), nullable=False),
+    sa.Column("asker_agent", sa.Text, nullable=False),
+    sa.Column("tool_call_id", sa.Text, nullable=False),
+    sa.Column("expected_agent", sa.Text, nullable=False),
+    sa.Column("expected_node", sa.Text, nullable=False),
+    sa.Column("deadline", sa.BigInteger, nullable=True),
+    sa.Column("claimed_at", sa.BigInteger, nullable=True),
+    *_scope_columns(),
+    _partition(),
+    *_stamps(),
+    _scope_index("a2a_asks"),
+    sa.Index("ix_cortex_a2a_asks_expired", "deadline", "reply_with"),
+    sa.Index("ix_cortex_a2a_asks_conversation", "conversation_id", "created_at", "reply_with"),
+)
+
 #: Every table holding data (the per-test reset empties these).
-DATA_TABLES = (runs, steps, tool_calls, suspensions, checkpoints)
+DATA_TABLES = (runs, steps, tool_calls, suspensions, checkpoints,
+               a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks)

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from .a2a import A2AMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
 from .runs import RunsMixin
@@ -11,9 +12,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints`` and
-    ``gateway``.
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayOpenerMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``
+    and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -23,7 +24,7 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, GatewayOpenerMixin
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
