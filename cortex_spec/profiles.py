@@ -29,6 +29,9 @@ class Profile:
     concurrent_examples: int
     #: how many times each scenario is executed (thread schedules vary)
     concurrent_runs: int
+    #: scenarios of each storm kind the mixed family races before its
+    #: random search (see ``stateful.concurrent.storm_census``)
+    census_examples: int
     #: Hypothesis examples of the crash machine (each fault test)
     crash_examples: int
     #: most steps per crash example
@@ -50,6 +53,7 @@ PROFILES = {
         differential_steps=40,
         concurrent_examples=60,
         concurrent_runs=4,
+        census_examples=2,
         crash_examples=20,
         crash_steps=25,
         view_every=4,
@@ -64,6 +68,7 @@ PROFILES = {
         differential_steps=80,
         concurrent_examples=500,
         concurrent_runs=12,
+        census_examples=6,
         crash_examples=200,
         crash_steps=80,
         view_every=1,
