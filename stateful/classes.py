@@ -16,10 +16,10 @@ Optional hooks:
 * ``STANDALONE = True``: the class shares no rows with any other, so the
   differential and crash machines run it in a machine of its own, which
   keeps Hypothesis' rule choice spread over fewer rules;
-* ``OPAQUE_FIELDS``, ``observe``, ``SPLITS``, ``world``/``setup`` and
-  ``FAMILIES`` (see ``a2a.py``, the module that uses them);
-* ``draw_world(draw, world)`` (stored in ``world.extras[NAME]``) and
-  ``setup_ops(world)``: rows of the class a concurrent scenario starts from;
+* ``world(draw, t0)`` (stored in ``world.extras[NAME]``) and
+  ``setup(world)``: rows of the class a concurrent scenario starts from;
+* ``OPAQUE_FIELDS``, ``observe``, ``SPLITS`` and ``FAMILIES`` (see
+  ``a2a.py``, the module that uses them);
 * ``TARGET`` with ``open_target(harness, store)`` and
   ``reference_target(reference_store)``: for a class whose methods live on
   an object the store opens (``gateway``); its ops carry that target and run

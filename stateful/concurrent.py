@@ -237,20 +237,7 @@ def _setup(world: World, declared: frozenset[str]) -> list[Op | Tick]:
     for m in modules_for(declared):
         if hasattr(m, "setup") and m.NAME in world.extras:
             prefix += m.setup(world)
-        hook = getattr(m, "setup_ops", None)
-        if hook is not None:
-            prefix.extend(hook(world))
     return prefix
-
-
-def _with_extras(draw: Any, world: World, declared: frozenset[str]) -> World:
-    """The world plus the rows of classes that draw their own (``draw_world``)."""
-    extras = {}
-    for module in modules_for(declared):
-        hook = getattr(module, "draw_world", None)
-        if hook is not None:
-            extras[module.NAME] = hook(draw, world)
-    return attrs.evolve(world, extras=extras) if extras else world
 
 
 @st.composite
@@ -264,7 +251,7 @@ def _mixed(draw: Any, declared: frozenset[str], census: tuple[str, int] | None =
     storm = census is not None or draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
     n_rows = 1 if storm else draw(st.integers(1, 2))
     offsets = LIVE_OFFSETS if census is not None else DEADLINE_OFFSETS
-    world = _with_extras(draw, _world(draw, n_rows, n_rows, declared, offsets), declared)
+    world = _world(draw, n_rows, n_rows, declared, offsets)
     lanes = draw(st.integers(2, 4))
     if census is not None:
         build = MODULES[census[0]].storm_ops(world)[census[1]]

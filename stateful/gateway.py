@@ -14,7 +14,7 @@ linearizability model clones and fingerprints them like any other table).
   with channels, message ids and conversations from small pools (case
   look-alikes included), contexts from the whole pool plus the zero scope
   (GW-SCOPE-2), and instants around the ones already used;
-* ``draw_world`` / ``setup_ops`` / ``storm_ops`` / ``racing_ops``: the
+* ``world`` / ``setup`` / ``storm_ops`` / ``racing_ops``: the
   GW-RACE families of the concurrent machine — one inbox key in a drawn
   status and receipt time, and a drawn race kind (accept storms, accept
   against prune, set_replied against mark_done, two replies, mark_done
@@ -287,8 +287,8 @@ class GatewayWorld:
     selection: tuple[str, str]
 
 
-def draw_world(draw: Any, world: Any) -> GatewayWorld:
-    t0 = world.t0
+def world(draw: Any, t0: datetime) -> GatewayWorld:
+    """The gateway rows a mixed scenario starts from (``world.extras["gateway"]``)."""
     return GatewayWorld(
         race=draw(st.sampled_from(RACES)),
         status=draw(st.sampled_from(STATUSES)),
@@ -312,8 +312,8 @@ def _setup_key(key: tuple[str, str], status: str, received: datetime) -> list[Op
     return ops
 
 
-def setup_ops(world: Any) -> list[Op]:
-    g: GatewayWorld | None = world.extras.get(NAME)
+def setup(world_: Any) -> list[Op]:
+    g: GatewayWorld | None = world_.extras.get(NAME)
     if g is None:
         return []
     ops = _setup_key(KEY, g.status, g.received) + _setup_key(OTHER_KEY, g.other_status, g.received)
