@@ -110,7 +110,7 @@ def run_machine(machine: type, settings: Any, stats: MachineStats,
         test = seed(seed_value + round_)(get_state_machine_test(machine, settings=settings))
         try:
             test()
-        except AssertionError as exc:
+        except Exception as exc:  # a finding, or Hypothesis' report of a flaky one
             exc.add_note(
                 f"Replay: CORTEX_SPEC_SEED={seed_value} pytest --pyargs cortex_spec.stateful "
                 f"-k {stats.machine} --cortex-store <store>"

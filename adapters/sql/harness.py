@@ -603,10 +603,17 @@ class PostgresHarness(Harness):
             self._free.append(location)
 
     def _terminate(self, database: str) -> int:
+        """Terminate the database's server connections and wait (up to 5 s
+        each) until their backends have exited, so that when this returns
+        every killed connection's socket is closed: a pooled connection
+        checked out afterwards is seen dead at checkout, and only a call in
+        flight during the kill can fail."""
         with self._admin.connect() as conn:
+            waits = int(conn.exec_driver_sql("SHOW server_version_num").scalar_one()) >= 140000
+            terminate = "pg_terminate_backend(pid, 5000)" if waits else "pg_terminate_backend(pid)"
             return int(
                 conn.exec_driver_sql(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    f"SELECT count({terminate}) FROM pg_stat_activity "
                     "WHERE datname = %(db)s AND pid <> pg_backend_pid()",
                     {"db": database},
                 ).scalar_one()
