@@ -7,7 +7,11 @@ pending checkpoints), a sequential prefix that creates them, and 2–4
 branches of racing calls — or, in the ``four-writers`` family, the four
 writer scripts of a paused run.  Each branch runs in its own thread and all
 are released by one barrier; every call is recorded with monotonic invoke
-and response times.  The clock is fixed while the branches race.
+and response times.  The clock is fixed while the branches race.  Before
+its random search, the mixed family races every storm kind of runs,
+suspensions and checkpoints on a world where the claim can still win
+(:func:`storm_census`), so no claim race is left to chance; a2a and gateway
+race in families of their own.
 
 Each scenario is executed ``profile.concurrent_runs`` times on fresh storage
 (thread schedules differ from run to run) and every history is checked.  On
@@ -319,12 +323,6 @@ def storm_census(declared: Iterable[str]) -> list[tuple[str, int]]:
     plain = _world(lambda strategy: None, 1, 1)
     return [(m.NAME, k) for m in modules_for(frozenset(declared))
             for k in range(len(m.storm_ops(plain)))]
-
-
-def families(declared: Iterable[str]) -> list[str]:
-    """Every scenario family available for the declared classes."""
-    extra = [f for m in modules_for(frozenset(declared)) for f in getattr(m, "FAMILIES", {})]
-    return ["mixed", "four-writers", *extra]
 
 
 def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrategy[Scenario]:
