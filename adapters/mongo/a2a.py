@@ -86,7 +86,18 @@ from cortex_spec.errors import (
 from cortex_spec.scope import Scope
 from cortex_spec.validation import check_bool, check_instant, check_page, check_short_str
 
-from .store import MongoStoreBase, dt_in, dt_out, json_in, json_out, opt_dt_in, scope_filter, scope_in, scope_out
+from .store import (
+    MongoStoreBase,
+    decode,
+    dt_in,
+    dt_out,
+    json_in,
+    json_out,
+    opt_dt_in,
+    scope_filter,
+    scope_in,
+    scope_out,
+)
 
 __all__ = ["A2AMixin", "A2A_COLLECTIONS"]
 
@@ -123,13 +134,6 @@ def _peer_key(scope: Scope, partition: str, node: str, context: str) -> str | No
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _decode(what: str, build: Callable[[], Any]) -> Any:
-    try:
-        return build()
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"a stored {what} cannot be read") from exc
-
-
 def _message_doc(e: Envelope) -> dict[str, Any]:
     return {
         "_id": e.id,
@@ -156,7 +160,7 @@ def _message_doc(e: Envelope) -> dict[str, Any]:
 
 
 def _message_in(doc: Any) -> Envelope:
-    return _decode("message", lambda: Envelope(
+    return decode("a stored message", lambda: Envelope(
         id=doc["_id"],
         conversation_id=doc["conversation_id"],
         performative=Performative(doc["performative"]),
@@ -204,7 +208,7 @@ def _conversation_doc(c: Conversation) -> dict[str, Any]:
 
 
 def _conversation_in(doc: Any) -> Conversation:
-    return _decode("conversation", lambda: Conversation(
+    return decode("a stored conversation", lambda: Conversation(
         id=doc["_id"],
         protocol=doc["protocol"],
         initiator=_addr_in(doc["initiator"]),
@@ -242,7 +246,7 @@ def _delivery_doc(d: Delivery) -> dict[str, Any]:
 
 
 def _delivery_in(doc: Any) -> Delivery:
-    return _decode("delivery", lambda: Delivery(
+    return decode("a stored delivery", lambda: Delivery(
         id=doc["_id"],
         message_id=doc["message_id"],
         receiver=_addr_in(doc["receiver"]),
@@ -279,7 +283,7 @@ def _ask_doc(a: PendingAsk) -> dict[str, Any]:
 
 
 def _ask_in(doc: Any) -> PendingAsk:
-    return _decode("pending ask", lambda: PendingAsk(
+    return decode("a stored pending ask", lambda: PendingAsk(
         reply_with=doc["_id"],
         conversation_id=doc["conversation_id"],
         message_id=doc["message_id"],

@@ -26,36 +26,36 @@ from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState, StoreError
 from cortex_spec.validation import check_page
 
-from .store import MongoStoreBase, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
+from .store import MongoStoreBase, decode, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
 
 __all__ = ["CheckpointsMixin"]
 
 _RETRIES = 100
 
 
+def _decision_from_doc(doc: dict[str, Any] | None) -> Decision | None:
+    return None if doc is None else Decision(
+        approved=doc["approved"],
+        decided_by=doc["decided_by"],
+        reason=doc["reason"],
+        decided_at=dt_in(doc["decided_at"]),
+    )
+
+
 def _checkpoint_from_doc(doc: dict[str, Any]) -> Checkpoint:
-    try:
-        decision = doc["decision"]
-        return Checkpoint(
-            id=doc["_id"],
-            run_id=doc["run_id"],
-            agent_id=doc["agent_id"],
-            scope=scope_in(doc["scope"]),
-            reason=doc["reason"],
-            step_index=int(doc["step_index"]),
-            state=CheckpointState(doc["state"]),
-            decision=None if decision is None else Decision(
-                approved=decision["approved"],
-                decided_by=decision["decided_by"],
-                reason=decision["reason"],
-                decided_at=dt_in(decision["decided_at"]),
-            ),
-            metadata=json_in(doc["metadata"]),
-            created_at=dt_in(doc["created_at"]),
-            updated_at=dt_in(doc["updated_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError("a stored checkpoint cannot be read") from exc
+    return decode("a stored checkpoint", lambda: Checkpoint(
+        id=doc["_id"],
+        run_id=doc["run_id"],
+        agent_id=doc["agent_id"],
+        scope=scope_in(doc["scope"]),
+        reason=doc["reason"],
+        step_index=int(doc["step_index"]),
+        state=CheckpointState(doc["state"]),
+        decision=_decision_from_doc(doc["decision"]),
+        metadata=json_in(doc["metadata"]),
+        created_at=dt_in(doc["created_at"]),
+        updated_at=dt_in(doc["updated_at"]),
+    ))
 
 
 class CheckpointsMixin(MongoStoreBase):

@@ -79,7 +79,7 @@ from cortex_spec.gateway import (
     validate_message,
 )
 
-from .store import dt_in, dt_out
+from .store import decode, dt_in, dt_out
 
 __all__ = ["MongoGateway", "GatewayOpenerMixin", "GATEWAY_SCHEMA_VERSION", "DEFAULT_LEASE",
            "check_database_name"]
@@ -110,15 +110,12 @@ def _ms(seconds: float) -> int:
 
 
 def _item_from_doc(doc: dict[str, Any]) -> InboxItem:
-    try:
-        return InboxItem(
-            **{f: doc[f] for f in _FIELDS},
-            status=ItemStatus(doc["status"]),
-            reply=doc["reply"],
-            received_at=dt_in(doc["received_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError("a stored inbox row cannot be read") from exc
+    return decode("a stored inbox row", lambda: InboxItem(
+        **{f: doc[f] for f in _FIELDS},
+        status=ItemStatus(doc["status"]),
+        reply=doc["reply"],
+        received_at=dt_in(doc["received_at"]),
+    ))
 
 
 class MongoGateway:

@@ -36,6 +36,7 @@ from cortex_spec.runs import (
 
 from .store import (
     MongoStoreBase,
+    decode,
     dt_in,
     dt_out,
     json_in,
@@ -86,75 +87,66 @@ def run_doc(run: Run) -> dict[str, Any]:
 
 
 def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
-    try:
-        return Run(
-            id=run_id,
-            agent_id=doc["agent_id"],
-            session_id=doc["session_id"],
-            scope=scope_in(doc["scope"]),
-            state=RunState(doc["state"]),
-            input=doc["input"],
-            output=doc["output"],
-            error=doc["error"],
-            step_count=int(doc["step_count"]),
-            tokens_used=int(doc["tokens_used"]),
-            started_at=opt_dt_in(doc["started_at"]),
-            completed_at=opt_dt_in(doc["completed_at"]),
-            persona_ref=doc["persona_ref"],
-            metadata=json_in(doc["metadata"]),
-            principal=doc["principal"],
-            reply_route=json_in(doc["reply_route"]),
-            # RUN-ENT-2: this store does not declare `leases`
-            lease=None,
-            reclaim_count=0,
-            notified_at=None,
-            created_at=dt_in(doc["created_at"]),
-            updated_at=dt_in(doc["updated_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"stored run {run_id} cannot be read") from exc
+    return decode(f"stored run {run_id}", lambda: Run(
+        id=run_id,
+        agent_id=doc["agent_id"],
+        session_id=doc["session_id"],
+        scope=scope_in(doc["scope"]),
+        state=RunState(doc["state"]),
+        input=doc["input"],
+        output=doc["output"],
+        error=doc["error"],
+        step_count=int(doc["step_count"]),
+        tokens_used=int(doc["tokens_used"]),
+        started_at=opt_dt_in(doc["started_at"]),
+        completed_at=opt_dt_in(doc["completed_at"]),
+        persona_ref=doc["persona_ref"],
+        metadata=json_in(doc["metadata"]),
+        principal=doc["principal"],
+        reply_route=json_in(doc["reply_route"]),
+        # RUN-ENT-2: this store does not declare `leases`
+        lease=None,
+        reclaim_count=0,
+        notified_at=None,
+        created_at=dt_in(doc["created_at"]),
+        updated_at=dt_in(doc["updated_at"]),
+    ))
 
 
 def _step_from_doc(doc: dict[str, Any]) -> Step:
-    try:
-        return Step(
-            id=doc["_id"],
-            run_id=doc["run_id"],
-            scope=scope_in(doc["scope"]),
-            index=int(doc["index"]),
-            type=doc["type"],
-            input=doc["input"],
-            output=doc["output"],
-            tokens_used=int(doc["tokens_used"]),
-            started_at=opt_dt_in(doc["started_at"]),
-            completed_at=opt_dt_in(doc["completed_at"]),
-            metadata=json_in(doc["metadata"]),
-            created_at=dt_in(doc["created_at"]),
-            updated_at=dt_in(doc["updated_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError("a stored step cannot be read") from exc
+    return decode("a stored step", lambda: Step(
+        id=doc["_id"],
+        run_id=doc["run_id"],
+        scope=scope_in(doc["scope"]),
+        index=int(doc["index"]),
+        type=doc["type"],
+        input=doc["input"],
+        output=doc["output"],
+        tokens_used=int(doc["tokens_used"]),
+        started_at=opt_dt_in(doc["started_at"]),
+        completed_at=opt_dt_in(doc["completed_at"]),
+        metadata=json_in(doc["metadata"]),
+        created_at=dt_in(doc["created_at"]),
+        updated_at=dt_in(doc["updated_at"]),
+    ))
 
 
 def _tool_call_from_doc(doc: dict[str, Any]) -> ToolCall:
-    try:
-        return ToolCall(
-            id=doc["_id"],
-            step_id=doc["step_id"],
-            run_id=doc["run_id"],
-            scope=scope_in(doc["scope"]),
-            tool_name=doc["tool_name"],
-            arguments=doc["arguments"],
-            result=doc["result"],
-            error=doc["error"],
-            started_at=opt_dt_in(doc["started_at"]),
-            completed_at=opt_dt_in(doc["completed_at"]),
-            metadata=json_in(doc["metadata"]),
-            created_at=dt_in(doc["created_at"]),
-            updated_at=dt_in(doc["updated_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError("a stored tool call cannot be read") from exc
+    return decode("a stored tool call", lambda: ToolCall(
+        id=doc["_id"],
+        step_id=doc["step_id"],
+        run_id=doc["run_id"],
+        scope=scope_in(doc["scope"]),
+        tool_name=doc["tool_name"],
+        arguments=doc["arguments"],
+        result=doc["result"],
+        error=doc["error"],
+        started_at=opt_dt_in(doc["started_at"]),
+        completed_at=opt_dt_in(doc["completed_at"]),
+        metadata=json_in(doc["metadata"]),
+        created_at=dt_in(doc["created_at"]),
+        updated_at=dt_in(doc["updated_at"]),
+    ))
 
 
 class RunsMixin(MongoStoreBase):

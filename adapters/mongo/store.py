@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from cortex_spec.clock import UTC, Clock, SystemClock, truncate_ms
 from cortex_spec.errors import (
@@ -76,6 +76,9 @@ COLLECTIONS = {
 
 
 # -- codecs --------------------------------------------------------------------------
+
+
+T = TypeVar("T")
 
 
 def dt_out(value: datetime | None) -> datetime | None:
@@ -138,6 +141,16 @@ def scope_in(doc: Any) -> Scope:
         return Scope(*((doc[f"k{i}"], doc[f"v{i}"]) for i in range(depth)))
     except (KeyError, TypeError, ValueError, InvalidArgument) as exc:
         raise StoreError("a stored scope cannot be rebuilt") from exc
+
+
+def decode(subject: str, build: Callable[[], T]) -> T:
+    """``build()`` an entity from a stored document; a document that does not
+    fit (a missing field, a wrong type or value) is ``StoreError``
+    "<subject> cannot be read", never a raw ``KeyError``."""
+    try:
+        return build()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"{subject} cannot be read") from exc
 
 
 def scope_filter(path: str, scope: Scope, *, exact: bool = False) -> dict[str, Any]:

@@ -89,7 +89,7 @@ from cortex_spec.suspensions import (
 from cortex_spec.validation import check_instant, check_page
 
 from .runs import RunsMixin
-from .store import dt_in, dt_out, json_in, json_out, opt_dt_in, scope_filter, scope_in, scope_out
+from .store import decode, dt_in, dt_out, json_in, json_out, opt_dt_in, scope_filter, scope_in, scope_out
 
 __all__ = ["SuspensionsMixin", "susp_doc", "susp_from_doc"]
 
@@ -112,23 +112,20 @@ def susp_doc(s: Suspension) -> dict[str, Any]:
 
 
 def susp_from_doc(run_id: str, doc: dict[str, Any]) -> Suspension:
-    try:
-        return Suspension(
-            id=doc["id"],
-            run_id=run_id,
-            scope=scope_in(doc["scope"]),
-            reason=SuspensionReason(doc["reason"]),
-            pending=tuple(
-                PendingCall(id=p["id"], name=p["name"], arguments=p["arguments"])
-                for p in doc["pending"]
-            ),
-            continuation=json_in(doc["continuation"]),
-            expires_at=opt_dt_in(doc["expires_at"]),
-            created_at=dt_in(doc["created_at"]),
-            updated_at=dt_in(doc["updated_at"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"the stored suspension of run {run_id} cannot be read") from exc
+    return decode(f"the stored suspension of run {run_id}", lambda: Suspension(
+        id=doc["id"],
+        run_id=run_id,
+        scope=scope_in(doc["scope"]),
+        reason=SuspensionReason(doc["reason"]),
+        pending=tuple(
+            PendingCall(id=p["id"], name=p["name"], arguments=p["arguments"])
+            for p in doc["pending"]
+        ),
+        continuation=json_in(doc["continuation"]),
+        expires_at=opt_dt_in(doc["expires_at"]),
+        created_at=dt_in(doc["created_at"]),
+        updated_at=dt_in(doc["updated_at"]),
+    ))
 
 
 def _resume_side(now) -> dict[str, Any]:

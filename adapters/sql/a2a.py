@@ -497,16 +497,8 @@ class A2AMixin(SqlStoreBase):
         return {"w_part": ctx.partition, **scope_params(ctx.scope), **extra}
 
     def _a2a_get(self, table: sa.Table, ctx: Any, key: str, decode_row: Callable, not_found: type, what: str):
-        stmt = _by_key(table.name, ctx.scope.depth)
-        params = self._a2a_params(ctx, w_id=key)
-
-        def read(conn):
-            row = conn.execute(stmt, params).one_or_none()
-            if row is None:
-                raise not_found(f"{what} {key} not found")
-            return decode_row(row)
-
-        return self._read(read)
+        return self._read_one(_by_key(table.name, ctx.scope.depth), self._a2a_params(ctx, w_id=key),
+                              decode_row, lambda: not_found(f"{what} {key} not found"))
 
     def _a2a_claim(self, table: sa.Table, ctx: Any, key: str, what: str, params: dict[str, Any],
                decode_row: Callable, classify: Callable[[Any], Any]):
@@ -602,16 +594,9 @@ class A2AMixin(SqlStoreBase):
         check_short_str(peer_context, "peer_context")
         if node == "" or peer_context == "":  # A2A-PEER-1: no storage access
             raise ConversationNotFound("no conversation for an empty peer thread")
-        stmt = _by_peer(ctx.scope.depth)
         params = self._a2a_params(ctx, w_node=node, w_context=peer_context)
-
-        def read(conn):
-            row = conn.execute(stmt, params).one_or_none()
-            if row is None:
-                raise ConversationNotFound("no conversation for this peer thread")
-            return _conversation_from_row(row)
-
-        return self._read(read)
+        return self._read_one(_by_peer(ctx.scope.depth), params, _conversation_from_row,
+                              lambda: ConversationNotFound("no conversation for this peer thread"))
 
     def update_conversation(self, ctx, conversation):
         require_scope(ctx)

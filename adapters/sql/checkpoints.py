@@ -181,14 +181,8 @@ class CheckpointsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         params = {"w_id": checkpoint_id, **scope_params(scope)}
-
-        def read(conn):
-            row = conn.execute(_get(scope.depth), params).one_or_none()
-            if row is None:
-                raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-GET-1
-            return _checkpoint_from_row(row)
-
-        return self._read(read)
+        return self._read_one(_get(scope.depth), params, _checkpoint_from_row,  # CP-GET-1
+                              lambda: CheckpointNotFound(f"checkpoint {checkpoint_id} not found"))
 
     def resolve(self, ctx, checkpoint_id, decision):
         scope = require_scope(ctx)

@@ -281,14 +281,8 @@ class RunsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_id": run_id, **scope_params(scope)}
-
-        def read(conn):
-            row = conn.execute(_get_run(scope.depth), params).one_or_none()
-            if row is None:
-                raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
-            return run_from_row(row)
-
-        return self._read(read)
+        return self._read_one(_get_run(scope.depth), params, run_from_row,
+                              lambda: RunNotFound(f"run {run_id} not found"))  # RUN-GET-1
 
     def update_run(self, ctx, run):
         scope = require_scope(ctx)

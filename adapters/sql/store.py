@@ -232,6 +232,19 @@ class SqlStoreBase:
         """
         return self._call(fn, READ)
 
+    def _read_one(self, stmt: Any, params: dict[str, Any], decode_row: Callable[[Any], T],
+                  missing: Callable[[], CortexError]) -> T:
+        """The one row ``stmt`` selects, decoded; ``missing()`` is raised when
+        there is none (the by-id reads: not found, never visible)."""
+
+        def read(conn: sa.Connection) -> T:
+            row = conn.execute(stmt, params).one_or_none()
+            if row is None:
+                raise missing()
+            return decode_row(row)
+
+        return self._read(read)
+
     def _write1(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs exactly one writing statement, atomic on its own.
 

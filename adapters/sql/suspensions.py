@@ -199,14 +199,8 @@ class SuspensionsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_run": run_id, **scope_params(scope)}
-
-        def read(conn):
-            row = conn.execute(_get(scope.depth), params).one_or_none()
-            if row is None:
-                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-GET-1
-            return _suspension_from_row(row)
-
-        return self._read(read)
+        return self._read_one(_get(scope.depth), params, _suspension_from_row,
+                              lambda: NotSuspended(f"run {run_id} has no suspension"))  # SUSP-GET-1
 
     # -- the claims ------------------------------------------------------------------
 
