@@ -3,6 +3,9 @@ process; the harnesses of broken stores live in ``broken_stores.py``."""
 
 pytest_plugins = ["pytester"]
 
+# fixtures of the SQL tests, shared so one PostgreSQL serves the whole session
+from sql_harnesses import postgres_harness, sqlite_harness  # noqa: E402, F401
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "zoo: certifies every mutant of the zoo (slow)")

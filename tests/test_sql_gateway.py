@@ -14,31 +14,9 @@ import pytest
 
 pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
 
-from cortex_spec.adapters.sql.harness import PostgresHarness, SqliteHarness  # noqa: E402
 from cortex_spec.clock import EPOCH, ManualClock  # noqa: E402
 from cortex_spec.errors import InvalidArgument, StoreError, StoreLocked  # noqa: E402
 from cortex_spec.testing import ZERO, make_message  # noqa: E402
-
-from test_sql_adapter import _postgres_available  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def sqlite_harness():
-    h = SqliteHarness()
-    h.start()
-    yield h
-    h.stop()
-
-
-@pytest.fixture(scope="module")
-def postgres_harness():
-    reason = _postgres_available()
-    if reason:
-        pytest.skip(reason)
-    h = PostgresHarness()
-    h.start()
-    yield h
-    h.stop()
 
 
 def _opener(harness):
