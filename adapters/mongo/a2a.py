@@ -88,6 +88,7 @@ from cortex_spec.validation import check_bool, check_instant, check_page, check_
 
 from .store import (
     MongoStoreBase,
+    create_missing_indexes,
     decode,
     dt_in,
     dt_out,
@@ -347,14 +348,7 @@ class A2AMixin(MongoStoreBase):
             (self._a2a_asks, [("conversation_id", 1), ("created_at", 1), ("_id", 1)],
              "a2a_asks_conversation", {}),
         ]
-        existing: dict[str, set[str]] = {}
-        for collection, keys, name, options in wanted:
-            names = existing.get(collection.name)
-            if names is None:
-                names = existing[collection.name] = set(collection.index_information())
-            if name not in names:
-                collection.create_index(keys, name=name, **options)
-                names.add(name)
+        create_missing_indexes(wanted)
 
     def _detect_transactions(self) -> bool:
         """Multi-document transactions: emulated by the faithful mongomock,

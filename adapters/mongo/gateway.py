@@ -79,7 +79,7 @@ from cortex_spec.gateway import (
     validate_message,
 )
 
-from .store import decode, dt_in, dt_out
+from .store import create_missing_indexes, decode, dt_in, dt_out
 
 __all__ = ["MongoGateway", "GatewayOpenerMixin", "GATEWAY_SCHEMA_VERSION", "DEFAULT_LEASE",
            "check_database_name"]
@@ -183,11 +183,10 @@ class MongoGateway:
             raise StoreError(
                 f"gateway location {self.database.name!r} has schema version "
                 f"{schema.get('version')!r}; this adapter reads {GATEWAY_SCHEMA_VERSION}")
-        names = set(self._items.index_information())
-        if "seq_unique" not in names:
-            self._items.create_index([("seq", 1)], name="seq_unique", unique=True)
-        if "queue" not in names:
-            self._items.create_index([("status", 1), ("received_at", 1), ("seq", 1)], name="queue")
+        create_missing_indexes([
+            (self._items, [("seq", 1)], "seq_unique", {"unique": True}),
+            (self._items, [("status", 1), ("received_at", 1), ("seq", 1)], "queue", {}),
+        ])
 
     def _renew(self) -> None:
         """Heartbeat: extend the lease every third of its length."""

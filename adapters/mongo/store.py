@@ -153,6 +153,24 @@ def decode(subject: str, build: Callable[[], T]) -> T:
         raise StoreError(f"{subject} cannot be read") from exc
 
 
+def create_missing_indexes(
+    wanted: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]],
+) -> None:
+    """Create each ``(collection, keys, name, options)`` whose name its
+    collection does not have yet, reading each collection's index list once.
+    By name, not by repeating ``create_index``: a server would accept the
+    repeat, but mongomock re-validates a unique index against every stored
+    document and ignores its ``partialFilterExpression`` while doing so."""
+    existing: dict[str, set[str]] = {}
+    for collection, keys, name, options in wanted:
+        names = existing.get(collection.name)
+        if names is None:
+            names = existing[collection.name] = set(collection.index_information())
+        if name not in names:
+            collection.create_index(keys, name=name, **options)
+            names.add(name)
+
+
 def scope_filter(path: str, scope: Scope, *, exact: bool = False) -> dict[str, Any]:
     """The query of SCOPE-VIS (or SCOPE-EXACT) on the scope stored at ``path``.
 
@@ -253,14 +271,7 @@ class MongoStoreBase:
              "pending_by_created", {}),
             (self._checkpoints, [("state", 1), ("_id", 1)], "pending_by_id", {}),
         ]
-        existing: dict[str, set[str]] = {}
-        for collection, keys, name, options in wanted:
-            names = existing.get(collection.name)
-            if names is None:
-                names = existing[collection.name] = set(collection.index_information())
-            if name not in names:
-                collection.create_index(keys, name=name, **options)
-                names.add(name)
+        create_missing_indexes(wanted)
 
     # -- the guard ---------------------------------------------------------------------
 
