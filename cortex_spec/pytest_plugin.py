@@ -52,6 +52,10 @@ _CLAUSES_KEY = "cortex_clauses"
 _BACKEND_KEY = "cortex_backend"
 _MACHINE_KEY = "cortex_machine"
 _REFUTED_KEY = "cortex_refuted"
+#: where a test's time is charged in the report's ``timings`` (see :func:`unit_of`)
+_UNIT_KEY = "cortex_unit"
+#: seconds the process that ran a test spent collecting (an xdist worker's own)
+_COLLECTED_KEY = "cortex_collected_s"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,6 +78,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="PostgreSQL server of --cortex-store postgres (sets CORTEX_SPEC_POSTGRES_URL; "
         "default: an embedded server)",
     )
+    group.addoption(
+        "--cortex-classes",
+        default=None,
+        help="certify only these declared classes (comma-separated, with the classes they "
+        "require); the others are reported not claimed (env CORTEX_SPEC_CLASSES)",
+    )
     group.addoption("--cortex-report", default=None, help="write the JSON report to this file")
     group.addoption(
         "--cortex-report-dir",
@@ -82,10 +92,53 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+    for name, (_, env, text) in _OPTIONS.items():
+        parser.addini(name, f"{text} (the --{name.replace('_', '-')} option; env {env})", default=None)
+
+
+#: Options that may also come from the environment or from the ini file
+#: (``[tool.pytest.ini_options]``), in that order after the command line:
+#: ini name -> (command-line option, environment variable, help).
+_OPTIONS = {
+    "cortex_store": ("--cortex-store", "CORTEX_SPEC_STORE", "store to certify"),
+    "cortex_profile": ("--cortex-profile", "CORTEX_SPEC_PROFILE", "certification profile"),
+    "cortex_classes": ("--cortex-classes", "CORTEX_SPEC_CLASSES", "classes to certify"),
+}
+
+
+def option(config: pytest.Config, name: str) -> str | None:
+    """An option of :data:`_OPTIONS`: the command line, else the environment,
+    else the ini file, else None."""
+    flag, env, _ = _OPTIONS[name]
+    value = config.getoption(flag) or os.environ.get(env) or config.getini(name)
+    return value or None
+
+
+def selected_classes(config: pytest.Config) -> frozenset[str] | None:
+    """The classes ``--cortex-classes`` selects, with the classes they
+    require; None when no selection was made (every declared class)."""
+    text = option(config, "cortex_classes")
+    if not text:
+        return None
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(CLASSES))
+    if unknown or not names:
+        raise pytest.UsageError(
+            f"--cortex-classes: unknown class(es) {', '.join(unknown) or repr(text)}; "
+            f"the classes are {', '.join(CLASSES)}"
+        )
+    return closure(names)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(*ids): the spec clauses this test checks")
     config.addinivalue_line(
         "markers", "cortex_classes(*names): conformance classes this test needs"
+    )
+    config.addinivalue_line(
+        "markers",
+        "cortex_cost(seconds): roughly how long the test takes on the reference store (state "
+        "machines), so that pytest-xdist workers get equal shares",
     )
     config.addinivalue_line(
         "markers",
@@ -98,16 +151,75 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CertificationRun(config)
     config._cortex = run  # type: ignore[attr-defined]
     config.pluginmanager.register(run, "cortex-spec-certification")
-    if config.getoption("--cortex-store") or os.environ.get("CORTEX_SPEC_STORE"):
+    run.selected = selected_classes(config)  # a bad selection is a usage error too
+    if option(config, "cortex_store"):
         run.resolve()  # a bad --cortex-store is a usage error before collection
 
 
 def _store_spec(config: pytest.Config) -> str:
-    return config.getoption("--cortex-store") or os.environ.get("CORTEX_SPEC_STORE") or "reference"
+    return option(config, "cortex_store") or "reference"
 
 
 def _profile(config: pytest.Config) -> Profile:
-    return PROFILES[config.getoption("--cortex-profile") or profile_from_env()]
+    name = option(config, "cortex_profile") or profile_from_env()
+    if name not in PROFILES:
+        raise pytest.UsageError(f"unknown cortex-spec profile {name!r}; use one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def unit_of(item: pytest.Item, classes: frozenset[str]) -> str:
+    """The unit of work a test's time is charged to in the report's
+    ``timings``: ``machine:<test>`` for a state machine, else
+    ``suite:<class>`` for the class whose clauses it checks (the one among
+    its required classes that no other of them requires; ``general`` for
+    library-level clauses that need no store)."""
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    if module == "test_machines":
+        return f"machine:{item.name.removeprefix('test_')}"
+    needed = {c for c in classes if c in CLASSES}
+    top = sorted(c for c in needed if not any(c in closure({o}) - {o} for o in needed))
+    return "suite:" + ("+".join(top) if top else "general")
+
+
+#: seconds a test is assumed to take when it carries no ``cortex_cost`` mark
+_DEFAULT_COST = 0.02
+
+
+def _cost(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("cortex_cost")
+    return float(mark.args[0]) if mark is not None else _DEFAULT_COST
+
+
+def balance(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """Order tests for pytest-xdist's work stealing over ``workers`` workers.
+
+    Work stealing hands worker *i* the *i*-th of ``workers`` equal-sized
+    contiguous blocks of the collection and lets an idle worker steal from
+    the tail of the longest queue.  Long tests (the state machines, marked
+    ``cortex_cost(seconds)``) cannot be split, so they are spread over the
+    blocks first, longest first, each to the block with the least work, and
+    put at the head of their block; the short tests fill the blocks up to
+    equal sizes in collection order, so what is stolen is short.
+    """
+    heavy = sorted((i for i in items if _cost(i) > 1.0), key=_cost, reverse=True)
+    heavy_ids = {id(i) for i in heavy}
+    light = [i for i in items if id(i) not in heavy_ids]
+    size = -(-len(items) // workers)
+    blocks: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    work = [0.0] * workers
+    for item in heavy:
+        open_blocks = [b for b in range(workers) if len(blocks[b]) < size] or list(range(workers))
+        b = min(open_blocks, key=lambda k: work[k])
+        blocks[b].append(item)
+        work[b] += _cost(item)
+    light_iter = iter(light)
+    for block in blocks:
+        while len(block) < size:
+            nxt = next(light_iter, None)
+            if nxt is None:
+                break
+            block.append(nxt)
+    return [item for block in blocks for item in block] + list(light_iter)
 
 
 def required_classes(item: pytest.Item) -> tuple[tuple[str, ...], frozenset[str]]:
@@ -137,6 +249,8 @@ class CertificationRun:
         self.harness: Harness | None = None
         self.resolved: Harness | None = None
         self.declared: frozenset[str] | None = None
+        #: the classes --cortex-classes selects (with what they require), or None
+        self.selected: frozenset[str] | None = None
         self.backend_info: dict[str, Any] = {}
         self.unavailable: str | None = None
         self.records: dict[str, Any] = {}
@@ -144,6 +258,12 @@ class CertificationRun:
         self.started = time.monotonic()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.first_failure: dict[str, Any] | None = None
+        #: seconds each test took, every phase (setup, call, teardown) summed
+        self.durations: dict[str, float] = {}
+        self.units: dict[str, str] = {}
+        #: the longest collection and backend start of any process of the run
+        self.collection_s = 0.0
+        self.backend_start_s = 0.0
 
     # -- backend ---------------------------------------------------------------
 
@@ -163,6 +283,7 @@ class CertificationRun:
             pytest.exit(self.unavailable, returncode=EXIT_NOT_CERTIFIED)
         spec = _store_spec(self.config)
         harness = self.resolve()
+        started = time.monotonic()
         try:
             harness.start()
             declared = harness.probe_capabilities(ManualClock())
@@ -170,11 +291,17 @@ class CertificationRun:
             self._unavailable(harness, spec, str(exc))
         except Exception as exc:  # noqa: BLE001 - any start failure is "not certified"
             self._unavailable(harness, spec, f"{type(exc).__name__}: {exc}")
+        self.backend_start_s = time.monotonic() - started
         unknown = sorted(declared - set(CLASSES))
         self.harness = harness
-        self.declared = effective_classes(declared & set(CLASSES))
+        certified = declared & set(CLASSES)
+        if self.selected is not None:
+            certified &= self.selected
+        self.declared = effective_classes(certified)
         self.backend_info = dict(harness.describe())
         self.backend_info["declared"] = sorted(declared)
+        if self.selected is not None:
+            self.backend_info["selected"] = sorted(self.selected)
         if unknown:
             self.backend_info["unknown_classes"] = unknown
         missing = sorted(declared & set(CLASSES) - self.declared)
@@ -200,11 +327,35 @@ class CertificationRun:
     # -- records ------------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        collected = round(time.monotonic() - self.started, 3)
+        self.collection_s = max(self.collection_s, collected)
+        kept, dropped = [], []
         for item in items:
             clause_ids, classes = required_classes(item)
+            if self.selected is not None and not classes <= self.selected:
+                dropped.append(item)  # a class --cortex-classes left out
+                continue
+            kept.append(item)
             if clause_ids or classes:
                 item.user_properties.append((_CLAUSES_KEY, clause_ids))
+                item.user_properties.append((_UNIT_KEY, unit_of(item, classes)))
+                item.user_properties.append((_COLLECTED_KEY, collected))
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        workers = getattr(config, "workerinput", {}).get("workercount", 1)
+        items[:] = balance(kept, workers) if workers > 1 else kept
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Work stealing, which :func:`balance` orders the tests for, unless
+        the command line chose a distribution mode (``--dist``)."""
+        args = config.invocation_params.args
+        if any(a == "--dist" or a.startswith(("--dist=", "-d")) for a in args):
+            return None
+        from xdist.scheduler import WorkStealingScheduling
+
+        return WorkStealingScheduling(config, log)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -223,9 +374,14 @@ class CertificationRun:
         props = dict(report.user_properties)
         if _CLAUSES_KEY not in props:
             return
-        if _BACKEND_KEY in props and not self.backend_info:
-            self.backend_info = props[_BACKEND_KEY]["info"]
-            self.declared = frozenset(props[_BACKEND_KEY]["declared"])
+        if _BACKEND_KEY in props:
+            if not self.backend_info:
+                self.backend_info = props[_BACKEND_KEY]["info"]
+                self.declared = frozenset(props[_BACKEND_KEY]["declared"])
+            self.backend_start_s = max(self.backend_start_s, props[_BACKEND_KEY].get("start_s", 0.0))
+        self.collection_s = max(self.collection_s, props.get(_COLLECTED_KEY, 0.0))
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        self.units[report.nodeid] = props.get(_UNIT_KEY, "suite:general")
         if report.when == "call":  # later phases carry the same properties
             for key, value in report.user_properties:
                 if key == _MACHINE_KEY:
@@ -295,7 +451,27 @@ class CertificationRun:
             machines=self.machines,
             unavailable=self.unavailable,
             first_failure=self.first_failure,
+            timings=self.timings(),
         )
+
+    def timings(self) -> dict[str, Any]:
+        """Where the run's time went: wall time, collection and backend start
+        (the slowest process's), and the seconds of each unit of work (see
+        :func:`unit_of`), slowest first.  Under pytest-xdist ``work_s``, the
+        sum of every test's time, exceeds the wall time."""
+        units: dict[str, float] = {}
+        for nodeid, seconds in self.durations.items():
+            unit = self.units.get(nodeid, "suite:general")
+            units[unit] = units.get(unit, 0.0) + seconds
+        n = getattr(self.config.option, "numprocesses", None)
+        return {
+            "wall_s": round(time.monotonic() - self.started, 3),
+            "collection_s": round(self.collection_s, 3),
+            "backend_start_s": round(self.backend_start_s, 3),
+            "workers": n if isinstance(n, int) and n > 0 else 1,
+            "work_s": round(sum(self.durations.values()), 3),
+            "units": {u: round(s, 3) for u, s in sorted(units.items(), key=lambda kv: -kv[1])},
+        }
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -367,6 +543,15 @@ def cortex_harness(pytestconfig: pytest.Config) -> Harness:
 
 
 @pytest.fixture(scope="session")
+def cortex_declared(cortex_harness: Harness, pytestconfig: pytest.Config) -> frozenset[str]:
+    """The classes certified in this run: those the store declares (with
+    what they require), narrowed by ``--cortex-classes``."""
+    declared = _run(pytestconfig).declared
+    assert declared is not None  # set when the backend started
+    return declared
+
+
+@pytest.fixture(scope="session")
 def cortex_profile(pytestconfig: pytest.Config) -> Profile:
     return _profile(pytestconfig)
 
@@ -387,7 +572,8 @@ def _cortex_claim_gate(request: pytest.FixtureRequest) -> None:
     harness = run.start_backend()
     assert run.declared is not None
     item.user_properties.append(
-        (_BACKEND_KEY, {"info": run.backend_info, "declared": sorted(run.declared)})
+        (_BACKEND_KEY, {"info": run.backend_info, "declared": sorted(run.declared),
+                        "start_s": round(run.backend_start_s, 3)})
     )
     missing = sorted(classes - run.declared)
     if missing:

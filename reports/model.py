@@ -69,6 +69,7 @@ def build_report(
     machines: dict[str, Any] | None = None,
     unavailable: str | None = None,
     first_failure: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Aggregate test records into the report (see the package docstring).
 
@@ -154,6 +155,7 @@ def build_report(
         "first_failure": first_failure,
         "started_at": started_at,
         "duration_s": round(duration_s, 3),
+        "timings": timings or {},
     }
 
 

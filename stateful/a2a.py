@@ -32,7 +32,8 @@ from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
 from .ops import HeldToken, Op, Outcome
-from .world import ROLES, ctx_of, fixed_id, instants_around, json_objects, make_op, short_texts
+from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
+from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, short_texts
 
 NAME = "a2a"
 
@@ -81,7 +82,7 @@ def peer_keys(node: str, context: str) -> list[Hashable]:
 
 
 def _partition(data: Any) -> str:
-    return data.draw(st.sampled_from(["", "", "", "orch-1"]), "partition")
+    return data.draw(st.sampled_from(("", "", "", "orch-1")), "partition")
 
 
 def _ctx(m: Any, data: Any, zero: bool = False) -> Context:
@@ -117,17 +118,17 @@ def r_record_message(m, data):
     env = Envelope(
         id=mid,
         conversation_id=cid,
-        performative=data.draw(st.sampled_from(["request", "inform", "agree", "cancel", "propose", "Inform"]),
+        performative=data.draw(st.sampled_from(("request", "inform", "agree", "cancel", "propose", "Inform")),
                                "performative"),
         sender=data.draw(st.sampled_from(ADDRESSES + (Address(""),)), "sender"),
         receivers=_addresses(data, "receivers"),
         reply_to=_addresses(data, "reply_to"),
         content=data.draw(short_texts(), "content"),
-        reply_with=data.draw(st.sampled_from(["", "rw-1"]), "reply_with"),
+        reply_with=data.draw(st.sampled_from(("", "rw-1")), "reply_with"),
         reply_by=_deadline(m, data, "reply_by"),
-        origin_run_id=data.draw(st.sampled_from([None, RUNS[0]]), "origin_run_id"),
+        origin_run_id=data.draw(st.sampled_from((None, RUNS[0])), "origin_run_id"),
         metadata=data.draw(json_objects(), "metadata"),
-        hops=data.draw(st.sampled_from([0, 5]), "hops"),
+        hops=data.draw(st.sampled_from((0, 5)), "hops"),
     )
     c = _ctx(m, data)
     sent.append((c, env))
@@ -143,8 +144,8 @@ def r_list_messages(m, data):
     kwargs = dict(
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from([0, 1, 2, -1]), "limit"),
-        offset=data.draw(st.sampled_from([0, 1]), "offset"),
+        limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
+        offset=data.draw(st.sampled_from((0, 1)), "offset"),
     )
     return make_op("list_messages", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -153,11 +154,11 @@ def _conversation(m: Any, data: Any, cid: str) -> Conversation:
     node, context = data.draw(st.sampled_from(PEERS), "peer pair")
     return Conversation(
         id=cid,
-        protocol=data.draw(st.sampled_from(["", "fipa-request"]), "protocol"),
+        protocol=data.draw(st.sampled_from(("", "fipa-request")), "protocol"),
         initiator=data.draw(st.sampled_from(ADDRESSES), "initiator"),
         participants=_addresses(data, "participants"),
-        status=data.draw(st.sampled_from(["open", "open", "open", "closed", "expired"]), "status"),
-        hop_ceiling=data.draw(st.sampled_from([1, 2, 3, 8, 0]), "hop_ceiling"),
+        status=data.draw(st.sampled_from(("open", "open", "open", "closed", "expired")), "status"),
+        hop_ceiling=data.draw(st.sampled_from((1, 2, 3, 8, 0)), "hop_ceiling"),
         deadline=_deadline(m, data, "deadline"),
         peer_node=node,
         peer_context=context,
@@ -186,17 +187,17 @@ def r_update_conversation(m, data):
     cid = data.draw(m.id_choice("conversation"), "conversation_id")
     conv = _conversation(m, data, cid)
     # fields update ignores: garbage is fine (A2A-CONV-6)
-    conv = attrs.evolve(conv, hops_used=data.draw(st.sampled_from([0, -3]), "hops_used"))
+    conv = attrs.evolve(conv, hops_used=data.draw(st.sampled_from((0, -3)), "hops_used"))
     return make_op("update_conversation", _ctx(m, data), conv,
                    keys=[conv_key(cid), *peer_keys(conv.peer_node, conv.peer_context)])
 
 
 def r_list_conversations(m, data):
     kwargs = dict(
-        status=data.draw(st.sampled_from([None, "open", "closed", "expired"]), "status"),
+        status=data.draw(st.sampled_from((None, "open", "closed", "expired")), "status"),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from([0, 1, 2]), "limit"),
-        offset=data.draw(st.sampled_from([0, 1]), "offset"),
+        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
+        offset=data.draw(st.sampled_from((0, 1)), "offset"),
     )
     return make_op("list_conversations", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -240,8 +241,8 @@ def r_bind_delivery_run(m, data):
 
 def r_finish_delivery(m, data):
     did, token = _held(m, data)
-    state = data.draw(st.sampled_from(["delivered", "delivered", "failed", "queued"]), "state")
-    error = data.draw(st.sampled_from(["", "boom"]), "error")
+    state = data.draw(st.sampled_from(("delivered", "delivered", "failed", "queued")), "state")
+    error = data.draw(st.sampled_from(("", "boom")), "error")
     return make_op("finish_delivery", _ctx(m, data), did, token, state, error, keys=[dlv_key(did)])
 
 
@@ -249,22 +250,22 @@ def r_list_inbox(m, data):
     kwargs = dict(
         unread_only=data.draw(st.booleans(), "unread_only"),
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
-        limit=data.draw(st.sampled_from([0, 1, 2]), "limit"),
-        offset=data.draw(st.sampled_from([0, 1]), "offset"),
+        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
+        offset=data.draw(st.sampled_from((0, 1)), "offset"),
     )
-    agent = data.draw(st.sampled_from(["worker", "critic", "planner"]), "agent")
+    agent = data.draw(st.sampled_from(("worker", "critic", "planner")), "agent")
     return make_op("list_inbox", _ctx(m, data), agent, keys=None, kwargs=kwargs)
 
 
 def r_list_queued_deliveries(m, data):
     return make_op("list_queued_deliveries", _ctx(m, data, zero=True),
-                   data.draw(st.sampled_from([0, 1, 2]), "limit"), keys=None)
+                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
 
 
 def r_reclaim_stale_deliveries(m, data):
     return make_op("reclaim_stale_deliveries", _ctx(m, data, zero=True),
                    data.draw(m.instant_choice(), "older_than"),
-                   data.draw(st.sampled_from([0, 1, 2]), "limit"), keys=None)
+                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
 
 
 def _reply_with(m: Any, data: Any) -> str:
@@ -280,7 +281,7 @@ def r_create_pending_ask(m, data):
         message_id=data.draw(m.id_choice("message"), "message_id"),
         asker_run_id=data.draw(st.sampled_from(RUNS), "asker_run_id"),
         asker_agent="planner",
-        tool_call_id=data.draw(st.sampled_from(["call_1", "call_2"]), "tool_call_id"),
+        tool_call_id=data.draw(st.sampled_from(("call_1", "call_2")), "tool_call_id"),
         expected=data.draw(st.sampled_from(ADDRESSES), "expected"),
         deadline=_deadline(m, data, "deadline"),
     )
@@ -298,12 +299,12 @@ def _by_ask(method: str) -> Callable:
 
 def r_list_expired_asks(m, data):
     return make_op("list_expired_asks", _ctx(m, data), data.draw(m.instant_choice(), "now"),
-                   data.draw(st.sampled_from([0, 1, 2]), "limit"), keys=None)
+                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
 
 
 def r_list_expired_asks_across_scopes(m, data):
     return make_op("list_expired_asks_across_scopes", _ctx(m, data, zero=True),
-                   data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from([0, 1, 2]), "limit"),
+                   data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from((0, 1, 2)), "limit"),
                    keys=None)
 
 
@@ -342,11 +343,6 @@ RULES = {
     "list_pending_asks_by_conversation": r_list_pending_asks_by_conversation,
 }
 
-#: a2a shares no rows with any other class: the differential and crash
-#: machines give it a machine of its own (see ``classes.machine_groups``), so
-#: its 23 rules do not crowd out the other classes' rules, nor theirs its.
-STANDALONE = True
-
 _HOMES = {"create_conversation": "conversation", "create_delivery": "delivery",
           "create_pending_ask": "ask", "record_message": "message"}
 
@@ -375,27 +371,27 @@ _GETTERS = {"conversation": "get_conversation", "delivery": "get_delivery", "ask
             "message": "get_message"}
 
 
-def views(store: Any, ctxs: list, known: dict[str, list]) -> dict[str, Any]:
+def views(ctxs: list, known: dict[str, list]) -> dict[str, Op]:
     """Whole-state views (MACH-DIFF-2): the lists from the pool's roots, the
     scope-ignoring lists of both partitions, and every created row read back
     by key from where it was created (which shows in-flight deliveries and
     their tokens)."""
     from cortex_spec.testing import FAR_FUTURE
 
-    out: dict[str, Any] = {}
+    out: dict[str, Op] = {}
     for c in ctxs:
         scope = c.scope.canonical()
-        out[f"a2a.list_messages@{scope}"] = ("list_messages", c, ())
-        out[f"a2a.list_conversations@{scope}"] = ("list_conversations", c, ())
+        out[f"a2a.list_messages@{scope}"] = make_op("list_messages", c, keys=None)
+        out[f"a2a.list_conversations@{scope}"] = make_op("list_conversations", c, keys=None)
     for root in ("ws=w1", "ws=w10"):
-        out[f"a2a.list_inbox@{root}"] = ("list_inbox", ctx_of(root), ("worker",))
+        out[f"a2a.list_inbox@{root}"] = make_op("list_inbox", ctx_of(root), "worker", keys=None)
     for partition in ("", "orch-1"):
         anywhere = Context(Scope(), partition)
-        out[f"a2a.list_queued_deliveries#{partition}"] = ("list_queued_deliveries", anywhere, ())
-        out[f"a2a.list_expired_asks_across_scopes#{partition}"] = (
-            "list_expired_asks_across_scopes", anywhere, (FAR_FUTURE,))
+        out[f"a2a.list_queued_deliveries#{partition}"] = make_op("list_queued_deliveries", anywhere, keys=None)
+        out[f"a2a.list_expired_asks_across_scopes#{partition}"] = make_op(
+            "list_expired_asks_across_scopes", anywhere, FAR_FUTURE, keys=None)
     for kind, key, c in known.get("a2a-home", [])[:10]:
-        out[f"a2a.{_GETTERS[kind]}[{key}]"] = (_GETTERS[kind], c, (key,))
+        out[f"a2a.{_GETTERS[kind]}[{key}]"] = make_op(_GETTERS[kind], c, key, keys=None)
     return out
 
 
@@ -478,7 +474,8 @@ OTHER_DEADLINES = (None, -timedelta(days=1), -timedelta(milliseconds=1), timedel
                    timedelta(milliseconds=1), timedelta(seconds=5))
 
 
-def world(draw: Any, t0: datetime) -> A2AWorld:
+def world(draw: Any, w: World, size: int, live: bool) -> A2AWorld:
+    t0 = w.t0
     ceiling = draw(st.integers(1, 3))
     used = draw(st.integers(0, ceiling - 1))
     offset = draw(st.sampled_from(OTHER_DEADLINES))
@@ -520,12 +517,10 @@ def _ask(rw: str, w: A2AWorld, deadline: datetime | None) -> PendingAsk:
                       expected=WORKER, deadline=deadline)
 
 
-def setup(world_: Any) -> list:
+def setup(world_: World) -> list:
     """The setup of a scenario's a2a rows (with clock ticks: claims at
     t0 - 2 s and at t0)."""
-    from .concurrent import Tick
-
-    w: A2AWorld = world_.extras[NAME]
+    w: A2AWorld = world_[NAME]
     e, f = _exact(), _exact(OTHER_PARTITION)
     steps: list = [Tick(w.t0 - timedelta(seconds=2))]
     steps.append(make_op("create_conversation", e,
@@ -540,18 +535,18 @@ def setup(world_: Any) -> list:
     for did in (w.queued, w.stale, w.fresh, w.done):
         steps.append(make_op("create_delivery", e, Delivery(id=did, message_id=message, receiver=WORKER),
                              keys=[dlv_key(did)]))
-    steps.append(make_op("claim_delivery", e, w.stale, keys=[dlv_key(w.stale)]))
-    steps.append(make_op("claim_delivery", e, w.done, keys=[dlv_key(w.done)]))
+    steps.append(make_op("claim_delivery", e, w.stale, keys=[dlv_key(w.stale)], binds="claim_token"))
+    steps.append(make_op("claim_delivery", e, w.done, keys=[dlv_key(w.done)], binds="claim_token"))
     steps.append(make_op("finish_delivery", e, w.done, HeldToken(w.done), "delivered", keys=[dlv_key(w.done)]))
     for rw, deadline in ((w.ask_due, w.t0), (w.ask_other, w.other_deadline), (w.ask_none, None)):
         steps.append(make_op("create_pending_ask", e, _ask(rw, w, deadline), keys=[ask_key(rw)]))
     steps.append(make_op("create_delivery", f, Delivery(id=w.foreign, message_id=message, receiver=WORKER),
                          keys=[dlv_key(w.foreign)]))
-    steps.append(make_op("claim_delivery", f, w.foreign, keys=[dlv_key(w.foreign)]))
+    steps.append(make_op("claim_delivery", f, w.foreign, keys=[dlv_key(w.foreign)], binds="claim_token"))
     steps.append(make_op("create_pending_ask", f, _ask(w.foreign_ask, w, w.t0 - timedelta(days=1)),
                          keys=[ask_key(w.foreign_ask)]))
     steps.append(Tick(w.t0))
-    steps.append(make_op("claim_delivery", e, w.fresh, keys=[dlv_key(w.fresh)]))
+    steps.append(make_op("claim_delivery", e, w.fresh, keys=[dlv_key(w.fresh)], binds="claim_token"))
     return steps
 
 
@@ -567,7 +562,7 @@ def _claim(draw, w, did, label="", roles=("exact", "exact", "ancestor")):
 
 
 def _finish(draw, w, did, label="", c=None):
-    state = draw(st.sampled_from(["delivered", "failed"]))
+    state = draw(st.sampled_from(("delivered", "failed")))
     return make_op("finish_delivery", c or _role(draw), did, HeldToken(did), state, "",
                    keys=[dlv_key(did)], label=label)
 
@@ -579,7 +574,7 @@ def _bind(draw, w, did, run, label="", c=None):
 
 def _reclaim(draw, w, label="", partition=""):
     return make_op("reclaim_stale_deliveries", Context(Scope(), partition),
-                   draw(st.sampled_from(w.older_thans)), draw(st.sampled_from([0, 1])), keys=None, label=label)
+                   draw(st.sampled_from(w.older_thans)), draw(st.sampled_from((0, 1))), keys=None, label=label)
 
 
 def _send(draw, w, label="", mid=None):
@@ -627,11 +622,11 @@ def _queue(draw, w, label="", partition=""):
     return make_op("list_queued_deliveries", Context(Scope(), partition), 0, keys=None, label=label)
 
 
-def racing_ops(world_: Any) -> list[Callable[[Any], Op]]:
+def racing_ops(world_: World) -> list[Callable[[Any], Op]]:
     """Calls for mixed scenarios: claims, finishes and binds under held
     tokens, reclaims, ask claims and sweeps, sends, read marks, queue and
     inbox reads.  Each builder takes Hypothesis' ``draw``."""
-    w: A2AWorld | None = world_.extras.get(NAME)
+    w: A2AWorld | None = world_.get(NAME)
     if w is None:
         return []
     deliveries = (w.queued, w.stale, w.fresh)
@@ -649,10 +644,10 @@ def racing_ops(world_: Any) -> list[Callable[[Any], Op]]:
     ]
 
 
-def storm_ops(world_: Any) -> list[Callable[[Any], Op]]:
+def storm_ops(world_: World) -> list[Callable[[Any], Op]]:
     """Storms: every branch claims the queued delivery, claims one ask, sends
     on the small conversation, or marks the delivered row read."""
-    w: A2AWorld | None = world_.extras.get(NAME)
+    w: A2AWorld | None = world_.get(NAME)
     if w is None:
         return []
     return [
@@ -761,7 +756,7 @@ def _race12(draw, w):
 
 def _race13(draw, w):
     if draw(st.booleans()):
-        scopes = draw(st.lists(st.sampled_from(["exact", "sibling", "other", "lookalike"]), min_size=2,
+        scopes = draw(st.lists(st.sampled_from(("exact", "sibling", "other", "lookalike")), min_size=2,
                                max_size=3))
         return [(make_op("create_pending_ask", ctx_of(ROLES[r]), _ask(w.spare_ask, w, None),
                          keys=[ask_key(w.spare_ask)], label="RACE-13"),) for r in scopes]
@@ -812,11 +807,85 @@ RACES: dict[str, Callable[[Any, A2AWorld], list]] = {
 _TEMPLATES = list(RACES.items()) + [("A2A-RACE-11", _inbox_vs_read)]
 
 
-def races(draw: Any, world_: Any) -> tuple[tuple[str, ...], tuple[tuple[Op, ...], ...]]:
-    """One A2A-RACE scenario: ``(clauses it exercises, branches)``."""
-    w: A2AWorld = world_.extras[NAME]
+def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
+    """One A2A-RACE scenario: the clause it exercises and its branches."""
+    w: A2AWorld = world_[NAME]
     clause, template = _TEMPLATES[draw(st.integers(0, len(_TEMPLATES) - 1))]
-    return (clause,), tuple(tuple(lane) for lane in template(draw, w))
+    return Race((clause,), tuple(tuple(lane) for lane in template(draw, w)))
 
 
-FAMILIES = {"a2a": races}
+#: what the A2A-RACE family's test names (any of its scenarios may refute one)
+RACE_CLAUSES = tuple(RACES) + ("A2A-RCL-8", "MACH-LIN-2")
+
+
+# -- crash faults ----------------------------------------------------------------------------------
+
+
+def _delivery_homes(m: Any) -> list[tuple[str, Context]]:
+    return [(key, c) for kind, key, c in m.known.get("a2a-home", []) if kind == "delivery"]
+
+
+def _carrier_claims(m: Any, data: Any) -> Op:
+    """A carrier claims a delivery (a fresh one, or one created earlier)."""
+    if not _delivery_homes(m) or data.draw(st.booleans(), "another delivery"):
+        fresh = fixed_id(ids.DELIVERY, 50_000 + m.next_id)
+        m.next_id += 1
+        m.remember("delivery", fresh)
+        m.both(make_op("create_delivery", data.draw(m.ctx_choice(), "where"),
+                       Delivery(id=fresh, message_id=fixed_id(ids.MESSAGE, 1), receiver=WORKER), keys=None))
+    delivery_id, c = data.draw(st.sampled_from(tuple(_delivery_homes(m))), "delivery")
+    return make_op("claim_delivery", c, delivery_id, keys=None)
+
+
+def _carrier_died(m: Any, op: Op, got: Outcome) -> None:
+    m.known.setdefault("a2a-dead", []).append((op.args[0], op.ctx, got.raw.claim_token))
+
+
+def _second_claim(m: Any, op: Op, got: Outcome) -> list[Op]:
+    return [make_op("claim_delivery", op.ctx, op.args[0], keys=None)]
+
+
+def _dispatcher_reclaims(m: Any) -> None:
+    """The dispatcher reclaims stale deliveries in every partition: it moves
+    exactly what the reference moves, and a dead carrier's token no longer
+    finishes a reclaimed row."""
+    from .differential import Mismatch, compare
+
+    cutoff = m.clock.now() - timedelta(minutes=15)
+    for partition in ("", "orch-1"):
+        op = attrs.evolve(make_op("reclaim_stale_deliveries", Context(Scope(), partition), cutoff, 0,
+                                  keys=None), at=m.clock.now())
+        got, want = m.run_both(op)
+        m.stats.operations += 1
+        compare(op, got, want, "the reclaim after the clock jumped", clause="MACH-CRASH-2")
+    for delivery_id, c, token in m.known.get("a2a-dead", []):
+        row = m.both(make_op("get_delivery", c, delivery_id, keys=None))
+        if row.ok and row.raw.claim_token != token:  # reclaimed (and maybe claimed again)
+            late = attrs.evolve(make_op("finish_delivery", c, delivery_id, token, "delivered", keys=None),
+                                at=m.clock.now())
+            got, want = m.run_both(late)
+            compare(late, got, want, "a dead carrier's late finish", clause="MACH-CRASH-2")
+            if got.ok:
+                raise Mismatch(f"MACH-CRASH-2: the token of a reclaimed claim still finished "
+                               f"delivery {delivery_id}", "MACH-CRASH-2")
+
+
+MACHINES = ClassMachines(
+    name=NAME,
+    rules=RULES,
+    views=views,
+    id_kinds=ID_KINDS,
+    seed_rules=SEED_RULES,
+    opaque_fields=OPAQUE_FIELDS,
+    observe=observe,
+    splits=SPLITS,
+    world=world,
+    setup=setup,
+    racing_ops=racing_ops,
+    storm_ops=storm_ops,
+    families=(Family("a2a-races", races, RACE_CLAUSES, weight=1.0, cost=4.0),),
+    claims=(Claim("delivery", _carrier_claims, _second_claim, _carrier_died),),
+    sweeps=(Sweep("reclaim", (timedelta(minutes=16), timedelta(days=1)), _dispatcher_reclaims),),
+    weight=1.0,
+    cost=6.0,
+)

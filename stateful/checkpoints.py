@@ -9,13 +9,17 @@ from hypothesis import strategies as st
 from cortex_spec import ids
 from cortex_spec.checkpoints import Checkpoint, CheckpointFilter, Decision
 
+import attrs
+
 from .ops import Op
+from .plugin import ClassMachines, World
 from .runs import AGENTS
-from .world import ROLES, ctx_of, json_objects, make_op, short_texts
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
 
 NAME = "checkpoints"
 
-ID_KINDS = {"checkpoint": ids.CHECKPOINT}
+#: run ids are drawn too (a checkpoint names a run; no run is checked)
+ID_KINDS = {"checkpoint": ids.CHECKPOINT, "run": ids.RUN}
 
 
 def cp_key(cp_id: str) -> tuple[str, str]:
@@ -26,7 +30,7 @@ def decisions() -> st.SearchStrategy[Decision]:
     return st.builds(
         Decision,
         approved=st.booleans(),
-        decided_by=st.sampled_from(["alice", "bob"]),
+        decided_by=st.sampled_from(("alice", "bob")),
         reason=short_texts(),
     )
 
@@ -64,8 +68,8 @@ def _filter(m, data) -> CheckpointFilter | None:
         return None
     return CheckpointFilter(
         run_id=data.draw(st.one_of(st.none(), m.id_choice("run")), "run_id"),
-        limit=data.draw(st.sampled_from([0, 1, 2]), "limit"),
-        offset=data.draw(st.sampled_from([0, 1]), "offset"),
+        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
+        offset=data.draw(st.sampled_from((0, 1)), "offset"),
     )
 
 
@@ -80,7 +84,7 @@ def r_count_pending(m, data):
 def r_list_pending_across_scopes(m, data):
     after = data.draw(st.one_of(st.none(), m.id_choice("checkpoint")), "after_id")
     return make_op("list_pending_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
-                   after, data.draw(st.sampled_from([0, 1, 2]), "limit"), keys=None)
+                   after, data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
 
 
 #: rules the machine runs a few times before anything else (``populate``)
@@ -96,23 +100,46 @@ RULES = {
 }
 
 
-def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]:
+def views(ctxs: list, known: dict[str, list[str]]) -> dict[str, Op]:
     from cortex_spec.testing import ZERO
 
-    out: dict[str, Any] = {}
+    out: dict[str, Op] = {}
     for c in ctxs:
-        out[f"list_pending@{c.scope.canonical()}"] = ("list_pending", c, (None,))
-    out["list_pending_across_scopes"] = ("list_pending_across_scopes", ZERO, (None, 0))
+        out[f"list_pending@{c.scope.canonical()}"] = make_op("list_pending", c, None, keys=None)
+    out["list_pending_across_scopes"] = make_op("list_pending_across_scopes", ZERO, None, 0, keys=None)
     root = ctx_of("ws=w1")
     for cp_id in known.get("checkpoint", [])[:6]:
-        out[f"get_checkpoint[{cp_id}]"] = ("get_checkpoint", root, (cp_id,))
+        out[f"get_checkpoint[{cp_id}]"] = make_op("get_checkpoint", root, cp_id, keys=None)
     return out
 
 
-def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
+@attrs.frozen
+class CheckpointRows:
+    """Pending checkpoints of one run (which need not exist), and a spare id."""
+
+    run: str
+    checkpoints: tuple[str, ...]
+    spare: str
+
+
+def world(draw: Any, w: World, size: int, live: bool) -> CheckpointRows:
+    return CheckpointRows(fixed_id(ids.RUN, 100),
+                          tuple(fixed_id(ids.CHECKPOINT, 100 + i) for i in range(size)),
+                          fixed_id(ids.CHECKPOINT, 199))
+
+
+def setup(w: World) -> list[Op]:
+    rows: CheckpointRows = w[NAME]
+    exact = ctx_of(ROLES["exact"])
+    return [make_op("create_checkpoint", exact, Checkpoint(id=cp_id, run_id=rows.run, agent_id=AGENTS[0]),
+                    keys=[cp_key(cp_id)]) for cp_id in rows.checkpoints]
+
+
+def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Resolves with different decisions, reads, lists and duplicate creates.
     Each builder takes Hypothesis' ``draw``."""
-    roles = st.sampled_from(["exact", "exact", "ancestor", "sibling", "lookalike"])
+    world: CheckpointRows = w[NAME]
+    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling", "lookalike"))
     cps = st.sampled_from(world.checkpoints)
 
     def resolve(draw):
@@ -125,35 +152,51 @@ def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
         return make_op("get_checkpoint", ctx_of(ROLES[draw(roles)]), cp_id, keys=[cp_key(cp_id)])
 
     def listing(draw):
-        kind = draw(st.sampled_from(["pending", "count", "across"]))
+        kind = draw(st.sampled_from(("pending", "count", "across")))
         if kind == "across":
             return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), None, 0, keys=None)
         method = "list_pending" if kind == "pending" else "count_pending"
         return make_op(method, ctx_of(ROLES[draw(roles)]), None, keys=None)
 
     def create(draw):
-        cp_id = draw(st.sampled_from(world.checkpoints + (world.spare_checkpoint,)))
-        role = draw(st.sampled_from(["exact", "sibling"]))
+        cp_id = draw(st.sampled_from(world.checkpoints + (world.spare,)))
+        role = draw(st.sampled_from(("exact", "sibling")))
         return make_op("create_checkpoint", ctx_of(ROLES[role]),
-                       Checkpoint(id=cp_id, run_id=world.runs[0], agent_id=AGENTS[0]),
+                       Checkpoint(id=cp_id, run_id=world.run, agent_id=AGENTS[0]),
                        keys=[cp_key(cp_id)])
 
     return [resolve, resolve, get, listing, create]
 
 
-def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     """Builders for storms: concurrent resolves of one pending checkpoint
     (CP-RESOLVE-4) and duplicate creates."""
+    world: CheckpointRows = w[NAME]
     cp_id = world.checkpoints[0]
 
     def resolve(draw):
-        role = draw(st.sampled_from(["exact", "exact", "ancestor"]))
+        role = draw(st.sampled_from(("exact", "exact", "ancestor")))
         return make_op("resolve", ctx_of(ROLES[role]), cp_id, draw(DECISIONS), keys=[cp_key(cp_id)])
 
     def create_twice(draw):
-        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        role = draw(st.sampled_from(("exact", "sibling", "other")))
         return make_op("create_checkpoint", ctx_of(ROLES[role]),
-                       Checkpoint(id=world.spare_checkpoint, run_id=world.runs[0], agent_id=AGENTS[0]),
-                       keys=[cp_key(world.spare_checkpoint)])
+                       Checkpoint(id=world.spare, run_id=world.run, agent_id=AGENTS[0]),
+                       keys=[cp_key(world.spare)])
 
     return [resolve, create_twice]
+
+
+MACHINES = ClassMachines(
+    name=NAME,
+    rules=RULES,
+    views=views,
+    id_kinds=ID_KINDS,
+    seed_rules=SEED_RULES,
+    world=world,
+    setup=setup,
+    racing_ops=racing_ops,
+    storm_ops=storm_ops,
+    weight=0.5,
+    cost=2.0,
+)

@@ -1,77 +1,85 @@
 """Where each conformance class plugs into the machines.
 
-A class contributes one module (``stateful/<class>.py``) with:
-
-* ``RULES``: ``name -> rule(machine, data) -> Op`` for the differential and
-  crash machines;
-* ``ID_KINDS``: the id kinds its rules create (for the id pools);
-* ``SEED_RULES``: creating rules run a few times when an example starts;
-* ``views(store, contexts, known)``: the whole-state views (MACH-DIFF-2);
-* ``racing_ops(world)`` and ``storm_ops(world)``: builders ``build(draw) ->
-  Op`` of calls for concurrent scenarios (a mix of anything, and storms
-  where every branch contends for one row).
-
-Optional hooks:
-
-* ``STANDALONE = True``: the class shares no rows with any other, so the
-  differential and crash machines run it in a machine of its own, which
-  keeps Hypothesis' rule choice spread over fewer rules;
-* ``world(draw, t0)`` (stored in ``world.extras[NAME]``) and
-  ``setup(world)``: rows of the class a concurrent scenario starts from;
-* ``OPAQUE_FIELDS``, ``observe``, ``SPLITS`` and ``FAMILIES`` (see
-  ``a2a.py``, the module that uses them);
-* ``TARGET`` with ``open_target(harness, store)`` and
-  ``reference_target(reference_store)``: for a class whose methods live on
-  an object the store opens (``gateway``); its ops carry that target and run
-  through a :class:`~.ops.Session` (see :func:`open_session`).
-
-Adding a class is adding its module to :data:`MODULES`.
+A class with machine behaviour keeps one module ``cortex_spec.stateful.<class>``
+(the class's name) that defines ``MACHINES``, a
+:class:`~.plugin.ClassMachines`.  This module finds them for the classes of
+:data:`cortex_spec.CLASSES`, in catalogue order, and opens the objects their
+targets name; nothing here (or in the machines) names a class.  Adding a
+class to the machines is adding its module.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any, Callable
+import functools
+import importlib
+from typing import Any, Callable, Iterable
 
-from cortex_spec.classes import CLASSES
+from cortex_spec.classes import CLASSES, closure
 
-from . import a2a, checkpoints, gateway, runs, suspensions
 from .ops import Session
+from .plugin import ClassMachines
 
-__all__ = ["MODULES", "modules_for", "machine_groups", "open_session", "close_session",
-           "reopen_session", "reference_session"]
-
-MODULES: dict[str, ModuleType] = {
-    "runs": runs,
-    "suspensions": suspensions,
-    "checkpoints": checkpoints,
-    "a2a": a2a,
-    "gateway": gateway,
-}
-
-
-def modules_for(declared: frozenset[str]) -> list[ModuleType]:
-    """The machine modules of the declared classes, in catalogue order."""
-    return [MODULES[name] for name in CLASSES if name in declared and name in MODULES]
+__all__ = [
+    "plugins",
+    "plugin",
+    "plugins_for",
+    "machine_classes",
+    "classes_with_targets",
+    "open_session",
+    "close_session",
+    "reopen_session",
+    "reference_session",
+]
 
 
-def machine_groups(declared: frozenset[str]) -> list[frozenset[str]]:
-    """How the declared classes are split over sequential machines: each
-    ``STANDALONE`` class alone, every other class together (they share rows:
-    suspensions move runs)."""
-    standalone = [m.NAME for m in modules_for(declared) if getattr(m, "STANDALONE", False)]
-    rest = frozenset(declared) - set(standalone)
-    return ([rest] if rest else []) + [frozenset({name}) for name in standalone]
+@functools.cache
+def plugins() -> dict[str, ClassMachines]:
+    """Every class's machines, by class name, in catalogue order."""
+    found: dict[str, ClassMachines] = {}
+    for name in CLASSES:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+            continue
+        machines = getattr(module, "MACHINES", None)
+        if not isinstance(machines, ClassMachines) or machines.name != name:
+            raise TypeError(f"{module.__name__}.MACHINES must be the ClassMachines of class {name!r}")
+        found[name] = machines
+    return found
 
 
-def open_session(harness: Any, store: Any, declared: frozenset[str]) -> Session:
-    """``store`` with the objects the declared classes' targets open on it."""
+def plugin(name: str) -> ClassMachines:
+    return plugins()[name]
+
+
+def plugins_for(classes: Iterable[str]) -> list[ClassMachines]:
+    """The machines of ``classes``, in catalogue order."""
+    chosen = frozenset(classes)
+    return [m for name, m in plugins().items() if name in chosen]
+
+
+def machine_classes(focus: str, declared: frozenset[str]) -> frozenset[str]:
+    """The classes whose rules the machines of class ``focus`` run: the class
+    and the classes it requires (all of them declared, or ``focus`` would not
+    be certified)."""
+    return closure({focus}) & frozenset(declared)
+
+
+def classes_with_targets(targets: Iterable[str]) -> frozenset[str]:
+    """The classes whose target is one of ``targets``."""
+    wanted = frozenset(targets)
+    return frozenset(m.name for m in plugins().values() if m.target is not None and m.target.name in wanted)
+
+
+def open_session(harness: Any, store: Any, classes: Iterable[str]) -> Session:
+    """``store`` with the objects the classes' targets open on it."""
     handles = {}
     try:
-        for module in modules_for(declared):
-            target = getattr(module, "TARGET", None)
-            if target:
-                handles[target] = module.open_target(harness, store)
+        for machines in plugins_for(classes):
+            if machines.target is not None:
+                handles[machines.target.name] = machines.target.open(harness, store)
     except BaseException:
         for handle in handles.values():
             handle.close()
@@ -101,9 +109,8 @@ def reopen_session(session: Session, open_store: Callable[[], Any]) -> Session:
 
 
 def reference_session(store: Any) -> Session:
-    """A reference store with every target on its own medium."""
+    """A reference store with every class's target on its own medium."""
     handles = {
-        module.TARGET: module.reference_target(store)
-        for module in MODULES.values() if getattr(module, "TARGET", None)
+        m.target.name: m.target.reference(store) for m in plugins().values() if m.target is not None
     }
     return Session(store, handles)

@@ -1,17 +1,20 @@
 """The concurrent machine: racing branches, recorded histories, and the
-linearizability check against the reference (MACH-LIN-1/2, FOUR-7).
+linearizability check against the reference (MACH-LIN-1/2).
 
-A :class:`Scenario` is drawn up front as data: a :class:`World` of a few
-rows (paused runs, their suspensions with deadlines around the race instant,
-pending checkpoints), a sequential prefix that creates them, and 2–4
-branches of racing calls — or, in the ``four-writers`` family, the four
-writer scripts of a paused run.  Each branch runs in its own thread and all
+A :class:`Scenario` is drawn up front as data: a :class:`~.plugin.World` of a
+few rows (each class of the scenario draws its own, see
+:class:`~.plugin.ClassMachines`), a sequential prefix that creates them, and
+2–4 branches of racing calls.  Each branch runs in its own thread and all
 are released by one barrier; every call is recorded with monotonic invoke
-and response times.  The clock is fixed while the branches race.  Before
-its random search, the mixed family races every storm kind of runs,
-suspensions and checkpoints on a world where the claim can still win
-(:func:`storm_census`), so no claim race is left to chance; a2a and gateway
-race in families of their own.
+and response times.  The clock is fixed while the branches race.
+
+The machine runs per class (``focus``), on the rows and calls of that class
+and of the classes it requires.  Its *mixed* family draws either a storm
+(every branch contends for one row: the claim races) or a mix of any calls
+on one or two rows; before its random search it races every storm kind of
+the class on a world where the claim can still win (:func:`storm_census`),
+so no claim race is left to chance.  A class may add families of its own
+(:attr:`~.plugin.ClassMachines.families`).
 
 Each scenario is executed ``profile.concurrent_runs`` times on fresh storage
 (thread schedules differ from run to run) and every history is checked.  On
@@ -28,33 +31,33 @@ Run it against your own store::
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 import attrs
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, find, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
-from cortex_spec import ids
-from cortex_spec.checkpoints import Checkpoint
 from cortex_spec.clock import EPOCH, ManualClock, to_millis
-from cortex_spec.context import Context
 from cortex_spec.harness import Harness
 from cortex_spec.profiles import Profile
-from cortex_spec.runs import Run, RunState
-from cortex_spec.suspensions import Suspension
 
-from . import suspensions as susp_ops
-from .classes import MODULES, close_session, modules_for, open_session
+from .classes import (
+    classes_with_targets,
+    close_session,
+    machine_classes,
+    open_session,
+    plugin,
+    plugins_for,
+)
 from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
-from .ops import Bindings, Op, Outcome, py
-from .runs import AGENTS, run_key
-from .checkpoints import cp_key
+from .ops import Bindings, Op, Outcome
+from .plugin import Race, World
 from .stats import MachineStats
-from .world import ROLES, ctx_of, fixed_id, make_op
+from .world import Script, Tick
 
 __all__ = [
     "World",
@@ -66,69 +69,13 @@ __all__ = [
     "ScenarioFailure",
     "run_concurrent",
     "CALL_TIMEOUT",
+    "T0",
 ]
 
 #: Seconds a racing call may take before it counts as hung (MACH-LIN-2).
 CALL_TIMEOUT = 30.0
 #: The instant the branches race at.
 T0 = EPOCH + timedelta(days=1)
-#: Deadline offsets from T0 a world's suspensions may have (None: no deadline).
-DEADLINE_OFFSETS: tuple[timedelta | None, ...] = (
-    None,
-    -timedelta(days=1),
-    -timedelta(milliseconds=1),
-    timedelta(0),
-    timedelta(milliseconds=1),
-    timedelta(seconds=5),
-)
-
-
-@attrs.frozen
-class World:
-    """The rows a scenario works on (ids are deterministic)."""
-
-    t0: datetime
-    agent: str
-    runs: tuple[str, ...]
-    spare_run: str
-    deadlines: dict[str, datetime | None] = attrs.field(hash=False)
-    suspensions: tuple[str, ...]
-    spare_suspensions: tuple[str, str]
-    checkpoints: tuple[str, ...]
-    spare_checkpoint: str
-    #: rows of other classes, by class name (``world(draw, t0)`` of its module)
-    extras: dict[str, Any] = attrs.field(factory=dict, hash=False)
-
-
-@attrs.frozen
-class Tick:
-    """A setup step that sets the clock (rows claimed "at various times")."""
-
-    at: datetime
-
-    def render(self) -> str:
-        return f"clock.set(T({to_millis(self.at)}))"
-
-
-@attrs.frozen
-class Script:
-    """A writer script (FOUR-*): store calls with control flow between them."""
-
-    name: str
-    ctx: Context
-    run_id: str
-    checkpoint_id: str | None
-    now: datetime
-
-    def run(self, call: Callable[[Op], Outcome]) -> None:
-        susp_ops.WRITERS[self.name](call, self.ctx, self.run_id, self.checkpoint_id, self.now)
-
-    def render(self) -> str:
-        return (
-            f"writer_{self.name}(call, {py(self.ctx)}, {self.run_id!r}, "
-            f"{self.checkpoint_id!r}, {py(self.now)})"
-        )
-
 
 Step = Op | Script
 
@@ -139,7 +86,7 @@ class Scenario:
     world: World
     prefix: tuple[Op | Tick, ...]
     branches: tuple[tuple[Step, ...], ...]
-    #: clauses this scenario exercises besides the run's (a class family's races)
+    #: clauses this scenario exercises besides the run's (a family's races)
     clauses: tuple[str, ...] = ()
 
     def targets(self) -> frozenset[str]:
@@ -149,19 +96,16 @@ class Scenario:
 
     def render(self) -> str:
         """The scenario as a runnable Python function of a store and a clock."""
-        scripted = any(isinstance(step, Script) for branch in self.branches for step in branch)
+        scripts = [step for branch in self.branches for step in branch if isinstance(step, Script)]
         targets = sorted(self.targets())
         lines = [
             "from datetime import datetime, timedelta, timezone",
             "from cortex_spec import *",
             "from cortex_spec.testing import ctx, race",
         ]
-        if scripted:
-            lines += [
-                "from cortex_spec.stateful.ops import outcome_of",
-                "from cortex_spec.stateful.suspensions import "
-                "writer_resume, writer_reject, writer_sweep, writer_cancel",
-            ]
+        if scripts:
+            lines.append("from cortex_spec.stateful.ops import outcome_of")
+            lines += sorted({s.imports for s in scripts if s.imports})
         lines += [
             "",
             "def T(ms):",
@@ -171,16 +115,16 @@ class Scenario:
             *(f"    # {t}: store.open_{t}(<a fresh location>)" for t in targets),
             f"    clock.set(T({to_millis(self.world.t0)}))",
         ]
-        if any(isinstance(op, Op) and op.method == "claim_delivery" for op in self.prefix):
-            lines.append("    held = {}  # claim tokens the setup got, by delivery id")
+        if any(isinstance(op, Op) and op.binds for op in self.prefix):
+            lines.append("    held = {}  # opaque values the setup got (claim tokens), by row id")
         for op in self.prefix:
-            if isinstance(op, Op) and op.method == "claim_delivery":
-                lines.append(f"    held[{op.args[0]!r}] = {op.render()}.claim_token")
+            if isinstance(op, Op) and op.binds:
+                lines.append(f"    held[{op.args[0]!r}] = {op.render()}.{op.binds}")
             else:
                 lines.append(f"    {op.render()}")
         if any(isinstance(op, Tick) for op in self.prefix):
             lines.append(f"    clock.set(T({to_millis(self.world.t0)}))")
-        if scripted:
+        if scripts:
             lines.append("    call = lambda op: outcome_of(lambda: op(store))")
         lines.append("    return race([")
         for branch in self.branches:
@@ -192,150 +136,94 @@ class Scenario:
 # -- generation -------------------------------------------------------------------------
 
 
-#: The deadline offsets at which a resume claim can still win (a census world).
-LIVE_OFFSETS = tuple(off for off in DEADLINE_OFFSETS if off is None or off > timedelta(0))
+def _world(draw: Any, classes: Iterable[str], size: int, live: bool) -> World:
+    """The rows of every class of ``classes`` that draws a world, each class
+    after the classes it requires (catalogue order)."""
+    world = World(T0)
+    for machines in plugins_for(classes):
+        if machines.world is not None:
+            world = world.with_rows(machines.name, machines.world(draw, world, size, live))
+    return world
 
 
-def _world(draw: Any, n_runs: int, n_checkpoints: int, declared: frozenset[str] = frozenset(),
-           offsets: tuple[timedelta | None, ...] = DEADLINE_OFFSETS) -> World:
-    """Rows of runs, suspensions and checkpoints, plus those of every declared
-    class whose machine module draws a world of its own (``world(draw, t0)``)."""
-    runs = tuple(fixed_id(ids.RUN, 100 + i) for i in range(n_runs))
-    deadlines = {
-        r: (None if off is None else T0 + off)
-        for r, off in zip(runs, [draw(st.sampled_from(offsets)) for _ in runs])
-    }
-    return World(
-        t0=T0,
-        agent=AGENTS[0],
-        runs=runs,
-        spare_run=fixed_id(ids.RUN, 199),
-        deadlines=deadlines,
-        suspensions=tuple(fixed_id(ids.SUSPENSION, 100 + i) for i in range(n_runs)),
-        spare_suspensions=(fixed_id(ids.SUSPENSION, 198), fixed_id(ids.SUSPENSION, 199)),
-        checkpoints=tuple(fixed_id(ids.CHECKPOINT, 100 + i) for i in range(n_checkpoints)),
-        spare_checkpoint=fixed_id(ids.CHECKPOINT, 199),
-        extras={m.NAME: m.world(draw, T0) for m in modules_for(declared) if hasattr(m, "world")},
-    )
-
-
-def _setup(world: World, declared: frozenset[str]) -> list[Op | Tick]:
-    exact = ctx_of(ROLES["exact"])
-    prefix: list[Op] = []
-    if "runs" in declared:
-        for run_id in world.runs:
-            prefix.append(make_op("create_run", exact, Run(id=run_id, agent_id=world.agent,
-                                  state=RunState.PAUSED), keys=[run_key(run_id)]))
-    if "suspensions" in declared:
-        for run_id, sus_id in zip(world.runs, world.suspensions):
-            prefix.append(make_op(
-                "create_suspension", exact,
-                Suspension(id=sus_id, run_id=run_id, expires_at=world.deadlines[run_id]),
-                keys=[run_key(run_id), ("sus", sus_id)],
-            ))
-    if "checkpoints" in declared:
-        for cp_id in world.checkpoints:
-            prefix.append(make_op("create_checkpoint", exact,
-                                  Checkpoint(id=cp_id, run_id=world.runs[0], agent_id=world.agent),
-                                  keys=[cp_key(cp_id)]))
-    for m in modules_for(declared):
-        if hasattr(m, "setup") and m.NAME in world.extras:
-            prefix += m.setup(world)
-    return prefix
+def _setup(world: World) -> tuple[Op | Tick, ...]:
+    """The calls that create the world's rows, class by class."""
+    prefix: list[Op | Tick] = []
+    for machines in plugins_for(world.rows):
+        if machines.setup is not None:
+            prefix += machines.setup(world)
+    return tuple(prefix)
 
 
 @st.composite
-def _mixed(draw: Any, declared: frozenset[str], census: tuple[str, int] | None = None) -> Scenario:
-    """Either a *storm* (2–4 branches making the same kind of call on one
-    row: the claim races of SUSP-CLAIM-10, CP-RESOLVE-4, RUN-UPD-6, …) or a
-    *mix* (each branch 1–3 calls of any kind on one or two rows).
+def _mixed(draw: Any, classes: frozenset[str], focus: str, census: int | None = None) -> Scenario:
+    """Either a *storm* (2–4 branches making one kind of call of the focus
+    class on one row: the claim races of SUSP-CLAIM-10, CP-RESOLVE-4,
+    RUN-UPD-6, …) or a *mix* (each branch 1–3 calls of any of the classes
+    on one or two rows).
 
-    ``census=(class, k)`` always gives the ``k``-th storm of that class, on a
-    world where a resume claim can still win (see :func:`storm_census`)."""
-    storm = census is not None or draw(st.sampled_from([True, True, False]))  # storms find lost races fastest
+    ``census=k`` always gives the focus class's ``k``-th storm, on a world
+    where a claim can still win (see :func:`storm_census`)."""
+    storm = census is not None or draw(st.sampled_from((True, True, False)))  # storms find lost races fastest
     n_rows = 1 if storm else draw(st.integers(1, 2))
-    offsets = LIVE_OFFSETS if census is not None else DEADLINE_OFFSETS
-    world = _world(draw, n_rows, n_rows, declared, offsets)
+    world = _world(draw, classes, n_rows, live=census is not None)
     lanes = draw(st.integers(2, 4))
-    if census is not None:
-        build = MODULES[census[0]].storm_ops(world)[census[1]]
-        branches = tuple((build(draw),) for _ in range(lanes))
-    elif storm:
-        storms = [build for m in modules_for(declared) for build in m.storm_ops(world)]
-        build = storms[draw(st.integers(0, len(storms) - 1))]
-        branches = tuple((build(draw),) for _ in range(lanes))
-    else:
-        racers = [build for m in modules_for(declared) for build in m.racing_ops(world)]
+    if storm:
+        storms = plugin(focus).storm_ops(world) if plugin(focus).storm_ops else []
+        if not storms:  # a class with nothing to storm: mix instead
+            storm = False
+        else:
+            build = storms[census if census is not None else draw(st.integers(0, len(storms) - 1))]
+            branches = tuple((build(draw),) for _ in range(lanes))
+    if not storm:
+        racers = [b for m in plugins_for(classes) if m.racing_ops for b in m.racing_ops(world)]
         pick = st.integers(0, len(racers) - 1)
         branches = tuple(
             tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
             for _ in range(lanes)
         )
-    return Scenario("storm" if storm else "mixed", world, tuple(_setup(world, declared)), branches)
+    return Scenario("storm" if storm else "mixed", world, _setup(world), branches)
 
 
 @st.composite
-def _four_writers(draw: Any, declared: frozenset[str]) -> Scenario:
-    with_cp = "checkpoints" in declared and draw(st.booleans())
-    world = _world(draw, 1, 1 if with_cp else 0)
-    run_id = world.runs[0]
-    names = draw(st.lists(st.sampled_from(sorted(susp_ops.WRITERS)), min_size=2, max_size=4,
-                          unique=True))
-    exact = ctx_of(ROLES["exact"])
-    cp = world.checkpoints[0] if with_cp else None
-    branches = tuple((Script(n, exact, run_id, cp, world.t0),) for n in names)
-    setup = _setup(world, declared if with_cp else declared - {"checkpoints"})
-    return Scenario("four-writers", world, tuple(setup), branches)
+def _family(draw: Any, classes: frozenset[str], focus: str, name: str,
+            declared: frozenset[str]) -> Scenario:
+    """One scenario of a family of the focus class: its own races on the
+    class's world (or on a world the family draws itself); a violation fails
+    the clauses the scenario names too."""
+    family = next(f for f in plugin(focus).families if f.name == name)
+    world = _world(draw, classes, 1, live=False)
+    race: Race = family.draw(draw, world, declared)
+    world = race.world or world
+    return Scenario(name, world, _setup(world), race.branches, tuple(race.clauses))
 
 
-@st.composite
-def _gateway_races(draw: Any, declared: frozenset[str], race: str | None = None) -> Scenario:
-    """One GW-RACE per scenario (``race``, or drawn; see stateful/gateway.py)."""
-    from . import gateway as gateway_ops
-
-    if race is None:
-        race = draw(st.sampled_from(gateway_ops.RACE_IDS))
-    world = _world(draw, 1, 1)
-    world = attrs.evolve(world, extras={"gateway": gateway_ops.race_world(draw, world, race)})
-    branches = gateway_ops.race_branches(draw, world, race)
-    return Scenario("gateway", world, tuple(_setup(world, declared & {"gateway"})), branches)
+def _first(strategy: st.SearchStrategy) -> Any:
+    """The simplest value of ``strategy`` (no randomness involved)."""
+    return find(strategy, lambda _: True, settings=settings(database=None, max_examples=10))
 
 
-@st.composite
-def _class_family(draw: Any, declared: frozenset[str], family: str) -> Scenario:
-    """A family a class module defines (``FAMILIES[name](draw, world)`` ->
-    ``(clauses, branches)``): its own races on a world with only that class's
-    rows; a violation fails the clauses the scenario names too."""
-    module = next(m for m in modules_for(declared) if family in getattr(m, "FAMILIES", {}))
-    world = _world(draw, 0, 0, frozenset({module.NAME}))
-    clauses, branches = module.FAMILIES[family](draw, world)
-    return Scenario(family, world, tuple(_setup(world, frozenset({module.NAME}))), branches,
-                    tuple(clauses))
+def storm_census(focus: str, classes: Iterable[str]) -> list[int]:
+    """The storm kinds of class ``focus`` (``storm_ops`` gives as many
+    builders whatever the world): the mixed family races each of them before
+    its random search, so no storm is left to chance.  With a dozen storm
+    kinds, sixty random scenarios miss a given one often enough to let a
+    lost claim race through now and then."""
+    machines = plugin(focus)
+    if machines.storm_ops is None:
+        return []
+    world = _world(_first, classes, 1, live=True)
+    return list(range(len(machines.storm_ops(world))))
 
 
-def storm_census(declared: Iterable[str]) -> list[tuple[str, int]]:
-    """Every storm of the classes whose storms need no world of their own
-    (runs, suspensions, checkpoints; a2a and gateway race in families of
-    their own), as ``(class, index)``.  The mixed family races each of them
-    before its random search, so no storm is left to chance: with a dozen
-    storm kinds, sixty random scenarios miss a given one often enough to let
-    a lost claim race through now and then."""
-    plain = _world(lambda strategy: None, 1, 1)
-    return [(m.NAME, k) for m in modules_for(frozenset(declared))
-            for k in range(len(m.storm_ops(plain)))]
-
-
-def scenarios(declared: Iterable[str], family: str = "mixed") -> st.SearchStrategy[Scenario]:
+def scenarios(declared: Iterable[str], focus: str, family: str = "mixed") -> st.SearchStrategy[Scenario]:
+    """Scenarios of class ``focus`` (with the classes it requires, all in
+    ``declared``): the mixed family, or one of the class's own families."""
     declared = frozenset(declared)
-    if family == "four-writers":
-        return _four_writers(declared)
-    if family == "gateway":  # the GW-RACE families on their own
-        return _gateway_races(declared)
-    if family.startswith("gateway:"):  # one of them: "gateway:GW-RACE-3"
-        return _gateway_races(declared, family.split(":", 1)[1])
-    if family != "mixed":
-        return _class_family(declared, family)
-    return _mixed(declared)
+    classes = machine_classes(focus, declared)
+    if family == "mixed":
+        return _mixed(classes, focus)
+    return _family(classes, focus, family, declared)
 
 
 # -- execution --------------------------------------------------------------------------
@@ -356,7 +244,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
     targets = scenario.targets()
     if targets:
         try:
-            store = open_session(harness, store, targets)
+            store = open_session(harness, store, classes_with_targets(targets))
         except BaseException:
             store.close()
             raise
@@ -406,7 +294,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
 
 def _lane_name(branch: tuple[Step, ...]) -> str:
     first = branch[0]
-    return f"writer {first.name}" if isinstance(first, Script) else "branch"
+    return first.name if isinstance(first, Script) else "branch"
 
 
 # -- checking and reporting --------------------------------------------------------------
@@ -471,10 +359,26 @@ def run_concurrent(
     declared: Iterable[str] | None = None,
     family: str = "mixed",
     stats: MachineStats | None = None,
-    clauses: tuple[str, ...] | Callable[[Scenario], tuple[str, ...]] = ("MACH-LIN-1",),
+    clauses: tuple[str, ...] = ("MACH-LIN-1",),
+    focus: Iterable[str] | None = None,
 ) -> MachineStats:
-    """Generate scenarios, race them, check every history (raises on a violation)."""
-    from .runner import as_harness, declared_of, default_profile, limit_shrinking, phases, session_seed
+    """Generate scenarios of each class of ``focus`` (default: every declared
+    class), race them, check every history (raises on a violation).
+
+    ``family`` is ``"mixed"`` (the census of the class's storms, then its
+    random search) or the name of one of the class's own families; each
+    class gets its share (its weight, or the family's) of the profile's
+    scenarios.  A violation refutes ``clauses`` and the clauses the scenario
+    names."""
+    from .runner import (
+        as_harness,
+        declared_of,
+        default_profile,
+        limit_shrinking,
+        phases,
+        session_seed,
+        share,
+    )
 
     harness = as_harness(harness)
     profile = profile or default_profile()
@@ -482,7 +386,7 @@ def run_concurrent(
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("concurrent")
     runs = profile.concurrent_runs
-    splits = {k: v for m in modules_for(declared) for k, v in getattr(m, "SPLITS", {}).items()}
+    splits = {k: v for m in plugins_for(declared) for k, v in m.splits.items()}
 
     def model() -> ReferenceModel:
         return ReferenceModel(splits=splits)
@@ -516,8 +420,7 @@ def run_concurrent(
             if verdict is None:
                 refuted: tuple[str, ...] = ("MACH-LIN-2",)
             else:
-                named = clauses(scenario) if callable(clauses) else clauses
-                refuted = tuple(dict.fromkeys(scenario.clauses + tuple(named)))
+                refuted = tuple(dict.fromkeys(scenario.clauses + tuple(clauses)))
             message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
             remembered[key] = (scenario, message, refuted)
             highlight = {u.call for u in verdict.unexplained} if verdict else set()
@@ -567,10 +470,19 @@ def run_concurrent(
         race_scenarios()
 
     try:
-        if family == "mixed":
-            for census in storm_census(declared):
-                search(_mixed(declared, census), profile.census_examples)
-        search(scenarios(declared, family), profile.concurrent_examples)
+        for machines in plugins_for(declared if focus is None else frozenset(focus) & declared):
+            classes = machine_classes(machines.name, declared)
+            if family == "mixed":
+                for census in storm_census(machines.name, classes):
+                    search(_mixed(classes, machines.name, census), profile.census_examples)
+                weight = machines.weight
+            else:
+                found = [f for f in machines.families if f.name == family]
+                if not found:
+                    continue
+                weight = found[0].weight
+            search(scenarios(declared, machines.name, family),
+                   share(profile.concurrent_examples, weight))
     except (ScenarioFailure, Flaky) as exc:
         if not last:
             raise

@@ -17,6 +17,7 @@ Run it against your own store in one line::
 
 from __future__ import annotations
 
+import functools
 import sys
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
@@ -26,18 +27,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from cortex_spec import ids as idlib
 from cortex_spec.clock import EPOCH, ManualClock
 from cortex_spec.context import Context
 from cortex_spec.harness import Harness
 from cortex_spec.profiles import Profile
 from cortex_spec.reference import MemoryStore
-from cortex_spec.scope import Scope
 
-from .classes import close_session, machine_groups, modules_for, open_session, reference_session
+from .classes import close_session, machine_classes, open_session, plugins_for, reference_session
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
-from .world import SCOPE_POOL, ctx_of, fixed_id, instants_around
+from .world import ctx_of, contexts, fixed_id, instants_around
 
 __all__ = ["DifferentialMachineBase", "build_differential", "run_differential", "Mismatch"]
 
@@ -73,12 +72,23 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "
     raise Mismatch("\n".join(lines), clause)
 
 
+_SEED_COUNTS = st.integers(0, 3)
+
+
+@functools.lru_cache(maxsize=None)
+def _indexes(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
 class DifferentialMachineBase(RuleBasedStateMachine):
     """Shared state and helpers; concrete machines get their rules added by
     :func:`build_differential`."""
 
     harness: Harness
+    #: the classes whose rules this machine runs (a class and what it requires)
     declared: frozenset[str]
+    #: their :class:`~.plugin.ClassMachines`
+    plugins: list[Any]
     stats: MachineStats
     view_contexts: list[Context]
     #: fields whose values are opaque and differ by store (``OPAQUE_FIELDS``
@@ -117,22 +127,19 @@ class DifferentialMachineBase(RuleBasedStateMachine):
             self.instants.append(instant)
 
     def id_choice(self, kind: str, fresh: bool = False) -> st.SearchStrategy[str]:
-        """A known id of ``kind``, or an unknown one; ``fresh`` favours new ids."""
+        """A known id of ``kind``, or an unknown one; ``fresh`` favours new ids
+        (shrinking goes towards the first choice)."""
         prefix = self.id_prefixes[kind]
         new = fixed_id(prefix, 10_000 + self.next_id)
         self.next_id += 1
         known = self.known.get(kind, [])
         if not known:
             return st.just(new)
-        if fresh:
-            return st.one_of(st.just(new), st.sampled_from(known))
-        return st.one_of(st.sampled_from(known), st.just(new))
+        pool = (new, *known) if fresh else (*known, new)
+        return _indexes(len(pool)).map(pool.__getitem__)
 
     def ctx_choice(self, zero: bool = False) -> st.SearchStrategy[Context]:
-        choices = [ctx_of(s) for s in SCOPE_POOL]
-        if zero:
-            choices.append(Context(Scope()))
-        return st.sampled_from(choices)
+        return contexts(zero)
 
     def instant_choice(self) -> st.SearchStrategy[datetime]:
         return instants_around(self.instants + [self.clock.now()])
@@ -152,6 +159,10 @@ class DifferentialMachineBase(RuleBasedStateMachine):
             observe(self, op, got)
         return self.opaque.translate_outcome(got), want
 
+    def reference_outcome(self, op: Op) -> Outcome:
+        """``op`` on the reference alone (a check reading the expected state)."""
+        return outcome_of(lambda: op(self.ref))
+
     def both(self, op: Op) -> Outcome:
         op = attrs.evolve(op, at=self.clock.now())
         got, want = self.run_both(op)
@@ -164,16 +175,16 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     def populate(self, data: st.DataObject) -> None:
         """Start every example with a few rows of each declared class, all
         created at the same instant (so ties in every list order are live)."""
-        for module in self.modules:
-            for name in getattr(module, "SEED_RULES", ()):
-                for _ in range(data.draw(st.integers(0, 3), f"{name} rows")):
-                    op = module.RULES[name](self, data)
+        for machines in self.plugins:
+            for name in machines.seed_rules:
+                for _ in range(data.draw(_SEED_COUNTS, f"{name} rows")):
+                    op = machines.rules[name](self, data)
                     if op is not None:
                         self.both(op)
 
-    @rule(step=st.sampled_from([
+    @rule(step=st.sampled_from((
         timedelta(milliseconds=1), timedelta(seconds=1), timedelta(days=1), "deadline",
-    ]), data=st.data())
+    )), data=st.data())
     def advance_clock(self, step: Any, data: st.DataObject) -> None:
         """Move the shared clock: by 1 ms, 1 s or a day, or onto (or 1 ms
         either side of) an instant a row cares about."""
@@ -195,13 +206,9 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     def whole_state_views_agree(self) -> None:
         """MACH-DIFF-2: every whole-state view of both stores is equal."""
         self.steps_since_views = 0
-        for module in self.modules:
-            for name, view in module.views(self.sut, self.view_contexts, self.known).items():
-                if isinstance(view, Op):
-                    op = attrs.evolve(view, at=self.clock.now())
-                else:
-                    method, ctx, args = view
-                    op = Op(method, ctx, args, self.clock.now())
+        for machines in self.plugins:
+            for name, view in machines.views(self.view_contexts, self.known).items():
+                op = attrs.evolve(view, at=self.clock.now())
                 got = self.opaque.translate_outcome(outcome_of(lambda: op(self.sut)))
                 compare(op, got, outcome_of(lambda: op(self.ref)),
                         what=f"whole-state view {name}", clause="MACH-DIFF-2")
@@ -236,32 +243,30 @@ def _make_rule(name: str, generate: Callable[[Any, st.DataObject], Op | None]) -
 
 def build_differential(
     harness: Harness,
-    declared: Iterable[str],
+    classes: Iterable[str],
     stats: MachineStats | None = None,
     base: type[DifferentialMachineBase] = DifferentialMachineBase,
     extra_rules: dict[str, Callable] | None = None,
     rule_filter: Callable[[str], bool] | None = None,
     view_every: int = 1,
 ) -> type[DifferentialMachineBase]:
-    """A machine class over the rules of the declared classes (those whose
-    name ``rule_filter`` accepts, when one is given)."""
-    declared = frozenset(declared)
-    modules = modules_for(declared)
+    """A machine class over the rules of ``classes`` (those whose name
+    ``rule_filter`` accepts, when one is given)."""
+    classes = frozenset(classes)
+    chosen = plugins_for(classes)
     namespace: dict[str, Any] = {
         "harness": harness,
-        "declared": declared,
+        "declared": classes,
+        "plugins": chosen,
         "stats": stats or MachineStats("differential"),
-        "modules": modules,
         "view_contexts": [ctx_of(s) for s in VIEW_SCOPES],
-        "opaque_fields": frozenset(f for m in modules for f in getattr(m, "OPAQUE_FIELDS", ())),
-        "observers": tuple(m.observe for m in modules if hasattr(m, "observe")),
+        "opaque_fields": frozenset(f for m in chosen for f in m.opaque_fields),
+        "observers": tuple(m.observe for m in chosen if m.observe is not None),
         "view_every": max(1, view_every),
-        "id_prefixes": {
-            kind: prefix for m in modules for kind, prefix in m.ID_KINDS.items()
-        } | {"run": idlib.RUN},
+        "id_prefixes": {kind: prefix for m in chosen for kind, prefix in m.id_kinds.items()},
     }
-    for module in modules:
-        for name, generate in module.RULES.items():
+    for machines in chosen:
+        for name, generate in machines.rules.items():
             if rule_filter is None or rule_filter(name):
                 namespace[name] = _make_rule(name, generate)
     namespace.update(extra_rules or {})
@@ -295,21 +300,26 @@ def run_differential(
     profile: Profile | None = None,
     declared: Iterable[str] | None = None,
     stats: MachineStats | None = None,
+    focus: Iterable[str] | None = None,
 ) -> MachineStats:
-    """Run the differential machine against ``harness`` (or a plain factory).
+    """Run the differential machine against ``harness`` (or a plain factory):
+    one machine per class of ``focus`` (default: every declared class), on
+    the rules of that class and of the classes it requires, each with the
+    class's share of the profile's examples.
 
     Raises the first :class:`Mismatch` (after Hypothesis has shrunk it) and
     returns the machine figures otherwise.
     """
-    from .runner import as_harness, declared_of, default_profile, limit_shrinking, run_machine
+    from .runner import as_harness, declared_of, default_profile, limit_shrinking, run_machine, share
 
     harness = as_harness(harness)
     profile = profile or default_profile()
     limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("differential")
-    for group in machine_groups(declared):  # standalone classes get a machine each
-        machine = build_differential(harness, group, stats, view_every=profile.view_every)
-        run_machine(machine, machine_settings(profile.differential_examples, profile.differential_steps),
-                    stats)
+    for machines in plugins_for(declared if focus is None else frozenset(focus) & declared):
+        classes = machine_classes(machines.name, declared)
+        budget = share(profile.differential_examples, machines.weight)
+        machine = build_differential(harness, classes, stats, view_every=profile.view_every)
+        run_machine(machine, machine_settings(budget, profile.differential_steps), stats)
     return stats

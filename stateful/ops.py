@@ -56,6 +56,9 @@ class Op:
     #: store opened that the method belongs to (``"gateway"``), found through
     #: :meth:`Session.target`
     target: str = ""
+    #: the opaque field of the result that later calls of a scenario refer
+    #: to (a claim's ``claim_token``, see :class:`HeldToken`), or ""
+    binds: str = ""
 
     def __call__(self, store: Any) -> Any:
         obj = store.target(self.target) if self.target else store

@@ -21,7 +21,14 @@ __all__ = [
     "phases",
     "run_machine",
     "limit_shrinking",
+    "share",
 ]
+
+
+def share(examples: int, weight: float, floor: int = 4) -> int:
+    """A class's share of a profile's example budget: ``examples`` scaled by
+    the class's weight, never below ``floor``."""
+    return max(floor, round(examples * weight))
 
 
 def limit_shrinking(seconds: int) -> None:

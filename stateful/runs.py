@@ -1,4 +1,5 @@
-"""Machine operations of class ``runs``: rules, racing calls, object keys."""
+"""Machine operations of class ``runs``: rules, views, a world of paused
+runs, racing calls, object keys (see :mod:`.plugin`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from cortex_spec import ids
 from cortex_spec.clock import EPOCH
 from cortex_spec.runs import Run, RunFilter, RunState, Step, ToolCall
 
+import attrs
+
 from .ops import Op
+from .plugin import ClassMachines, World
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
 
 NAME = "runs"
@@ -30,15 +34,15 @@ def run_entity(data: st.DataObject, run_id: str, *, state: Any = None) -> Run:
     return Run(
         id=run_id,
         agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
-        session_id=data.draw(st.sampled_from([None, fixed_id(ids.SESSION, 1)]), "session_id"),
+        session_id=data.draw(st.sampled_from((None, fixed_id(ids.SESSION, 1))), "session_id"),
         state=state if state is not None else data.draw(st.sampled_from(list(RunState)), "state"),
         input=data.draw(short_texts(), "input"),
-        output=data.draw(st.sampled_from(["", "done"]), "output"),
+        output=data.draw(st.sampled_from(("", "done")), "output"),
         step_count=data.draw(st.integers(0, 3), "step_count"),
-        tokens_used=data.draw(st.sampled_from([0, 7, 2**63 - 1]), "tokens_used"),
+        tokens_used=data.draw(st.sampled_from((0, 7, 2**63 - 1)), "tokens_used"),
         started_at=data.draw(st.sampled_from(STARTS), "started_at"),
         metadata=data.draw(json_objects(), "metadata"),
-        reply_route=data.draw(st.sampled_from([None, {"channel": "slack", "n": 1}]), "reply_route"),
+        reply_route=data.draw(st.sampled_from((None, {"channel": "slack", "n": 1})), "reply_route"),
     )
 
 
@@ -73,10 +77,10 @@ def _run_filter(data: st.DataObject) -> RunFilter | None:
         return None
     return RunFilter(
         agent_id=data.draw(st.sampled_from((None,) + AGENTS), "agent_id"),
-        state=data.draw(st.sampled_from([None, RunState.PAUSED, RunState.RUNNING, RunState.FAILED])),
+        state=data.draw(st.sampled_from((None, RunState.PAUSED, RunState.RUNNING, RunState.FAILED))),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from([0, 1, 2, -1]), "limit"),
-        offset=data.draw(st.sampled_from([0, 1, 3]), "offset"),
+        limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
+        offset=data.draw(st.sampled_from((0, 1, 3)), "offset"),
     )
 
 
@@ -96,7 +100,7 @@ def r_create_step(m, data):
         id=step_id,
         run_id=run_id,
         index=data.draw(st.integers(0, 2), "index"),
-        type=data.draw(st.sampled_from(["llm", "tool"]), "type"),
+        type=data.draw(st.sampled_from(("llm", "tool")), "type"),
         metadata=data.draw(json_objects(), "metadata"),
     )
     return make_op("create_step", data.draw(m.ctx_choice(), "ctx"), step,
@@ -116,7 +120,7 @@ def r_create_tool_call(m, data):
         id=tc_id,
         step_id=step_id,
         run_id=_run_id(m, data),
-        tool_name=data.draw(st.sampled_from(["search", "deploy"]), "tool_name"),
+        tool_name=data.draw(st.sampled_from(("search", "deploy")), "tool_name"),
         arguments=data.draw(short_texts(), "arguments"),
     )
     return make_op("create_tool_call", data.draw(m.ctx_choice(), "ctx"), tc,
@@ -147,68 +151,92 @@ RULES = {
 ID_KINDS = {"run": ids.RUN, "step": ids.STEP, "tool_call": ids.TOOL_CALL}
 
 
-def views(store: Any, ctxs: list, known: dict[str, list[str]]) -> dict[str, Any]:
+def views(ctxs: list, known: dict[str, list[str]]) -> dict[str, Op]:
     """Whole-state views of the class (MACH-DIFF-2)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Op] = {}
     for c in ctxs:
         scope = c.scope.canonical()
-        out[f"list_runs@{scope}"] = ("list_runs", c, (None,))
-        out[f"count_runs@{scope}"] = ("count_runs", c, (None,))
+        out[f"list_runs@{scope}"] = make_op("list_runs", c, None, keys=None)
+        out[f"count_runs@{scope}"] = make_op("count_runs", c, None, keys=None)
     root = ctx_of("ws=w1")
     for run_id in known.get("run", [])[:6]:
-        out[f"list_steps[{run_id}]"] = ("list_steps", root, (run_id,))
+        out[f"list_steps[{run_id}]"] = make_op("list_steps", root, run_id, keys=None)
     for step_id in known.get("step", [])[:6]:
-        out[f"list_tool_calls[{step_id}]"] = ("list_tool_calls", root, (step_id,))
+        out[f"list_tool_calls[{step_id}]"] = make_op("list_tool_calls", root, step_id, keys=None)
     return out
 
 
 # -- concurrent scenarios ------------------------------------------------------------
 
 
-def racing_ops(world: Any) -> list[Callable[[Any], Op]]:
+@attrs.frozen
+class RunRows:
+    """A scenario's runs: ``runs`` are created paused at the exact role (a
+    suspension can pause them), ``spare`` is an id no row has yet."""
+
+    agent: str
+    runs: tuple[str, ...]
+    spare: str
+
+
+def world(draw: Any, w: World, size: int, live: bool) -> RunRows:
+    return RunRows(AGENTS[0], tuple(fixed_id(ids.RUN, 100 + i) for i in range(size)),
+                   fixed_id(ids.RUN, 199))
+
+
+def setup(w: World) -> list[Op]:
+    rows: RunRows = w[NAME]
+    exact = ctx_of(ROLES["exact"])
+    return [make_op("create_run", exact, Run(id=run_id, agent_id=rows.agent, state=RunState.PAUSED),
+                    keys=[run_key(run_id)]) for run_id in rows.runs]
+
+
+def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Calls on the world's runs that race well: updates, reads, duplicate
     creates, lists.  Each builder takes Hypothesis' ``draw``."""
+    world = w[NAME]
 
     def update(draw):
         run_id = draw(st.sampled_from(world.runs))
-        role = draw(st.sampled_from(["exact", "ancestor"]))
+        role = draw(st.sampled_from(("exact", "ancestor")))
         return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
                        keys=[run_key(run_id)])
 
     def read(draw):
         run_id = draw(st.sampled_from(world.runs))
-        role = draw(st.sampled_from(["exact", "ancestor", "sibling", "lookalike"]))
+        role = draw(st.sampled_from(("exact", "ancestor", "sibling", "lookalike")))
         return make_op("get_run", ctx_of(ROLES[role]), run_id, keys=[run_key(run_id)])
 
     def create_dup(draw):
-        run_id = draw(st.sampled_from(world.runs + (world.spare_run,)))
-        role = draw(st.sampled_from(["exact", "sibling", "other"]))
+        run_id = draw(st.sampled_from(world.runs + (world.spare,)))
+        role = draw(st.sampled_from(("exact", "sibling", "other")))
         return make_op("create_run", ctx_of(ROLES[role]),
                        Run(id=run_id, agent_id=AGENTS[0], state=RunState.PAUSED),
                        keys=[run_key(run_id)])
 
     def listing(draw):
-        role = draw(st.sampled_from(["exact", "ancestor"]))
+        role = draw(st.sampled_from(("exact", "ancestor")))
         return make_op("list_runs", ctx_of(ROLES[role]), None, keys=None)
 
     return [update, read, create_dup, listing]
 
 
-def storm_ops(world: Any) -> list[Callable[[Any], Op]]:
+def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     """Builders for storms: whole updates of one run (RUN-UPD-6) and one id
     created from several scopes (SCOPE-ID-1)."""
+    world = w[NAME]
     run_id = world.runs[0]
 
     def update(draw):
-        role = draw(st.sampled_from(["exact", "ancestor"]))
+        role = draw(st.sampled_from(("exact", "ancestor")))
         return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
                        keys=[run_key(run_id)])
 
     def create_twice(draw):
-        role = draw(st.sampled_from(["exact", "sibling", "other", "lookalike"]))
+        role = draw(st.sampled_from(("exact", "sibling", "other", "lookalike")))
         return make_op("create_run", ctx_of(ROLES[role]),
-                       Run(id=world.spare_run, agent_id=AGENTS[0], state=RunState.PAUSED),
-                       keys=[run_key(world.spare_run)])
+                       Run(id=world.spare, agent_id=AGENTS[0], state=RunState.PAUSED),
+                       keys=[run_key(world.spare)])
 
     return [update, create_twice]
 
@@ -221,3 +249,18 @@ class _Drawer:
 
     def draw(self, strategy: st.SearchStrategy, label: str | None = None) -> Any:
         return self._draw(strategy)
+
+
+MACHINES = ClassMachines(
+    name=NAME,
+    rules=RULES,
+    views=views,
+    id_kinds=ID_KINDS,
+    seed_rules=SEED_RULES,
+    world=world,
+    setup=setup,
+    racing_ops=racing_ops,
+    storm_ops=storm_ops,
+    weight=0.5,
+    cost=3.0,
+)

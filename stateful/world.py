@@ -9,19 +9,25 @@ to known deadlines.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
+import attrs
 from hypothesis import strategies as st
 from typeid import TypeID
 
 from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
-from .ops import Op
+from cortex_spec.clock import to_millis
+
+from .ops import Op, Outcome
 
 __all__ = [
+    "Tick",
+    "Script",
     "SCOPE_POOL",
     "ROLES",
     "fixed_id",
@@ -64,28 +70,39 @@ def fixed_id(prefix: str, n: int) -> str:
     return str(TypeID.from_uuid(uuid.UUID(int=n), prefix=prefix))
 
 
+@functools.cache
 def ctx_of(scope: str) -> Context:
     return Context(Scope.parse(scope))
 
 
+@functools.cache
 def contexts(zero: bool = False) -> st.SearchStrategy[Context]:
     """A context from the scope pool (optionally the zero scope too)."""
     choices = [ctx_of(s) for s in SCOPE_POOL]
     if zero:
         choices.append(Context(Scope()))
-    return st.sampled_from(choices)
+    return st.sampled_from(tuple(choices))
 
 
 def instants_around(points: Iterable[datetime]) -> st.SearchStrategy[datetime]:
     """Exactly at, one millisecond either side of, and far before/after each
     point (deadlines, the clock)."""
-    out: list[datetime] = []
+    out: set[datetime] = set()
     for p in points:
-        out += [p, p - timedelta(milliseconds=1), p + timedelta(milliseconds=1)]
-        out += [p - timedelta(days=1), p + timedelta(days=1)]
-    return st.sampled_from(sorted(set(out)))
+        out |= {p, p - timedelta(milliseconds=1), p + timedelta(milliseconds=1),
+                p - timedelta(days=1), p + timedelta(days=1)}
+    return _sampled(tuple(sorted(out)))
 
 
+@functools.lru_cache(maxsize=4096)
+def _sampled(choices: tuple) -> st.SearchStrategy:
+    # Built strategies are cached: a machine draws from the same few choice
+    # lists thousands of times, and building a strategy anew each time costs
+    # more than drawing from it.
+    return st.sampled_from(choices)
+
+
+@functools.cache
 def json_objects() -> st.SearchStrategy[dict[str, Any]]:
     """Small JSON objects whose values keep their types (1, 1.0, True differ)."""
     scalars = st.one_of(
@@ -100,9 +117,10 @@ def json_objects() -> st.SearchStrategy[dict[str, Any]]:
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
         max_leaves=6,
     )
-    return st.dictionaries(st.sampled_from(["a", "b", "$x", "k.y", "é"]), values, max_size=3)
+    return st.dictionaries(st.sampled_from(("a", "b", "$x", "k.y", "é")), values, max_size=3)
 
 
+@functools.cache
 def short_texts() -> st.SearchStrategy[str]:
     return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 
@@ -115,6 +133,33 @@ def make_op(
     label: str = "",
     kwargs: dict[str, Any] | None = None,
     target: str = "",
+    binds: str = "",
 ) -> Op:
     return Op(method, ctx, tuple(args), None, None if keys is None else frozenset(keys), label,
-              tuple((kwargs or {}).items()), target)
+              tuple((kwargs or {}).items()), target, binds)
+
+
+@attrs.frozen
+class Tick:
+    """A setup step that sets the clock (rows claimed "at various times")."""
+
+    at: datetime
+
+    def render(self) -> str:
+        return f"clock.set(T({to_millis(self.at)}))"
+
+
+@attrs.frozen
+class Script:
+    """A branch step with control flow between store calls (a writer that
+    stops when it loses its claim): ``run(call)`` makes the calls through
+    ``call(op) -> Outcome``; ``source`` is the same as Python, and
+    ``imports`` what that line needs."""
+
+    name: str
+    run: Callable[[Callable[[Op], Outcome]], None] = attrs.field(eq=False, hash=False)
+    source: str
+    imports: str = ""
+
+    def render(self) -> str:
+        return self.source
