@@ -65,6 +65,7 @@ from cortex_spec.testing import (
     FAR_FUTURE,
     ZERO,
     assert_strict_equal,
+    clause,
     ctx,
     make_ask,
     make_conversation,
@@ -678,7 +679,8 @@ def test_returned_entities_are_detached(w):
     assert isinstance(again.receivers, tuple) and isinstance(w.s.get_conversation(w.c, conv.id).participants, tuple)
 
 
-@pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-5", "A2A-QUEUE-1", "A2A-ASK-8")
+@pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-2", "A2A-INBOX-5", "A2A-QUEUE-1",
+                    "A2A-ASK-8")
 def test_limit_and_offset_apply_after_ordering(w, clock):
     conv = w.conv()
     msgs, convs, inbox, queue, asks = [], [conv.id], [], [], []
@@ -695,7 +697,9 @@ def test_limit_and_offset_apply_after_ordering(w, clock):
         (lambda **k: w.s.list_conversations(w.c, **k), convs, "id"),
         (lambda **k: w.s.list_inbox(w.c, "worker", **k), inbox, "id"),
     ]
-    for call, order, key in cases:
+    for (call, order, key), listed in zip(cases, ("A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-2")):
+        with clause(listed, what="which rows the list returns"):
+            assert sorted(getattr(x, key) for x in call()) == sorted(order)
         assert [getattr(x, key) for x in call()] == order
         for limit in (-1, 0, 1, 2, 10):
             for offset in (-3, 0, 1, 3, 9):

@@ -32,6 +32,7 @@ from cortex_spec.testing import (
     ZERO,
     approve,
     assert_strict_equal,
+    clause,
     ctx,
     make_checkpoint,
     make_run,
@@ -222,7 +223,7 @@ def test_run_stamps_use_one_truncated_clock_read(cortex_open):
         _assert_instant(got.updated_at, _ms(t), "updated_at")
 
 
-@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "SUSP-CLAIM-2", "SUSP-XCLAIM-2")
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "SUSP-CLAIM-2", "SUSP-XCLAIM-2", "SUSP-PART-2")
 @classes("suspensions")
 def test_suspension_claims_compare_and_write_one_clock_read(cortex_open):
     """The resume claim compares the deadline with the same clock value it
@@ -250,7 +251,8 @@ def test_suspension_claims_compare_and_write_one_clock_read(cortex_open):
     store.create_run(c, make_run(id=other, state=RunState.PAUSED))
     store.create_suspension(c, make_suspension(other, expires_at=deadline))
     clock.set(T3)
-    store.claim_expired_suspension(c, other, deadline)
+    with clause("SUSP-PART-2", what="the sweep claim with now at the deadline instant"):
+        store.claim_expired_suspension(c, other, deadline)
     _assert_instant(store.get_run(c, other).updated_at, _ms(T3), "run.updated_at after the sweep claim")
 
 
@@ -390,7 +392,7 @@ def test_expired_lists_compare_truncated_utc_instants(store, case, deadline, now
     assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
 
 
-@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6")
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6", "SUSP-CLAIM-8")
 @classes("suspensions")
 @pytest.mark.parametrize(
     "deadline, clock_at, resumes",
@@ -418,7 +420,8 @@ def test_resume_claim_compares_truncated_clock_with_truncated_deadline(cortex_op
         before = state_view(store, [HOME], run_ids=[run_id])
         with pytest.raises(SuspensionExpired):
             store.claim_suspension(c, run_id)
-        assert state_view(store, [HOME], run_ids=[run_id]) == before
+        with clause("SUSP-CLAIM-8", what="the stored state after the refused claim"):
+            assert state_view(store, [HOME], run_ids=[run_id]) == before
 
 
 # ===========================================================================

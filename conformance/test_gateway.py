@@ -27,7 +27,7 @@ from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
 from cortex_spec.gateway_child import GatewayChild
-from cortex_spec.testing import ZERO, assert_strict_equal, ctx, gateway_view, make_message, race
+from cortex_spec.testing import ZERO, assert_strict_equal, clause, ctx, gateway_view, make_message, race
 from cortex_spec.validation import MAX_ENTITY_BYTES
 
 UTC = timezone.utc
@@ -122,7 +122,7 @@ def _assert_populated(gw, written: dict[str, Any]) -> None:
 # ===========================================================================
 
 
-@pytest.mark.clause("GW-SCOPE-1", "GW-SCOPE-2")
+@pytest.mark.clause("GW-SCOPE-1", "GW-SCOPE-2", "GW-ORD-1", "GW-ST-3")
 def test_every_method_ignores_the_context(gateway):
     """Whatever the caller's scope, partition and principal (the zero scope
     included), every method sees and changes the same rows; NoScope never
@@ -134,12 +134,14 @@ def test_every_method_ignores_the_context(gateway):
         # a key accepted under another context is a duplicate under this one
         assert gateway.accept(c, make_message("tg", f"m{(i + 1) % len(writers)}"), T0) is False
     reference = gateway.pending(ZERO)
-    assert [i.message_id for i in reference] == [f"m{i}" for i in range(len(writers))]
+    with clause("GW-ORD-1", what="pending() after accepts 1 ms apart"):
+        assert [i.message_id for i in reference] == [f"m{i}" for i in range(len(writers))]
     for c in writers:
         assert gateway.pending(c) == reference
         assert gateway.get_item(c, "tg", "m0") == reference[0]
     assert gateway.set_replied(CONTEXTS[1], "tg", "m0", "r") is True
-    assert gateway.set_replied(CONTEXTS[3], "tg", "m0", "other") is False
+    with clause("GW-ST-3", what="a second set_replied, under another context"):
+        assert gateway.set_replied(CONTEXTS[3], "tg", "m0", "other") is False
     for c in writers:
         assert keys_of(gateway.pending_replies(c)) == [("tg", "m0")]
     assert gateway.mark_done(CONTEXTS[4], "tg", "m0") is True

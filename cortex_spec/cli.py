@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
+import pytest
+
 from .clauses import catalogue
 from .profiles import PROFILES, profile_from_env
 
@@ -68,8 +70,17 @@ class Progress:
             self._log(f"COLLECTION ERROR {report.nodeid}\n{report.longreprtext}\n")
 
     def pytest_collection_finish(self, session: Any) -> None:
+        if getattr(session.config.option, "dist", "no") != "no":
+            return  # the workers collect (see below)
         self.total = len(session.items)
         self.stream.write(f"cortex-spec: {self.total} tests collected\n")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """Under pytest-xdist every worker collects the same tests."""
+        if not self.total:
+            self.total = len(ids)
+            self.stream.write(f"cortex-spec: {self.total} tests collected\n")
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         from .pytest_plugin import NOT_CLAIMED
@@ -129,9 +140,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
-def certify(args: argparse.Namespace) -> int:
-    import pytest
+def default_workers() -> int:
+    """pytest-xdist workers of a certification: one per core, at most four
+    (0, one process, on a single core: a worker would only add start-up)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 0 if cores < 2 else min(cores, 4)
 
+
+def certify(args: argparse.Namespace) -> int:
     from .reports import read_report, render_summary
 
     profile = args.profile or profile_from_env()
@@ -151,6 +167,9 @@ def certify(args: argparse.Namespace) -> int:
         "--cortex-profile", profile,
         "--cortex-report", str(report_path),
     ]
+    workers = default_workers() if args.workers is None else args.workers
+    if workers > 0:
+        pytest_args += ["-n", str(workers)]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     if args.exitfirst:
@@ -212,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run only the clause suite, not the state machines (not a full certification)")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression (debugging)")
     p.add_argument("-x", dest="exitfirst", action="store_true", help="stop at the first failure")
+    p.add_argument("--workers", "-n", dest="workers", type=int, default=None,
+                   help="pytest-xdist worker processes (default: one per core, at most 4; 0: one process)")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=certify)
 

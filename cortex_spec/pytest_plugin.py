@@ -32,6 +32,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -152,6 +153,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config._cortex = run  # type: ignore[attr-defined]
     config.pluginmanager.register(run, "cortex-spec-certification")
     run.selected = selected_classes(config)  # a bad selection is a usage error too
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        # the workers' embedded servers are found through the run's id: the
+        # controller starts the backend first, so it takes the id now
+        if getattr(config.option, "testrunuid", None) is None:
+            config.option.testrunuid = uuid.uuid4().hex
+        os.environ["PYTEST_XDIST_TESTRUNUID"] = config.option.testrunuid
     if option(config, "cortex_store"):
         run.resolve()  # a bad --cortex-store is a usage error before collection
 
@@ -264,6 +271,8 @@ class CertificationRun:
         #: the longest collection and backend start of any process of the run
         self.collection_s = 0.0
         self.backend_start_s = 0.0
+        #: True once the session got past pytest_sessionstart
+        self.collected = False
 
     # -- backend ---------------------------------------------------------------
 
@@ -318,6 +327,8 @@ class CertificationRun:
         self.backend_info = {"name": getattr(harness, "name", spec)}
         line = f"cortex-spec: store {spec!r} could not start: {reason} -- NOT CERTIFIED"
         sys.stderr.write(line + "\n")
+        if not self.collected:  # before collection pytest runs no sessionfinish: report now
+            self.write_report()
         pytest.exit(line, returncode=EXIT_NOT_CERTIFIED)
 
     def stop_backend(self) -> None:
@@ -474,14 +485,23 @@ class CertificationRun:
         }
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
-            self.stop_backend()
-            return
-        self.stop_backend()
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A certification run (``--cortex-store`` given, on the command line,
+        in the environment or the ini file) starts its backend before
+        collecting anything, so a backend that cannot start is reported at
+        once (exit status 3), and under pytest-xdist before any worker
+        starts; the workers then find an embedded server the controller
+        started through the run's id."""
+        if not hasattr(self.config, "workerinput") and option(self.config, "cortex_store"):
+            self.start_backend()
+        self.collected = True
+
+    def write_report(self) -> dict[str, Any] | None:
+        """Write the JSON report (and the HTML page beside it), if a path is set."""
         path = self.report_path()
         if path is None or (not self.records and self.unavailable is None):
-            return
+            return None
         from cortex_spec.reports import write_html, write_report
 
         report = self.build()
@@ -489,6 +509,16 @@ class CertificationRun:
         write_report(report, path)
         write_html(report, os.path.splitext(path)[0] + ".html")
         self.report_written = path
+        return report
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
+            self.stop_backend()
+            return
+        self.stop_backend()
+        report = self.write_report()
+        if report is None:
+            return
         if not report["certified"] and session.exitstatus == 0:
             session.exitstatus = 1 if self.unavailable is None else EXIT_NOT_CERTIFIED
         if self.unavailable is not None:

@@ -13,11 +13,12 @@ backend author can write extra tests in the same style::
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 import threading
 import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
@@ -31,6 +32,11 @@ from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason
 
 __all__ = [
+    "ClauseViolation",
+    "clause",
+    "expect",
+    "expect_raises",
+    "shorten",
     "ctx",
     "ZERO",
     "make_run",
@@ -56,6 +62,95 @@ __all__ = [
 
 #: A context with the zero scope.
 ZERO = Context(Scope())
+
+
+# -- checks charged to one clause ---------------------------------------------------
+
+
+def shorten(value: Any, limit: int = 160) -> str:
+    """``repr(value)`` of at most about ``limit`` characters, cut at a word or
+    item boundary (never inside a word) with the number of characters left
+    out."""
+    text = value if isinstance(value, str) and value.startswith("<") else repr(value)
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(sep, 0, limit) for sep in (", ", " ", "/"))
+    cut = cut if cut > limit // 2 else limit
+    return f"{text[:cut]} … ({len(text) - cut} more characters)"
+
+
+def _rule(clause_id: str) -> str:
+    from .clauses import UnknownClause, catalogue
+
+    try:
+        text = catalogue()[clause_id].text.replace("`", "")
+    except UnknownClause:
+        return "(a clause the spec does not define)"
+    return text if len(text) <= 300 else text[: text.rfind(" ", 0, 300)] + " …"
+
+
+class ClauseViolation(AssertionError):
+    """A check of one or more clauses failed.
+
+    The message leads with the clause and its rule in words, then what was
+    checked, what was expected and what was observed.  ``cortex_clauses``
+    tells the certification report which clauses failed (the test's other
+    clauses are not charged)."""
+
+    def __init__(self, clauses: str | Sequence[str], what: str, expected: Any = None,
+                 observed: Any = None, detail: str = "") -> None:
+        ids = (clauses,) if isinstance(clauses, str) else tuple(clauses)
+        lines = [f"{c} broken: {_rule(c)}" for c in ids]
+        if what:
+            lines.append(f"checked: {what}")
+        if expected is not None or observed is not None:
+            lines.append(f"expected: {shorten(expected)}")
+            lines.append(f"observed: {shorten(observed)}")
+        if detail:
+            lines.append(detail)
+        super().__init__("\n".join(lines))
+        self.cortex_clauses = ids
+        self.expected = expected
+        self.observed = observed
+
+
+@contextmanager
+def clause(*ids: str, what: str = "") -> Iterator[None]:
+    """Charge a failed check inside the block to ``ids`` (not to every clause
+    the test names)::
+
+        with clause("GW-ST-3", what="a second set_replied"):
+            assert gateway.set_replied(c, "tg", "m0", "other") is False
+
+    A failing ``assert`` (or an unexpected exception) becomes a
+    :class:`ClauseViolation` of ``ids``; a violation raised by an inner
+    check keeps its own, more precise clause."""
+    try:
+        yield
+    except ClauseViolation:
+        raise
+    except AssertionError as exc:
+        raise ClauseViolation(ids, what, detail=str(exc).strip()) from exc
+    except Exception as exc:  # noqa: BLE001 - an unexpected error fails the clause too
+        raise ClauseViolation(ids, what, detail=f"raised {type(exc).__name__}: {exc}") from exc
+
+
+def expect(clause_id: str, observed: Any, expected: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``observed == expected``."""
+    if observed != expected:
+        raise ClauseViolation(clause_id, what, expected, observed)
+
+
+def expect_raises(clause_id: str, error: type[BaseException], call: Callable[[], Any],
+                  what: str) -> BaseException:
+    """Fail ``clause_id`` unless ``call()`` raises exactly an ``error``; returns it."""
+    try:
+        value = call()
+    except error as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - the wrong error is the observation
+        raise ClauseViolation(clause_id, what, error.__name__, f"{type(exc).__name__}: {exc}") from exc
+    raise ClauseViolation(clause_id, what, error.__name__, f"returned {shorten(value)}")
 
 
 def ctx(scope: str | Scope, partition: str = "", principal: str | None = None) -> Context:

@@ -11,22 +11,35 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "zoo: certifies every mutant of the zoo (slow)")
 
 
+#: the zoo's rows, gathered from the test reports (from every xdist worker)
+ZOO_ROWS: list = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        ZOO_ROWS.extend(value for key, value in report.user_properties if key == "zoo")
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print (and save) the zoo's table when the zoo ran."""
-    try:
-        from test_zoo import ZOO_ROWS
-    except ImportError:
-        return
     if not ZOO_ROWS:
         return
+    import statistics
+
+    ZOO_ROWS.sort(key=lambda r: r["mutant"])
     columns = list(ZOO_ROWS[0])
     widths = {c: max(len(c), *(len(str(r[c])) for r in ZOO_ROWS)) for c in columns}
     lines = [" | ".join(c.ljust(widths[c]) for c in columns),
              "-+-".join("-" * widths[c] for c in columns)]
     lines += [" | ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in ZOO_ROWS]
+    times = [r["verdict s"] for r in ZOO_ROWS]
+    rejected = sum(1 for r in ZOO_ROWS if r["rejected"])
+    summary = (f"{rejected} of {len(ZOO_ROWS)} mutants rejected; time to verdict median "
+               f"{statistics.median(times):.1f}s, max {max(times):.1f}s")
     terminalreporter.write_sep("=", "mutant zoo")
     for line in lines:
         terminalreporter.write_line(line)
+    terminalreporter.write_line(summary)
     import os
 
     os.makedirs("cortex-reports", exist_ok=True)
@@ -34,3 +47,4 @@ def pytest_terminal_summary(terminalreporter):
         fh.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
         for r in ZOO_ROWS:
             fh.write("| " + " | ".join(str(r[c]) for c in columns) + " |\n")
+        fh.write(f"\n{summary}\n")

@@ -691,6 +691,19 @@ class Mutant:
     #: clauses the upstream table (or our own reasoning) expects to catch it
     expected: tuple[str, ...]
     harness: Any
+    #: the classes the bug breaks: the zoo certifies only these (with what
+    #: they require); by default the classes of the expected clauses
+    classes: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        if not self.classes:
+            from cortex_spec.clauses import GENERAL_CLASSES, catalogue
+
+            found = tuple(dict.fromkeys(
+                catalogue()[c].cls for c in self.expected if catalogue()[c].cls not in GENERAL_CLASSES))
+            if not found:
+                raise ValueError(f"mutant {self.name}: name the classes it breaks")
+            object.__setattr__(self, "classes", found)
 
 
 def _harness(store_cls: type) -> type[ReferenceHarness]:
@@ -701,22 +714,23 @@ def _harness(store_cls: type) -> type[ReferenceHarness]:
     )
 
 
-def _m(name: str, store_cls: type, expected: tuple[str, ...]) -> Mutant:
-    return Mutant(name, (store_cls.__doc__ or "").strip().splitlines()[0], expected, _harness(store_cls))
+def _m(name: str, store_cls: type, expected: tuple[str, ...], classes: tuple[str, ...] = ()) -> Mutant:
+    return Mutant(name, (store_cls.__doc__ or "").strip().splitlines()[0], expected, _harness(store_cls),
+                  classes)
 
 
 MUTANTS: list[Mutant] = [
     _m("read-then-write-claim", ReadThenWriteClaim, ("SUSP-CLAIM-10", "MACH-LIN-1")),
     _m("deadline-on-wrong-side", DeadlineOnResumeSide, ("SUSP-PART-2", "SUSP-CLAIM-6")),
-    _m("prefix-confusion", PrefixConfusion, ("SCOPE-VIS-5",)),
-    _m("update-rewrites-scope", UpdateRewritesScope, ("SCOPE-IMM-2",)),
-    _m("update-widens-scope", UpdateWidensScope, ("SCOPE-IMM-3",)),
+    _m("prefix-confusion", PrefixConfusion, ("SCOPE-VIS-5",), ("runs",)),
+    _m("update-rewrites-scope", UpdateRewritesScope, ("SCOPE-IMM-2", "RUN-UPD-3"), ("runs",)),
+    _m("update-widens-scope", UpdateWidensScope, ("SCOPE-IMM-3",), ("runs",)),
     _m("flip-then-reject", FlipThenReject, ("SUSP-CLAIM-8", "SUSP-CLAIM-9")),
     _m("list-without-total-order", NoTieBreak, ("RUN-LIST-2",)),
     _m("resolve-read-then-write", ResolveReadThenWrite, ("CP-RESOLVE-4", "MACH-LIN-1")),
     _m("resolve-overwrites", ResolveOverwrites, ("CP-RESOLVE-3",)),
     _m("suspension-unique-per-scope", SuspensionPerScope, ("SUSP-CREATE-2",)),
-    _m("no-ms-truncation", NoMillisecondTruncation, ("RSC-GEN-1",)),
+    _m("no-ms-truncation", NoMillisecondTruncation, ("RSC-GEN-1",), ("runs",)),
     _m("sweep-sees-caller-scope", SweepSeesCallerScope, ("SCOPE-XS-3", "SUSP-XLIST-1")),
     _m("torn-update", TornUpdate, ("RUN-UPD-6", "RSC-GEN-12")),
     _m("a2a-hop-check-then-write", HopCheckThenWrite, ("A2A-HOP-10", "A2A-RACE-6")),
@@ -726,12 +740,13 @@ MUTANTS: list[Mutant] = [
     _m("a2a-delivery-claim-read-then-write", DeliveryClaimReadThenWrite, ("A2A-DLV-9", "A2A-RACE-1")),
     _m("a2a-read-mark-restamps", ReadMarkRestamps, ("A2A-READ-2", "A2A-RACE-11")),
     _m("a2a-inbox-ignores-node", InboxIgnoresNode, ("A2A-INBOX-1",)),
-    _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14")),
-    _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9",)),
+    # without a token check, a token of the wrong type is not refused either (A2A-GEN-12)
+    _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14", "A2A-GEN-12")),
+    _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9", "A2A-ASK-8", "A2A-ASK-12")),
     # a restart loses everything (MACH-DUR-1), and so does a worker's own
     # store opened on the same storage (MACH-CRASH-1): whichever comes first
     Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1", "MACH-CRASH-1"),
-           AmnesiaHarness),
+           AmnesiaHarness, ("suspensions",)),
     _m("gw-dedup-check-then-insert", _opener(DedupCheckThenInsert), ("GW-ACC-5", "GW-RACE-1")),
     _m("gw-done-resurrected", _opener(DoneResurrected), ("GW-ST-4",)),
     _m("gw-prune-deletes-replied", _opener(PruneDeletesReplied), ("GW-PRUNE-2",)),
@@ -742,7 +757,7 @@ MUTANTS: list[Mutant] = [
     _m("gw-selection-read-then-write", _opener(SelectionReadThenWrite), ("GW-SEL-6", "GW-RACE-6")),
     _m("gw-reply-not-durable", _opener(ReplyNotDurable), ("GW-CRASH-3", "GW-CRASH-4", "GW-OPEN-5")),
     _m("gw-lock-left-by-dead-holder", _opener(LockLeftByDeadHolder), ("GW-OPEN-6", "GW-CRASH-9")),
-    _m("gw-no-lock", NoLockStore, ("GW-OPEN-2", "GW-RACE-9")),
+    _m("gw-no-lock", NoLockStore, ("GW-OPEN-1", "GW-OPEN-2", "GW-RACE-9")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
