@@ -138,7 +138,7 @@ class World:
     def view(self, *scopes: str | Context) -> dict:
         contexts = [s if isinstance(s, Context) else ctx(s) for s in (scopes or (self.c,))]
         return state_view(self.s, contexts, delivery_ids=self.deliveries, reply_withs=self.asks,
-                          conversation_ids=self.conversations)
+                          conversation_ids=self.conversations, classes={"a2a"})
 
 
 @pytest.fixture

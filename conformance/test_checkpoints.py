@@ -74,7 +74,7 @@ def _get_or_error(store: Any, scope: str, cp_id: str) -> Any:
 def _view(store: Any, cp_ids=(), scopes=ROOTS) -> dict:
     """Everything observable about checkpoints: the pending lists of every
     scope and of all scopes, plus each named checkpoint as seen by get."""
-    view = state_view(store, scopes)
+    view = state_view(store, scopes, classes={"checkpoints"})
     for cid in cp_ids:
         for s in scopes:
             view[f"checkpoint[{cid}]@{s}"] = _get_or_error(store, s, cid)

@@ -104,7 +104,7 @@ def _assert_instant(actual: object, expected: datetime, what: str) -> None:
 def _seed(store: Any, cls: str) -> SimpleNamespace:
     """Rows of ``cls`` at HOME that the call sites address."""
     c = ctx(HOME)
-    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP), cp=None)
+    w = SimpleNamespace(cls=cls, run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP), cp=None)
     if cls in ("runs", "suspensions"):
         store.create_run(c, make_run(id=w.run_id, state=RunState.PAUSED))
     if cls == "runs":
@@ -118,7 +118,7 @@ def _seed(store: Any, cls: str) -> SimpleNamespace:
 
 
 def _view(store: Any, w: SimpleNamespace) -> dict:
-    return state_view(store, VIEW_SCOPES, run_ids=[w.run_id], step_ids=[w.step_id])
+    return state_view(store, VIEW_SCOPES, run_ids=[w.run_id], step_ids=[w.step_id], classes={w.cls})
 
 
 def _prep_checkpoint(store: Any, c: Context, w: SimpleNamespace) -> None:

@@ -127,7 +127,7 @@ def sorted_ids(prefix: str, n: int) -> list[str]:
 
 
 def view(store: Any, run_ids=(), step_ids=()) -> dict[str, Any]:
-    return state_view(store, ALL_SCOPES, run_ids=run_ids, step_ids=step_ids)
+    return state_view(store, ALL_SCOPES, run_ids=run_ids, step_ids=step_ids, classes={"runs"})
 
 
 def mutable(run: Run) -> dict[str, Any]:

@@ -575,6 +575,7 @@ def _seed(store: Any, cls: str) -> SimpleNamespace:
     """Rows of class ``cls`` at HOME for the method tables to address."""
     c = ctx(HOME)
     w = SimpleNamespace(
+        cls=cls,
         run_id=ids.new_id(ids.RUN),
         step_id=ids.new_id(ids.STEP),
         checkpoint_id=ids.new_id(ids.CHECKPOINT),
@@ -621,6 +622,7 @@ def _view(store: Any, w: SimpleNamespace, scopes=VIEW_SCOPES) -> dict:
         delivery_ids=getattr(w, "delivery_ids", ()),
         reply_withs=[w.reply_with] if hasattr(w, "reply_with") else [],
         conversation_ids=[w.conv_id] if hasattr(w, "conv_id") else [],
+        classes={w.cls},
     )
     if hasattr(w, "gateway"):
         view["gateway"] = gateway_view(w.gateway, [("tg", m) for m in "prdx"], ["tg"], [("tg", "chat")])

@@ -83,7 +83,7 @@ def _paused(store: Any, scope: str = W1, expires_at: datetime | None = None, s_s
 
 
 def _view(store: Any, run_ids=(), scopes=ROOTS) -> dict:
-    return state_view(store, scopes, run_ids=list(run_ids))
+    return state_view(store, scopes, run_ids=list(run_ids), classes={"suspensions"})
 
 
 def _suspension_or_none(store: Any, scope: str, run_id: str):

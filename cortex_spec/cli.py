@@ -51,8 +51,8 @@ class Progress:
         self.counts = {"passed": 0, "failed": 0, "not claimed": 0, "skipped": 0}
         self.log_path = log_path
         self.log: TextIO | None = None
-        self.last_print = 0.0
-        self.current_module = ""
+        self.last_print = time.monotonic()
+        self.started = time.monotonic()
         self.collect_errors = 0
         self.outcomes: dict[str, str] = {}
 
@@ -109,8 +109,13 @@ class Progress:
         now = time.monotonic()
         module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
         pct = 100 * self.done // self.total if self.total else 100
+        elapsed = now - self.started
+        # the estimate scales the time so far by the tests left; the state
+        # machines run first under pytest-xdist, so it falls as they finish
+        left = elapsed / self.done * (self.total - self.done) if self.done and self.total else None
+        clock = f"{_mmss(elapsed)} elapsed" + (f", ~{_mmss(left)} left" if left is not None else "")
         summary = (
-            f"[{self.done:>4}/{self.total}] {pct:>3}%  passed {self.counts['passed']}"
+            f"[{self.done:>4}/{self.total}] {pct:>3}%  {clock}  passed {self.counts['passed']}"
             f"  failed {self.counts['failed']}  not claimed {self.counts['not claimed']}"
         )
         if self.counts["skipped"]:
@@ -123,8 +128,7 @@ class Progress:
             return
         if status:
             self.stream.write(f"{status} {nodeid}\n")
-        if force or module != self.current_module or now - self.last_print > 10:
-            self.current_module = module
+        if force or now - self.last_print > 10 or self.done == self.total:
             self.last_print = now
             self.stream.write(f"{summary}  {module}\n")
             self.stream.flush()
@@ -134,6 +138,10 @@ class Progress:
             self.stream.write("\n")
         if self.log is not None:
             self.log.close()
+
+
+def _mmss(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
 def _slug(text: str) -> str:

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -323,17 +323,24 @@ def state_view(
     delivery_ids: Sequence[str] = (),
     reply_withs: Sequence[str] = (),
     conversation_ids: Sequence[str] = (),
+    classes: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """Everything observable through the store's declared classes, as seen
     from each of ``scopes`` (and through the across-scope lists).
 
     Compare two views taken before and after a call to prove the call wrote
     nothing (a refused call writes nothing).  Only methods of declared
-    classes are called.  a2a rows are seen through the partition of each
+    classes are called; ``classes`` narrows the view to those classes and
+    the classes they require (the rows a call of those classes can touch:
+    classes share rows only through their requirements).  a2a rows are seen through the partition of each
     context (a ``Context`` may carry one); the scope-ignoring a2a lists are
     read for every partition of ``scopes`` and for the global one.
     """
-    caps = getattr(store, "capabilities", frozenset())
+    caps = frozenset(getattr(store, "capabilities", frozenset()))
+    if classes is not None:
+        from .classes import closure
+
+        caps &= closure(frozenset(classes))
     view: dict[str, Any] = {}
     contexts = [s if isinstance(s, Context) else ctx(s) for s in scopes]
     for c in contexts:
