@@ -16,8 +16,11 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from .a2a import A2AStore
+from .catalog import CatalogStore
+from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
 from .gateway import GATEWAY_METHODS, GatewayStore
+from .kinds import Table, protocol_methods
 from .runs import RunStore
 from .suspensions import SuspensionStore
 
@@ -52,6 +55,9 @@ class ConformanceClass:
     #: methods live on (``open_gateway(location)``), or None when they are
     #: methods of the store itself.
     opened_by: str | None = None
+    #: The class's stored kinds described by :mod:`cortex_spec.kinds` (what
+    #: the interpreters store and the suites generate clauses for).
+    tables: tuple[Table, ...] = ()
 
     def method(self, name: str) -> Method:
         for m in self.methods:
@@ -141,6 +147,13 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_asks_across_scopes", scoped=False)
             + _m("list_pending_asks_by_conversation"),
+        ),
+        ConformanceClass(
+            "catalog",
+            "Agents, skills, traits, behaviors, personas and prompt overlays",
+            CatalogStore,
+            _m(*protocol_methods(CatalogStore)),
+            tables=CATALOG_TABLES,
         ),
         ConformanceClass(
             "gateway",

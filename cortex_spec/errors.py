@@ -30,6 +30,12 @@ __all__ = [
     "DeliveryNotFound",
     "AskNotFound",
     "OrchestrationNotFound",
+    "AgentNotFound",
+    "SkillNotFound",
+    "TraitNotFound",
+    "BehaviorNotFound",
+    "PersonaNotFound",
+    "OverlayNotFound",
     "OrchestrationRunNotFound",
     "NotSuspended",
     "SuspensionExpired",
@@ -109,6 +115,30 @@ class AskNotFound(NotFound):
 
 
 class OrchestrationNotFound(NotFound):
+    pass
+
+
+class AgentNotFound(NotFound):
+    pass
+
+
+class SkillNotFound(NotFound):
+    pass
+
+
+class TraitNotFound(NotFound):
+    pass
+
+
+class BehaviorNotFound(NotFound):
+    pass
+
+
+class PersonaNotFound(NotFound):
+    pass
+
+
+class OverlayNotFound(NotFound):
     pass
 
 

@@ -26,6 +26,11 @@ __all__ = [
     "DELIVERY",
     "MESSAGE",
     "CONVERSATION",
+    "SKILL",
+    "TRAIT",
+    "BEHAVIOR",
+    "PERSONA",
+    "OVERLAY",
     "PREFIXES",
     "new_id",
     "check_id",
@@ -43,6 +48,11 @@ SESSION = "ses"
 DELIVERY = "dlv"
 MESSAGE = "msg"
 CONVERSATION = "conv"
+SKILL = "skl"
+TRAIT = "trt"
+BEHAVIOR = "bhv"
+PERSONA = "prs"
+OVERLAY = "ovl"
 
 #: Every prefix this contract names, by entity.
 PREFIXES = {
@@ -56,6 +66,11 @@ PREFIXES = {
     "delivery": DELIVERY,
     "message": MESSAGE,
     "conversation": CONVERSATION,
+    "skill": SKILL,
+    "trait": TRAIT,
+    "behavior": BEHAVIOR,
+    "persona": PERSONA,
+    "overlay": OVERLAY,
 }
 
 

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -62,6 +62,74 @@ __all__ = [
 
 #: A context with the zero scope.
 ZERO = Context(Scope())
+
+
+# -- entities of a described kind (cortex_spec.kinds) -------------------------------------
+
+
+def example_value(kind: Any, variant: int = 0) -> Any:
+    """A valid value of a field kind; ``variant`` 0, 1, 2… give distinct
+    values (an update writes a variant different from what it replaces)."""
+    from . import kinds as k
+
+    n = variant
+    if isinstance(kind, k.Optional):
+        return None if n % 3 == 2 else example_value(kind.inner, n)
+    if isinstance(kind, k.Id):
+        return ids.new_id(kind.prefix)
+    if isinstance(kind, k.Short):
+        return ("short", "ünï 😀 %_", "Short value")[n % 3] + (f" {n}" if n >= 3 else "")
+    if isinstance(kind, k.Text):
+        return ("text", "line one\nline two", "")[n % 3] + (f" {n}" if n >= 3 else "")
+    if isinstance(kind, k.Count):
+        return (1, 0, 2**63 - 1)[n % 3]
+    if isinstance(kind, k.Int):
+        return (-2, 7, -(2**63))[n % 3]
+    if isinstance(kind, k.Float):
+        return (0.5, -1.0, 1e300)[n % 3]
+    if isinstance(kind, k.Bool):
+        return n % 2 == 0
+    if isinstance(kind, k.Instant):
+        return datetime(2026, 1, 2, tzinfo=timezone.utc) + timedelta(milliseconds=n)
+    if isinstance(kind, k.Json):
+        return ({"k": 1, "f": 1.0, "b": True, "n": None, "s": "x", "l": [1, "a"]}, {}, {"$a.b": {"": [2**63 - 1]}})[n % 3]
+    if isinstance(kind, k.FloatMap):
+        return ({"x": 0.5}, {}, {"a": -1.0, "b": 2.0})[n % 3]
+    if isinstance(kind, k.JsonValue):
+        return ([1, "a", 1.0], 7, {"k": None})[n % 3]
+    if isinstance(kind, k.Choice):
+        members = list(kind.enum)
+        return members[n % len(members)]
+    if isinstance(kind, k.Strings):
+        return (("a", "b"), (), ("c",))[n % 3]
+    if isinstance(kind, k.Records):
+        return ((example(kind.record, variant=n), example(kind.record, variant=n + 1)), (),
+                (example(kind.record, variant=n),))[n % 3]
+    if isinstance(kind, k.Record):
+        return example(kind.record, variant=n)
+    raise TypeError(f"no example value for {kind!r}")
+
+
+def example(cls: type, variant: int = 0, **fields: Any) -> Any:
+    """A valid entity (or nested record) of a described class: a fresh key,
+    a value of each data field's kind (``variant`` picks which), and the
+    ``fields`` given; stamps and store-owned fields keep their defaults."""
+    from . import kinds as k
+
+    values: dict[str, Any] = {}
+    for name, spec in k.specs(cls).items():
+        if name in fields:
+            continue
+        if spec.role == k.KEY:
+            values[name] = example_value(spec.kind)
+        elif spec.role == k.DATA:
+            kind = spec.kind
+            if isinstance(kind, k.Short) and kind.nonempty:
+                values[name] = f"{name}-{ids.new_id('x')[2:]}"
+            else:
+                values[name] = example_value(kind, variant)
+    values.update(fields)
+    return cls(**values)
 
 
 # -- checks charged to one clause ---------------------------------------------------

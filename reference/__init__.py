@@ -9,10 +9,11 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'checkpoints', 'gateway', 'runs', 'suspensions']
+['a2a', 'catalog', 'checkpoints', 'gateway', 'runs', 'suspensions']
 """
 
 from .a2a import A2AMixin
+from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
 from .runs import RunsMixin
@@ -22,9 +23,10 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayMixin, StoreBase):
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayMixin,
+                  StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a`` and ``gateway``.
+    ``a2a``, ``catalog`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -32,7 +34,7 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Gatew
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -52,6 +52,12 @@ class MemoryMedium:
         self.gw_selections: dict[tuple[str, str], tuple[str, str]] = {}
         #: the gateway's insertion sequence: {"last": the last number handed out}
         self.gw_sequence: dict[str, int] = {}
+        # the stored kinds of every class (cortex_spec.kinds): kind_<table> by key
+        from cortex_spec.classes import CLASSES
+
+        for cls in CLASSES.values():
+            for table in cls.tables:
+                setattr(self, f"kind_{table.name}", {})
 
     def tables(self) -> dict[str, dict]:
         """Every table by name (every attribute but the lock)."""
@@ -81,6 +87,12 @@ class StoreBase:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.medium = medium if medium is not None else MemoryMedium()
         self._closed = False
+        from cortex_spec.kinds import Crud
+
+        from .kinds import MemoryStorage
+
+        #: the generic operations of the stored kinds, on this store's medium
+        self._crud = Crud(MemoryStorage(self), self._now)
 
     def close(self) -> None:
         """Idempotent.  The medium (the data) survives."""

@@ -1,5 +1,5 @@
 """MongoDB backend: a pymongo store of classes ``runs``, ``suspensions``,
-``checkpoints``, ``a2a`` and ``gateway``.
+``checkpoints``, ``a2a``, ``catalog`` and ``gateway``.
 
 ``MongoStore(database, clock)`` takes a :class:`pymongo.database.Database`
 (any server: standalone, replica set or sharded) or the
@@ -37,6 +37,7 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 """
 
 from .a2a import A2AMixin
+from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
 from .store import MongoStoreBase
@@ -45,9 +46,11 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayOpenerMixin, MongoStoreBase):
+class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayOpenerMixin,
+                 MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a`` (only where the deployment has transactions) and ``gateway``.
+    ``a2a`` (only where the deployment has transactions), ``catalog`` and
+    ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -56,7 +59,7 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayOpenerMixi
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:

@@ -217,6 +217,12 @@ class MongoStoreBase:
         self._steps = database[collection_prefix + COLLECTIONS["steps"]]
         self._tool_calls = database[collection_prefix + COLLECTIONS["tool_calls"]]
         self._checkpoints = database[collection_prefix + COLLECTIONS["checkpoints"]]
+        from cortex_spec.kinds import Crud
+
+        from .kinds import MongoStorage
+
+        #: the generic operations of the stored kinds (cortex_spec.kinds)
+        self._crud = Crud(MongoStorage(self), self._now)
         with self._guard():
             self.ensure_indexes()
             self._snapshot_reads = (
@@ -271,6 +277,13 @@ class MongoStoreBase:
              "pending_by_created", {}),
             (self._checkpoints, [("state", 1), ("_id", 1)], "pending_by_id", {}),
         ]
+        from cortex_spec.classes import CLASSES
+
+        from .kinds import kind_indexes
+
+        for cls in CLASSES.values():  # the stored kinds: one collection each
+            for table in cls.tables:
+                wanted += kind_indexes(self.database[self.collection_prefix + table.name], table)
         create_missing_indexes(wanted)
 
     # -- the guard ---------------------------------------------------------------------

@@ -123,6 +123,15 @@ class Dialect:
             return ErrorKind.DISCONNECT
         return ErrorKind.OTHER
 
+    def ascii_lower(self, expr: Any) -> Any:
+        """``expr`` with A–Z folded to a–z and nothing else (MC-GEN-10)."""
+        raise NotImplementedError
+
+    def contains(self, haystack: Any, needle: Any) -> Any:
+        """True where ``needle`` is a literal substring of ``haystack`` (no
+        ``LIKE``: ``%`` and ``_`` are characters like any other)."""
+        raise NotImplementedError
+
 
 class _Sqlite(Dialect):
     """SQLite through ``sqlite3``.
@@ -174,6 +183,12 @@ class _Sqlite(Dialect):
             # SQLite runs as its own (snapshot) transaction
             if conn.get_execution_options().get(WRITE_OPTION, False):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def ascii_lower(self, expr: Any) -> Any:
+        return sa.func.lower(expr)  # SQLite's built-in lower() folds A-Z only
+
+    def contains(self, haystack: Any, needle: Any) -> Any:
+        return sa.func.instr(haystack, needle) > 0
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         orig = exc.orig
@@ -234,6 +249,13 @@ class _Postgres(Dialect):
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
 
+    def ascii_lower(self, expr: Any) -> Any:
+        # lower() would fold every letter by the database's locale
+        return sa.func.translate(expr, _UPPER, _UPPER.lower())
+
+    def contains(self, haystack: Any, needle: Any) -> Any:
+        return sa.func.strpos(haystack, needle) > 0
+
     def share_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(read=True)  # FOR SHARE
 
@@ -251,6 +273,9 @@ class _Postgres(Dialect):
         if code is not None and code.startswith(("08", "57P")):  # connection, admin shutdown
             return ErrorKind.DISCONNECT
         return ErrorKind.OTHER
+
+
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _socket_readable(dbapi_conn: Any) -> bool:

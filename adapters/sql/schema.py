@@ -29,6 +29,8 @@ creates the tables; a store refuses a database of another version.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from .dialect import id_type
@@ -47,12 +49,14 @@ __all__ = [
     "a2a_deliveries",
     "a2a_asks",
     "DATA_TABLES",
+    "KIND_TABLES",
+    "kind_table",
     "SCOPE_LEVELS",
 ]
 
 #: Bump on any change of the tables below (there are no migrations yet).
-#: 2: the a2a tables.
-SCHEMA_VERSION = 2
+#: 2: the a2a tables.  3: the tables of the stored kinds (class catalog).
+SCHEMA_VERSION = 3
 
 #: Scope depth the level columns hold (SCOPE-VAL-1).
 SCOPE_LEVELS = 3
@@ -321,6 +325,75 @@ a2a_asks = sa.Table(
     sa.Index("ix_cortex_a2a_asks_conversation", "conversation_id", "created_at", "reply_with"),
 )
 
+# -- the stored kinds (cortex_spec.kinds), one table each --------------------------------
+#
+# A column per field, typed by the field's kind; nested records, string
+# tuples and JSON are JSON text.  The scope has the usual level columns plus
+# ``scope_key``, a SHA-256 of its canonical form: unique keys "within one
+# exact scope" index that digest (short, whatever the scope's length), and the
+# visibility index holds the first level only, so no index entry outgrows
+# PostgreSQL's btree limit whatever scopes SCOPE-VAL allows.
+
+
+def _kind_type(kind: Any) -> Any:
+    from cortex_spec import kinds as k
+
+    if isinstance(kind, k.Optional):
+        return _kind_type(kind.inner)
+    if isinstance(kind, k.Id):
+        return id_type()
+    if isinstance(kind, (k.Count, k.Int, k.Instant)):
+        return sa.BigInteger
+    if isinstance(kind, k.Float):
+        return sa.Double
+    if isinstance(kind, k.Bool):
+        return sa.Boolean
+    if isinstance(kind, k.Choice):
+        return sa.String(max(len(v) for v in kind.values))
+    return sa.Text  # strings, JSON and nested records (JSON text)
+
+
+def kind_table(table: Any) -> sa.Table:
+    """The SQL table of a stored kind (:class:`cortex_spec.kinds.Table`)."""
+    from cortex_spec import kinds as k
+
+    name = f"cortex_{table.name}"
+    columns: list[Any] = []
+    checks: list[Any] = []
+    for field_name, spec in table.fields.items():
+        if spec.role == k.KEY:
+            columns.append(sa.Column(field_name, id_type(), primary_key=True))
+        elif spec.role == k.SCOPE:
+            columns += _scope_columns()
+            columns.append(sa.Column("scope_key", sa.String(64), nullable=False))
+        else:
+            nullable = spec.kind.nullable and spec.role not in (k.CREATED, k.UPDATED)
+            columns.append(sa.Column(field_name, _kind_type(spec.kind), nullable=nullable))
+            inner = spec.kind.inner if isinstance(spec.kind, k.Optional) else spec.kind
+            if isinstance(inner, k.Choice):
+                values = ", ".join(f"'{v}'" for v in inner.values)
+                checks.append(sa.CheckConstraint(f"{field_name} IN ({values})",
+                                                 name=f"ck_{name}_{field_name}"))
+    indexes = [sa.Index(f"ix_{name}_scope", "scope_k1", "scope_v1", "created_at", "id")]
+    for unique in table.unique:
+        cols = (["scope_key"] if unique.exact_scope else []) + list(unique.fields)
+        where = None
+        if unique.where:
+            where = sa.and_(*(sa.literal_column(f) == sa.literal(v) for f, v in unique.where))
+        indexes.append(sa.Index(f"uq_{name}_{k.unique_name(table, unique)}", *cols, unique=True,
+                                sqlite_where=where, postgresql_where=where))
+    return sa.Table(name, metadata, *columns, *checks, *indexes)
+
+
+def _kind_tables() -> dict[str, sa.Table]:
+    from cortex_spec.classes import CLASSES
+
+    return {t.name: kind_table(t) for cls in CLASSES.values() for t in cls.tables}
+
+
+#: The SQL table of every stored kind, by the kind's table name.
+KIND_TABLES = _kind_tables()
+
 #: Every table holding data (the per-test reset empties these).
 DATA_TABLES = (runs, steps, tool_calls, suspensions, checkpoints,
-               a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks)
+               a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks, *KIND_TABLES.values())

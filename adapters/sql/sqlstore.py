@@ -3,6 +3,7 @@
 from typing import Any
 
 from .a2a import A2AMixin
+from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
 from .runs import RunsMixin
@@ -12,9 +13,10 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayOpenerMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``
-    and ``gateway``.
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayOpenerMixin,
+               SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
+    ``catalog`` and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -24,7 +26,7 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, GatewayO
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:

@@ -132,6 +132,12 @@ class SqlStoreBase:
         self._lock_timeout = lock_timeout
         self._schema_ready = False
         self._closed = False
+        from cortex_spec.kinds import Crud
+
+        from .kinds import SqlStorage
+
+        #: the generic operations of the stored kinds (cortex_spec.kinds)
+        self._crud = Crud(SqlStorage(self), self._now)
 
     @classmethod
     def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any):

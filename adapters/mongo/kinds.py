@@ -1,0 +1,243 @@
+"""The MongoDB interpreter of stored kinds (:mod:`cortex_spec.kinds`).
+
+One collection per stored kind (``<prefix><table>``), one document per row
+keyed by its id.  Stored forms follow :mod:`.store`: instants are BSON
+dates, JSON objects and values are JSON text (types and odd keys kept),
+scopes are stored per level; string tuples are arrays and nested records
+arrays of sub-documents whose fields use the same forms.  Two derived
+fields serve the queries no plain field can:
+
+* ``u_<key>`` for each unique key: a digest of the row's exact scope and the
+  key's fields, present only while the key's condition holds (only default
+  sessions, say), under a unique *sparse* index — so "one name per exact
+  scope" is one index, whatever the length of the scope, and a partial
+  condition needs no ``partialFilterExpression``;
+* ``f_<field>`` for the searched field: its ASCII-folded copy, matched with
+  an escaped (literal) regular expression (MC-GEN-10).
+
+Primitives (:class:`cortex_spec.kinds.Storage`): ``insert`` is one
+``insert_one``; ``select``/``count`` one query (a snapshot session where the
+deployment has snapshot reads); ``update`` reads the visible row, checks
+the size of the row it will store (its other fields are the key, the scope,
+the creation time and store-owned fields), then writes the mutable fields
+with one ``find_one_and_update`` on the same filter — unconditional on
+their old values, so the last writer wins and lands whole; ``delete`` one
+``delete_one``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from cortex_spec import kinds as k
+from cortex_spec.kinds import Query, Table, ascii_fold, check_size
+from cortex_spec.scope import Scope
+
+from .store import decode, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
+
+__all__ = ["MongoStorage", "kind_indexes", "doc_of", "entity_of"]
+
+
+def _encode(kind: k.FieldKind, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(kind, k.Optional):
+        return _encode(kind.inner, value)
+    if isinstance(kind, k.Instant):
+        return dt_out(value)
+    if isinstance(kind, k.Choice):
+        return value.value
+    if isinstance(kind, (k.Json, k.FloatMap)):
+        return json_out(value)
+    if isinstance(kind, k.JsonValue):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if isinstance(kind, k.Strings):
+        return [_encode(kind.item, v) for v in value]
+    if isinstance(kind, k.Records):
+        return [_record_doc(r) for r in value]
+    if isinstance(kind, k.Record):
+        return _record_doc(value)
+    return value
+
+
+def _record_doc(record: Any) -> dict[str, Any]:
+    return {name: _encode(spec.kind, getattr(record, name)) for name, spec in k.specs(type(record)).items()}
+
+
+def _decode(kind: k.FieldKind, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if isinstance(kind, k.Optional):
+        return _decode(kind.inner, raw)
+    if isinstance(kind, k.Instant):
+        return dt_in(raw)
+    if isinstance(kind, k.Choice):
+        return kind.enum(raw)
+    if isinstance(kind, (k.Json, k.FloatMap)):
+        return json_in(raw)
+    if isinstance(kind, k.JsonValue):
+        if not isinstance(raw, str):
+            raise ValueError("a stored JSON value is not JSON text")
+        return json.loads(raw)
+    if isinstance(kind, k.Strings):
+        return tuple(_decode(kind.item, v) for v in raw)
+    if isinstance(kind, k.Records):
+        return tuple(_record_of(kind.record, d) for d in raw)
+    if isinstance(kind, k.Record):
+        return _record_of(kind.record, raw)
+    if isinstance(kind, (k.Count, k.Int)):
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ValueError(f"a stored integer is a {type(raw).__name__}")
+        return raw
+    if isinstance(kind, k.Float):
+        return float(raw)
+    return raw
+
+
+def _record_of(record: type, doc: dict[str, Any]) -> Any:
+    return record(**{name: _decode(spec.kind, doc[name]) for name, spec in k.specs(record).items()})
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _unique_field(table: Table, unique: k.Unique) -> str:
+    return f"u_{k.unique_name(table, unique)}"
+
+
+def _derived(table: Table, entity: Any) -> dict[str, Any]:
+    """The ``u_*`` and ``f_*`` fields of a row (None where a key's condition
+    does not hold: the sparse index skips missing fields, so those are unset)."""
+    out: dict[str, Any] = {}
+    for unique in table.unique:
+        holds = all(getattr(entity, f) == v for f, v in unique.where)
+        parts = [entity.scope.canonical()] if unique.exact_scope else []
+        parts += [_encode(table.fields[f].kind, getattr(entity, f)) for f in unique.fields]
+        out[_unique_field(table, unique)] = _digest(*parts) if holds else None
+    for listing in table.listings:
+        if listing.search:
+            out[f"f_{listing.search}"] = ascii_fold(getattr(entity, listing.search))
+    return out
+
+
+def doc_of(table: Table, entity: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for name, spec in table.fields.items():
+        value = getattr(entity, name)
+        if spec.role == k.KEY:
+            doc["_id"] = value
+        elif spec.role == k.SCOPE:
+            doc["scope"] = scope_out(value)
+        else:
+            doc[name] = _encode(spec.kind, value)
+    for name, value in _derived(table, entity).items():
+        if value is not None:
+            doc[name] = value
+    return doc
+
+
+def entity_of(table: Table, doc: dict[str, Any]) -> Any:
+    def build() -> Any:
+        values = {}
+        for name, spec in table.fields.items():
+            if spec.role == k.KEY:
+                values[name] = doc["_id"]
+            elif spec.role == k.SCOPE:
+                values[name] = scope_in(doc["scope"])
+            else:
+                values[name] = _decode(spec.kind, doc[name])
+        return table.entity(**values)
+
+    return decode(f"a stored {table.singular}", build)
+
+
+def kind_indexes(collection: Any, table: Table) -> list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]]:
+    """The indexes of one kind's collection (for ``create_missing_indexes``)."""
+    out: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]] = [
+        (collection, [("scope.k0", 1), ("scope.v0", 1), ("created_at", 1), ("_id", 1)],
+         f"{table.name}_scope", {}),
+    ]
+    for unique in table.unique:
+        name = _unique_field(table, unique)
+        out.append((collection, [(name, 1)], f"{table.name}_{name}", {"unique": True, "sparse": True}))
+    return out
+
+
+def _sort_field(name: str) -> str:
+    return {"scope": "scope.n", "id": "_id"}.get(name, name)
+
+
+class MongoStorage:
+    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.MongoStoreBase`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def _collection(self, table: Table) -> Any:
+        return self.store.database[self.store.collection_prefix + table.name]
+
+    def _filter(self, table: Table, query: Query) -> dict[str, Any]:
+        found: dict[str, Any] = {} if query.scope is None else scope_filter("scope", query.scope,
+                                                                            exact=query.exact)
+        for name, value in query.where:
+            found["_id" if name == "id" else name] = _encode(table.fields[name].kind, value)
+        if query.search is not None:
+            name, text = query.search
+            found[f"f_{name}"] = {"$regex": re.escape(ascii_fold(text))}
+        return found
+
+    def insert(self, table: Table, entity: Any) -> None:
+        with self.store._guard():
+            self._collection(table).insert_one(doc_of(table, entity))
+
+    def select(self, table: Table, query: Query) -> list[Any]:
+        with self.store._guard():
+            docs = self.store._find(self._collection(table), self._filter(table, query),
+                                    sort=[(_sort_field(n), -1 if desc else 1) for n, desc in query.order],
+                                    skip=query.offset, limit=query.limit)
+            return [entity_of(table, d) for d in docs]
+
+    def count(self, table: Table, query: Query) -> int:
+        with self.store._guard():
+            return self.store._count(self._collection(table), self._filter(table, query))
+
+    def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
+               now: datetime) -> Any | None:
+        from pymongo import ReturnDocument
+
+        collection = self._collection(table)
+        mine = {"_id": key, **scope_filter("scope", scope)}
+        with self.store._guard():
+            doc = collection.find_one(mine)
+            if doc is None:
+                return None
+            # RSC-GEN-8 of the row as it will be stored: its other fields are
+            # never written by an update, so this read cannot go stale
+            new = attrs.evolve(entity_of(table, doc), updated_at=now, **fields)
+            check_size(new, table)
+            changes = {name: _encode(table.fields[name].kind, value) for name, value in fields.items()}
+            changes["updated_at"] = dt_out(now)
+            unset = {}
+            for name, value in _derived(table, new).items():
+                if value is None:
+                    unset[name] = ""
+                else:
+                    changes[name] = value
+            update: dict[str, Any] = {"$set": changes}
+            if unset:
+                update["$unset"] = unset
+            doc = collection.find_one_and_update(mine, update, return_document=ReturnDocument.AFTER)
+            return None if doc is None else entity_of(table, doc)
+
+    def delete(self, table: Table, key: str, scope: Scope) -> bool:
+        with self.store._guard():
+            result = self._collection(table).delete_one({"_id": key, **scope_filter("scope", scope)})
+            return result.deleted_count == 1

@@ -1,0 +1,283 @@
+"""The SQL interpreter of stored kinds (:mod:`cortex_spec.kinds`).
+
+Each stored kind has one table (:func:`.schema.kind_table`): a column per
+field typed by its kind, the scope's level columns and its digest.  This
+module is the codec between entities and rows, and the five primitives of
+:class:`cortex_spec.kinds.Storage`, each one database step:
+
+* ``insert`` — one INSERT; the primary key and the unique indexes refuse a
+  taken key (``AlreadyExists``, SCOPE-ID-1, CAT-GEN-2);
+* ``select`` / ``count`` — one SELECT: visibility as whole-value equality
+  per scope level (never ``LIKE``), the filters, the search as a literal
+  substring of the ASCII-folded field (``instr``/``strpos`` of
+  :meth:`.dialect.Dialect.ascii_lower`), the listing's total order;
+* ``update`` — one transaction: ``UPDATE … WHERE id AND visible RETURNING``,
+  then the size check of the row as stored (an oversized row rolls back); a
+  unique index refuses a rename into a taken name;
+* ``delete`` — one DELETE on the visible row.
+
+Statements are built once per shape (table, scope depth, filters, order,
+paging) and cached; only their parameters change per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+from cortex_spec import kinds as k
+from cortex_spec.clock import from_millis, to_millis
+from cortex_spec.errors import StoreError
+from cortex_spec.kinds import Query, Table, ascii_fold, check_size
+from cortex_spec.scope import Scope
+
+from .schema import KIND_TABLES
+from .store import db_int, decode, dump_json, load_json, read_scope, scope_params, scope_values, visible
+
+__all__ = ["SqlStorage", "encode", "decode_value", "row_of", "entity_of"]
+
+
+# -- the codec ----------------------------------------------------------------------------
+
+
+def _json_of(kind: k.FieldKind, value: Any) -> Any:
+    """A field value inside JSON text (nested records, tuples)."""
+    if value is None:
+        return None
+    if isinstance(kind, k.Optional):
+        return _json_of(kind.inner, value)
+    if isinstance(kind, k.Instant):
+        return to_millis(value)
+    if isinstance(kind, k.Choice):
+        return value.value
+    if isinstance(kind, k.Strings):
+        return [_json_of(kind.item, v) for v in value]
+    if isinstance(kind, k.Records):
+        return [_record_json(r) for r in value]
+    if isinstance(kind, k.Record):
+        return _record_json(value)
+    return value
+
+
+def _record_json(record: Any) -> dict[str, Any]:
+    return {name: _json_of(spec.kind, getattr(record, name)) for name, spec in k.specs(type(record)).items()}
+
+
+def _from_json(kind: k.FieldKind, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(kind, k.Optional):
+        return _from_json(kind.inner, value)
+    if isinstance(kind, k.Instant):
+        return from_millis(value)
+    if isinstance(kind, k.Choice):
+        return kind.enum(value)
+    if isinstance(kind, k.Strings):
+        return tuple(_from_json(kind.item, v) for v in value)
+    if isinstance(kind, k.Records):
+        return tuple(_record_of(kind.record, v) for v in value)
+    if isinstance(kind, k.Record):
+        return _record_of(kind.record, value)
+    if isinstance(kind, (k.Json, k.FloatMap)) and not isinstance(value, dict):
+        raise ValueError("a stored JSON object is not an object")
+    return value
+
+
+def _record_of(record: type, doc: dict[str, Any]) -> Any:
+    return record(**{name: _from_json(spec.kind, doc[name]) for name, spec in k.specs(record).items()})
+
+
+_JSON_TEXT = (k.Json, k.JsonValue, k.FloatMap, k.Strings, k.Records, k.Record)
+
+
+def encode(kind: k.FieldKind, value: Any) -> Any:
+    """A field value as its column holds it."""
+    if value is None:
+        return None
+    inner = kind.inner if isinstance(kind, k.Optional) else kind
+    if isinstance(inner, _JSON_TEXT):
+        return dump_json(_json_of(inner, value))
+    if isinstance(inner, k.Instant):
+        return to_millis(value)
+    if isinstance(inner, k.Choice):
+        return value.value
+    return value
+
+
+def decode_value(kind: k.FieldKind, raw: Any) -> Any:
+    """A column value back as the field's value (types kept)."""
+    if raw is None:
+        return None
+    inner = kind.inner if isinstance(kind, k.Optional) else kind
+    if isinstance(inner, _JSON_TEXT):
+        return _from_json(inner, load_json(raw))
+    if isinstance(inner, k.Instant):
+        return from_millis(raw)
+    if isinstance(inner, k.Choice):
+        return inner.enum(raw)
+    if isinstance(inner, (k.Count, k.Int)):
+        return int(raw)
+    if isinstance(inner, k.Float):
+        return float(raw)
+    if isinstance(inner, k.Bool):
+        return bool(raw)
+    return raw
+
+
+def scope_key(scope: Scope) -> str:
+    """The digest unique keys "within one exact scope" index."""
+    return hashlib.sha256(scope.canonical().encode("utf-8")).hexdigest()
+
+
+def row_of(table: Table, entity: Any) -> dict[str, Any]:
+    """The row of a (validated) entity."""
+    row: dict[str, Any] = {}
+    for name, spec in table.fields.items():
+        value = getattr(entity, name)
+        if spec.role == k.SCOPE:
+            row.update(scope_values(value))
+            row["scope_key"] = scope_key(value)
+        else:
+            row[name] = encode(spec.kind, value)
+    return row
+
+
+def entity_of(table: Table, row: Any) -> Any:
+    """The entity a row holds; a row that does not fit is ``StoreError``."""
+
+    def build() -> Any:
+        values = {}
+        for name, spec in table.fields.items():
+            if spec.role == k.SCOPE:
+                values[name] = read_scope(row)
+            else:
+                values[name] = decode_value(spec.kind, getattr(row, name))
+        return table.entity(**values)
+
+    return decode(table.singular, build)
+
+
+# -- statements ---------------------------------------------------------------------------
+
+
+def _column(t: sa.Table, name: str) -> Any:
+    return t.c.scope_depth if name == "scope" else t.c[name]
+
+
+def _conditions(t: sa.Table, depth: int | None, exact: bool, where: tuple[str, ...],
+                search: str | None, dialect: Any) -> list[Any]:
+    conds: list[Any] = []
+    if depth is not None:
+        conds.append(visible(t, depth, exact))
+    conds += [t.c[name] == sa.bindparam(f"w_{name}") for name in where]
+    if search is not None:
+        conds.append(dialect.contains(dialect.ascii_lower(t.c[search]), sa.bindparam("w_search")))
+    return conds
+
+
+@lru_cache(maxsize=None)
+def _select(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], search: str | None,
+            order: k.Order, offset: bool, limit: bool, count: bool, dialect: Any) -> Any:
+    t = KIND_TABLES[tname]
+    conds = _conditions(t, depth, exact, where, search, dialect)
+    if count:
+        return sa.select(sa.func.count()).select_from(t).where(*conds)
+    stmt = sa.select(t).where(*conds).order_by(
+        *(_column(t, name).desc() if desc else _column(t, name) for name, desc in order))
+    if offset:
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+    return stmt
+
+
+@lru_cache(maxsize=None)
+def _update(tname: str, depth: int, fields: tuple[str, ...]) -> Any:
+    t = KIND_TABLES[tname]
+    values = {name: sa.bindparam(f"v_{name}") for name in fields}
+    values["updated_at"] = sa.bindparam("v_updated_at")
+    return (sa.update(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth))
+            .values(values).returning(t))
+
+
+@lru_cache(maxsize=None)
+def _delete(tname: str, depth: int) -> Any:
+    t = KIND_TABLES[tname]
+    return sa.delete(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth))
+
+
+@lru_cache(maxsize=None)
+def _insert(tname: str) -> Any:
+    return sa.insert(KIND_TABLES[tname])
+
+
+# -- the primitives -------------------------------------------------------------------------
+
+
+class SqlStorage:
+    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.SqlStoreBase`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def _query(self, table: Table, query: Query, count: bool) -> tuple[Any, dict[str, Any]]:
+        depth = None if query.scope is None else query.scope.depth
+        params: dict[str, Any] = {} if query.scope is None else scope_params(query.scope)
+        for name, value in query.where:
+            params[f"w_{name}"] = encode(table.fields[name].kind, value)
+        search = None
+        if query.search is not None:
+            search, text = query.search
+            params["w_search"] = ascii_fold(text)
+        paged = not count
+        if paged and query.offset > 0:
+            params["w_offset"] = db_int(query.offset)
+        if paged and query.limit > 0:
+            params["w_limit"] = db_int(query.limit)
+        stmt = _select(table.name, depth, query.exact, tuple(n for n, _ in query.where), search,
+                       query.order, paged and query.offset > 0, paged and query.limit > 0, count,
+                       self.store._dialect)
+        return stmt, params
+
+    def insert(self, table: Table, entity: Any) -> None:
+        row = row_of(table, entity)
+        self.store._write1(lambda conn: conn.execute(_insert(table.name), row))
+
+    def select(self, table: Table, query: Query) -> list[Any]:
+        stmt, params = self._query(table, query, count=False)
+        return self.store._read(lambda conn: [entity_of(table, r) for r in conn.execute(stmt, params)])
+
+    def count(self, table: Table, query: Query) -> int:
+        stmt, params = self._query(table, query, count=True)
+        return self.store._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
+
+    def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
+               now: datetime) -> Any | None:
+        names = tuple(sorted(fields))
+        params = {f"v_{n}": encode(table.fields[n].kind, fields[n]) for n in names}
+        params.update({"v_updated_at": to_millis(now), "w_id": key, **scope_params(scope)})
+        stmt = _update(table.name, scope.depth, names)
+
+        def write(conn: sa.Connection) -> Any | None:
+            row = conn.execute(stmt, params).one_or_none()
+            if row is None:
+                return None
+            stored = entity_of(table, row)
+            # RSC-GEN-8 of the row as stored: too big raises InvalidArgument
+            # and the transaction rolls the update back
+            check_size(stored, table)
+            return stored
+
+        return self.store._tx(write)
+
+    def delete(self, table: Table, key: str, scope: Scope) -> bool:
+        params = {"w_id": key, **scope_params(scope)}
+        stmt = _delete(table.name, scope.depth)
+        deleted = self.store._write1(lambda conn: conn.execute(stmt, params).rowcount)
+        if deleted not in (0, 1):
+            raise StoreError(f"a delete of {table.singular} {key} removed {deleted} rows")
+        return bool(deleted)

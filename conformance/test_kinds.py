@@ -1,0 +1,680 @@
+"""Certifies every stored kind (a :class:`cortex_spec.kinds.Table` of a
+declared class) from its description: the generic operations (create, get,
+get by name, update, delete, list, count) and, per field, round trips,
+bad input and the size limit.
+
+Nothing here names a class or an entity: the tests are generated per table
+(and per field) from what the tables declare, and each check is charged to
+the clause the table maps the rule to (``Table.clauses``) or to the common
+rule of the field's kind.  Adding a stored kind to a class adds its tests.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import pytest
+
+from cortex_spec import CLASSES, Context, Scope, ids
+from cortex_spec import kinds as k
+from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
+from cortex_spec.testing import (
+    ZERO,
+    ClauseViolation,
+    clause,
+    ctx,
+    example,
+    example_value,
+    expect,
+    expect_raises,
+    strict_equal,
+)
+from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
+
+HOME = "ws=w1/proj=p1"
+#: a row at HOME is seen from these ...
+INSIDERS = [HOME, "ws=w1"]
+#: ... and not from these
+OUTSIDERS = ["ws=w1/proj=p1/env=e1", "ws=w1/proj=p2", "ws=w10/proj=p1", "ws=w1/proj=p10", "org=w1/proj=p1",
+             "WS=w1/proj=p1", "ws=w2"]
+S = Scope.parse
+MS = timedelta(milliseconds=1)
+
+TABLES = [t for cls in CLASSES.values() for t in cls.tables]
+
+
+def _params(only: Any = lambda t: True) -> list:
+    return [pytest.param(t, marks=pytest.mark.cortex_classes(t.cls), id=t.name) for t in TABLES if only(t)]
+
+
+def _has(op: str) -> Any:
+    return lambda t: op in t.ops
+
+
+def _clause_marks(rules: tuple[str, ...]) -> Any:
+    """The clause marks of a test over tables: every clause any table maps
+    ``rules`` to (a table's own test is charged to its own clause)."""
+    ids_ = sorted({t.clauses[r] for t in TABLES for r in rules if r in t.clauses})
+    return pytest.mark.clause(*ids_) if ids_ else pytest.mark.clause("MC-GEN-13")
+
+
+def _call(store: Any, table: k.Table, op: str, *args: Any, **kwargs: Any) -> Any:
+    return getattr(store, table.method(op))(*args, **kwargs)
+
+
+def _list(store: Any, table: k.Table, c: Context, listing: k.Listing, **args: Any) -> list:
+    if listing.filter_class is not None:
+        return getattr(store, listing.method)(c, listing.filter_class(**args))
+    return getattr(store, listing.method)(c, **args)
+
+
+def _count(store: Any, table: k.Table, c: Context, listing: k.Listing, **args: Any) -> int:
+    args = {a: v for a, v in args.items() if a not in ("limit", "offset")}
+    if listing.filter_class is not None:
+        return getattr(store, listing.count)(c, listing.filter_class(**args))
+    return getattr(store, listing.count)(c, **args)
+
+
+def _view(store: Any, table: k.Table, scopes: list[str], keys: list[str] = ()) -> dict:
+    """Everything observable of the table: each listing (no filter) from each
+    scope, and each key read from each scope."""
+    out: dict[str, Any] = {}
+    for sc in scopes:
+        c = ctx(sc)
+        for listing in table.listings:
+            out[f"{listing.method}@{sc}"] = _list(store, table, c, listing)
+        if "get" in table.ops:
+            for key in keys:
+                try:
+                    out[f"get[{key}]@{sc}"] = _call(store, table, "get", c, key)
+                except Exception as exc:  # noqa: BLE001 - the class is the observation
+                    out[f"get[{key}]@{sc}"] = type(exc).__name__
+    return out
+
+
+def _new(table: k.Table, variant: int = 0, **fields: Any) -> Any:
+    return example(table.entity, variant=variant, **fields)
+
+
+def _data_fields(table: k.Table) -> list[str]:
+    return [n for n, s in table.fields.items() if s.role == k.DATA]
+
+
+def _unique_values(table: k.Table) -> dict[str, Any]:
+    """Field values that make a row hold every unique key's condition."""
+    return {f: v for u in table.unique for f, v in u.where}
+
+
+# ===========================================================================
+# create and get
+# ===========================================================================
+
+
+@_clause_marks(("create", "get", "fields"))
+@pytest.mark.clause("MC-GEN-4", "RSC-GEN-4", "SCOPE-IMM-1", "MC-GEN-13")
+@pytest.mark.parametrize("table", _params())
+def test_create_returns_the_stored_row(store, clock, table):
+    """A create stamps the caller's scope and clock now over whatever the
+    object carries, keeps every data field as given, and the row reads back
+    equal (types kept) through get and every listing."""
+    c = ctx(HOME)
+    obj = _new(table, scope=S("ws=elsewhere"), created_at=datetime(2000, 1, 1, tzinfo=timezone.utc),
+               updated_at=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    clock.advance(milliseconds=5)
+    stored = _call(store, table, "create", c, obj)
+    expected = attrs.evolve(obj, scope=c.scope, created_at=clock.now(), updated_at=clock.now())
+    with clause(table.clause("create"), what=f"the {table.singular} create returned"):
+        assert strict_equal(stored, expected), f"returned {stored!r}\nexpected {expected!r}"
+    if "get" in table.ops:
+        with clause(table.clause("fields"), what=f"get_{table.singular} after the create"):
+            got = _call(store, table, "get", c, obj.id)
+            assert strict_equal(got, expected), f"read {got!r}\nexpected {expected!r}"
+    for listing in table.listings:
+        with clause(table.clause("list"), what=f"{listing.method} after the create"):
+            found = [r for r in _list(store, table, c, listing) if r.id == obj.id]
+            assert len(found) == 1 and strict_equal(found[0], expected), found
+
+
+@_clause_marks(("create.id",))
+@pytest.mark.clause("SCOPE-ID-1")
+@pytest.mark.parametrize("table", _params())
+def test_reused_id_is_refused_in_every_scope(store, table):
+    """An id taken anywhere, seen by the caller or not, is AlreadyExists,
+    and the stored row stays as it was."""
+    original = _call(store, table, "create", ctx(HOME), _new(table))
+    scopes = [HOME, "ws=w1", "ws=w2", "ws=w1/proj=p1/env=e1", "ws=w10/proj=p1"]
+    before = _view(store, table, scopes, [original.id])
+    for caller in scopes:
+        impostor = _new(table, variant=1, id=original.id)
+        expect_raises(table.clause("create.id"), AlreadyExists,
+                      lambda: _call(store, table, "create", ctx(caller), impostor),
+                      f"create_{table.singular} reusing an id from {caller}")
+    with clause("MC-GEN-11", what="the rows after the refused creates"):
+        assert _view(store, table, scopes, [original.id]) == before
+
+
+@_clause_marks(("create.unique", "update.unique"))
+@pytest.mark.clause("MC-GEN-11")
+@pytest.mark.parametrize("table", _params(lambda t: bool(t.unique)))
+def test_unique_keys_hold_within_one_exact_scope(store, table):
+    """A second row with a unique key's values at the same exact scope is
+    AlreadyExists; at an ancestor, a descendant or a sibling it is allowed;
+    an update into a taken key is AlreadyExists and writes nothing."""
+    held = _unique_values(table)
+    for unique in table.unique:
+        shared = {f: example_value(table.fields[f].kind, 4) for f in unique.fields}
+        if any(table.fields[f].kind == k.Short(nonempty=True) for f in unique.fields):
+            shared = {f: f"taken-{ids.new_id('x')[2:]}" for f in unique.fields}
+        first = _call(store, table, "create", ctx(HOME), _new(table, **shared, **held))
+        expect_raises(table.clause("create.unique"), AlreadyExists,
+                      lambda: _call(store, table, "create", ctx(HOME), _new(table, **shared, **held)),
+                      f"a second {table.singular} with the same {', '.join(unique.fields)} at one scope")
+        if unique.exact_scope:
+            for other in ("ws=w1", "ws=w1/proj=p1/env=e1", "ws=w1/proj=p2"):
+                with clause(table.clause("create.unique"), what=f"the same key at {other}"):
+                    _call(store, table, "create", ctx(other), _new(table, **shared, **held))
+        mutable = [f for f in unique.fields if table.fields[f].update]
+        if "update" in table.ops and mutable:
+            second = _call(store, table, "create", ctx(HOME), _new(table, **held))
+            before = _view(store, table, [HOME, "ws=w1"], [first.id, second.id])
+            rename = attrs.evolve(second, **{f: shared[f] for f in mutable})
+            expect_raises(table.clause("update.unique"), AlreadyExists,
+                          lambda: _call(store, table, "update", ctx(HOME), rename),
+                          f"an update of a {table.singular} into a taken {', '.join(mutable)}")
+            with clause(table.clause("update.unique"), what="the rows after the refused update"):
+                assert _view(store, table, [HOME, "ws=w1"], [first.id, second.id]) == before
+
+
+@_clause_marks(("get",))
+@pytest.mark.clause("MC-GEN-3", "MC-GEN-6", "SCOPE-BYID-2")
+@pytest.mark.parametrize("table", _params(_has("get")))
+def test_get_sees_exactly_what_the_scope_covers(store, table):
+    """A row is read from its own scope and from its ancestors; from a
+    descendant, a sibling and every look-alike it raises the not-found class,
+    the same as for an id that names nothing; a malformed id is
+    InvalidArgument and the zero scope NoScope."""
+    row = _call(store, table, "create", ctx(HOME), _new(table))
+    rule = table.clause("get")
+    for caller in INSIDERS:
+        with clause(rule, what=f"get_{table.singular} from {caller}"):
+            assert _call(store, table, "get", ctx(caller), row.id).id == row.id
+    for caller in OUTSIDERS:
+        expect_raises(rule, table.not_found, lambda: _call(store, table, "get", ctx(caller), row.id),
+                      f"get_{table.singular} from {caller}, which does not cover the row")
+    expect_raises(rule, table.not_found,
+                  lambda: _call(store, table, "get", ctx(HOME), ids.new_id(table.prefix)),
+                  f"get_{table.singular} of an id that names nothing")
+    for bad in ("not-an-id", ids.new_id("zzz"), 5, None):
+        expect_raises("MC-GEN-6", InvalidArgument, lambda: _call(store, table, "get", ctx(HOME), bad),
+                      f"get_{table.singular}({bad!r})")
+    expect_raises("MC-GEN-1", NoScope, lambda: _call(store, table, "get", ZERO, row.id),
+                  f"get_{table.singular} with the zero scope")
+
+
+# ===========================================================================
+# by name (MC-GEN-9)
+# ===========================================================================
+
+
+@_clause_marks(("get_by_name",))
+@pytest.mark.clause("MC-GEN-9")
+@pytest.mark.parametrize("table", _params(_has("get_by_name")))
+def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock, table):
+    """The name matches exactly (case counts); among visible matches the
+    shallowest scope wins, then the oldest, then the smallest id; an ancestor's
+    row is never seen from below."""
+    name_field = table.by_name
+    held = _unique_values(table)
+    rule = table.clause("get_by_name")
+    name = f"Named {ids.new_id('x')[2:]}"
+    # at equal depth and time the smallest id wins
+    ids_ = sorted(ids.new_id(table.prefix) for _ in range(2))
+    for key, sc in zip(reversed(ids_), ("ws=w1/proj=p2", "ws=w1/proj=p1")):
+        _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name}, **held))
+    with clause(rule, what="two matches at one depth and instant"):
+        assert _call(store, table, "get_by_name", ctx("ws=w1"), name).id == ids_[0]
+    # the older of two at one depth
+    clock.advance(milliseconds=1)
+    older = _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, **{name_field: name + "!"}, **held))
+    clock.advance(milliseconds=1)
+    _call(store, table, "create", ctx("ws=w1/proj=p4"), _new(table, **{name_field: name + "!"}, **held))
+    with clause(rule, what="two matches at one depth, created 1 ms apart"):
+        assert _call(store, table, "get_by_name", ctx("ws=w1"), name + "!").id == older.id
+    # a shallower one wins over older, deeper ones
+    clock.advance(milliseconds=1)
+    shallow = _call(store, table, "create", ctx("ws=w1"), _new(table, **{name_field: name}, **held))
+    with clause(rule, what="a match one level shallower, created later"):
+        assert _call(store, table, "get_by_name", ctx("ws=w1"), name).id == shallow.id
+    with clause(rule, what="a read from below an ancestor's row"):
+        assert _call(store, table, "get_by_name", ctx(HOME), name).id != shallow.id
+    for other in (name.upper(), name.lower(), name + " ", name[:-1]):
+        expect_raises(rule, table.not_found, lambda: _call(store, table, "get_by_name", ctx("ws=w1"), other),
+                      f"get_{table.singular}_by_name({other!r}): no exact match")
+    expect_raises(rule, table.not_found, lambda: _call(store, table, "get_by_name", ctx("ws=w2"), name),
+                  "a by-name read from an unrelated scope")
+
+
+# ===========================================================================
+# update
+# ===========================================================================
+
+
+@_clause_marks(("update", "update.immutable", "update.missing"))
+@pytest.mark.clause("MC-GEN-5", "SCOPE-IMM-2")
+@pytest.mark.parametrize("table", _params(_has("update")))
+def test_update_replaces_the_mutable_fields_only(store, clock, table):
+    """An update from an ancestor replaces every mutable field (with values
+    unlike the old ones), stamps updated_at, keeps the key, the scope, the
+    creation time and every other field; a row the caller cannot see is the
+    not-found class."""
+    row = _call(store, table, "create", ctx(HOME), _new(table))
+    clock.advance(milliseconds=7)
+    other = _new(table, variant=1, id=row.id)
+    carried = attrs.evolve(other, scope=S("ws=elsewhere"), created_at=datetime(2000, 1, 1, tzinfo=timezone.utc),
+                           updated_at=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    stored = _call(store, table, "update", ctx("ws=w1"), carried)
+    expected = attrs.evolve(row, updated_at=clock.now(), **{f: getattr(other, f) for f in table.mutable})
+    for name in table.fields:
+        rule = table.clause("update" if name in table.mutable or name == "updated_at" else "update.immutable")
+        with clause(rule, what=f"{name} after update_{table.singular}"):
+            assert strict_equal(getattr(stored, name), getattr(expected, name)), (
+                f"returned {getattr(stored, name)!r}, expected {getattr(expected, name)!r}")
+    if "get" in table.ops:
+        with clause(table.clause("update"), what="the row read back after the update"):
+            assert strict_equal(_call(store, table, "get", ctx(HOME), row.id), expected)
+    for caller in OUTSIDERS[:3]:
+        expect_raises(table.clause("update.missing"), table.not_found,
+                      lambda: _call(store, table, "update", ctx(caller), other),
+                      f"update_{table.singular} from {caller}")
+    expect_raises(table.clause("update.missing"), table.not_found,
+                  lambda: _call(store, table, "update", ctx(HOME), _new(table)),
+                  f"update_{table.singular} of an id that names nothing")
+
+
+# ===========================================================================
+# delete
+# ===========================================================================
+
+
+@_clause_marks(("delete",))
+@pytest.mark.parametrize("table", _params(_has("delete")))
+def test_delete_removes_only_the_visible_row(store, table):
+    row = _call(store, table, "create", ctx(HOME), _new(table))
+    keep = _call(store, table, "create", ctx(HOME), _new(table, **_unique_values(table)))
+    rule = table.clause("delete")
+    for caller in OUTSIDERS[:4]:
+        expect_raises(rule, table.not_found, lambda: _call(store, table, "delete", ctx(caller), row.id),
+                      f"delete_{table.singular} from {caller}")
+    with clause(rule, what=f"delete_{table.singular} from an ancestor"):
+        assert _call(store, table, "delete", ctx("ws=w1"), row.id) is None
+    expect_raises(rule, table.not_found, lambda: _call(store, table, "delete", ctx(HOME), row.id),
+                  f"a second delete_{table.singular}")
+    if "get" in table.ops:
+        expect_raises(rule, table.not_found, lambda: _call(store, table, "get", ctx(HOME), row.id),
+                      f"get_{table.singular} after the delete")
+        with clause(rule, what="the other row after the delete"):
+            assert _call(store, table, "get", ctx(HOME), keep.id) == keep
+
+
+# ===========================================================================
+# lists and counts
+# ===========================================================================
+
+#: rows of the list tests: (scope, created 0/1 ms apart)
+ROW_SCOPES = [HOME, HOME, "ws=w1", "ws=w1/proj=p1/env=e1", "ws=w1/proj=p2", "ws=w10/proj=p1",
+              "ws=w1/proj=p10", "org=w1/proj=p1"]
+CALLERS = [HOME, "ws=w1", "ws=w1/proj=p1/env=e1", "ws=w10", "ws=w1x"]
+
+
+def _listing_params() -> list:
+    return [pytest.param(t, li, marks=[pytest.mark.cortex_classes(t.cls),
+                                       pytest.mark.clause(t.clause("list"))],
+                         id=f"{t.name}.{li.method}")
+            for t in TABLES for li in t.listings]
+
+
+def _filter_values(table: k.Table, listing: k.Listing, rows: list[Any]) -> list[dict[str, Any]]:
+    """Argument sets of the listing's filters worth trying: none, each filter
+    with a value some rows hold, and with a value none holds."""
+    out: list[dict[str, Any]] = [{}]
+    for f in listing.filters:
+        if f.flag is not k.UNSET:
+            out += [{f.arg: True}, {f.arg: False}]
+            continue
+        values = [getattr(r, f.field) for r in rows]
+        out.append({f.arg: values[0]})
+        out.append({f.arg: example_value(table.fields[f.field].kind, 7)})
+    return out
+
+
+def _expected(table: k.Table, listing: k.Listing, rows: list[Any], c: Context, args: dict[str, Any]) -> list:
+    exact = bool(args.get("exact")) and listing.exact
+    out = [r for r in rows if k.visible(c.scope, exact, r.scope)]
+    for name, value in listing.fixed:
+        out = [r for r in out if getattr(r, name) == value]
+    for f in listing.filters:
+        value = args.get(f.arg)
+        if f.flag is not k.UNSET:
+            if value:
+                out = [r for r in out if getattr(r, f.field) == f.flag]
+        elif value is not None:
+            out = [r for r in out if getattr(r, f.field) == value]
+    if listing.search and args.get("search"):
+        out = [r for r in out if k.matches_search(getattr(r, listing.search), args["search"])]
+    out = k.sort_rows(list(out), listing.order)
+    offset, limit = max(args.get("offset", 0), 0), max(args.get("limit", 0), 0)
+    out = out[offset:]
+    return out[:limit] if limit else out
+
+
+@pytest.mark.clause("MC-GEN-2", "MC-GEN-7", "MC-GEN-8", "SCOPE-VIS-1", "SCOPE-VIS-5", "SCOPE-EXACT-1")
+@pytest.mark.parametrize("table, listing", _listing_params())
+def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listing):
+    """Rows at look-alike, ancestor, descendant and sibling scopes, two of
+    them created at one instant: from every caller, with each filter, exact
+    or not, each page (offset 0, 1 and past the end; limit 0, 1, the number
+    of rows and more) is exactly the visible, filtered rows in the listing's
+    order, and the count equals the list without its page."""
+    held = _unique_values(table)
+    rows = []
+    for i, sc in enumerate(ROW_SCOPES):
+        if i % 2:
+            clock.advance(milliseconds=1)
+        rows.append(_call(store, table, "create", ctx(sc), _new(table, variant=i % 3, **held)))
+    rule = table.clause("list")
+    for caller in CALLERS:
+        c = ctx(caller)
+        for args in _filter_values(table, listing, rows):
+            for exact in ((False, True) if listing.exact else (False,)):
+                base = dict(args, **({"exact": exact} if listing.exact else {}))
+                full = _expected(table, listing, rows, c, base)
+                pages = [(0, 0)] + ([(1, 0), (0, 1), (1, 1), (0, len(full)), (len(full), 5), (9, 0)]
+                                    if listing.paged else [])
+                for offset, limit in pages:
+                    page = dict(base, **({"offset": offset, "limit": limit} if listing.paged else {}))
+                    want = _expected(table, listing, rows, c, page)
+                    got = _list(store, table, c, listing, **page)
+                    expect(rule, [r.id for r in got], [r.id for r in want],
+                           f"{listing.method}{page} from {caller}")
+                if listing.count:
+                    expect(table.clause("count"), _count(store, table, c, listing, **base), len(full),
+                           f"{listing.count}{base} from {caller}")
+
+
+_SEARCH_NAMES = ["alpha", "Alpha", "ALPHA!", "al%pha", "al_pha", "a.pha", "a*", "[a]", "back\\slash", "éclair",
+                 "Éclair", "straße"]
+_SEARCHES = {"alpha": {"alpha", "Alpha", "ALPHA!"}, "ALP": {"alpha", "Alpha", "ALPHA!"}, "%": {"al%pha"},
+             "_": {"al_pha"}, "l%p": {"al%pha"}, ".": {"a.pha"}, "a.p": {"a.pha"}, "*": {"a*"},
+             "[a]": {"[a]"}, "\\": {"back\\slash"}, "é": {"éclair"}, "É": {"Éclair"}, "ss": set(),
+             "": set(_SEARCH_NAMES), "zzz": set()}
+
+
+def _search_params() -> list:
+    return [pytest.param(t, li, marks=[pytest.mark.cortex_classes(t.cls),
+                                       pytest.mark.clause(t.clause("search"), t.clause("list"))],
+                         id=f"{t.name}.{li.method}")
+            for t in TABLES for li in t.listings if li.search]
+
+
+@pytest.mark.clause("MC-GEN-10")
+@pytest.mark.parametrize("table, listing", _search_params())
+def test_search_is_a_literal_ascii_folded_substring(store, table, listing):
+    """`%`, `_`, `.`, `*`, `[` and `\\` match only themselves; A–Z fold to
+    a–z and nothing else does (É is not é, ß is not ss); the count agrees."""
+    held = _unique_values(table)
+    for name in _SEARCH_NAMES:
+        _call(store, table, "create", ctx(HOME), _new(table, **{listing.search: name}, **held))
+    c = ctx(HOME)
+    for text, names in _SEARCHES.items():
+        got = {getattr(r, listing.search) for r in _list(store, table, c, listing, search=text)}
+        expect(table.clause("search"), sorted(got), sorted(names), f"{listing.method}(search={text!r})")
+        if listing.count:
+            expect(table.clause("search"), _count(store, table, c, listing, search=text), len(names),
+                   f"{listing.count}(search={text!r})")
+    got = {getattr(r, listing.search) for r in _list(store, table, c, listing, search=None)}
+    expect(table.clause("search"), sorted(got), sorted(_SEARCH_NAMES), f"{listing.method}(search=None)")
+
+
+# ===========================================================================
+# fields: round trips, bad input, size
+# ===========================================================================
+
+
+def _field_params() -> list:
+    out = []
+    for t in TABLES:
+        for name in _data_fields(t):
+            out.append(pytest.param(t, name, marks=[pytest.mark.cortex_classes(t.cls),
+                                                    pytest.mark.clause(t.clause("fields"))],
+                                    id=f"{t.name}.{name}"))
+    return out
+
+
+def _round_trip_values(kind: k.FieldKind) -> list[Any]:
+    """Values of a kind that a careless store changes on the way back."""
+    if isinstance(kind, k.Optional):
+        return [None] + _round_trip_values(kind.inner)
+    if isinstance(kind, k.Short):
+        base = ["x" * 255, "😀" * 255, "e\u0301 ñ 项目", " lead and trail ", "%_\\'\"", "\t\n"]
+        return base if kind.nonempty else [""] + base
+    if isinstance(kind, k.Text):
+        return ["", "x" * 70000, "\u2028\ufeff\x01\x7f", "😀 e\u0301"]
+    if isinstance(kind, k.Count):
+        return [0, 1, 2**31, 2**53 + 1, 2**63 - 1]
+    if isinstance(kind, k.Int):
+        return [0, -1, -(2**63), 2**63 - 1, 2**53 + 1]
+    if isinstance(kind, k.Float):
+        return [0.0, -0.0, 1.0, 0.1, -1e308, 5e-324, 2.0**53]
+    if isinstance(kind, k.Bool):
+        return [True, False]
+    if isinstance(kind, (k.Json, k.FloatMap, k.JsonValue, k.Choice, k.Strings, k.Records, k.Record, k.Instant,
+                         k.Id)):
+        values = [example_value(kind, n) for n in range(3)]
+        if isinstance(kind, k.Json):
+            values.append({"1": 1, "1.0": 1.0, "t": True, "big": 2**63 - 1, "neg": -(2**63), "deep": [[{"a": []}]]})
+        if isinstance(kind, k.Strings):
+            values.append(tuple(f"item {i}" for i in range(40)) + ("", "😀"))
+        return values
+    raise TypeError(kind)
+
+
+@pytest.mark.clause("MC-GEN-12", "MC-GEN-13", "RSC-GEN-7")
+@pytest.mark.parametrize("table, field", _field_params())
+def test_every_field_reads_back_equal(store, table, field):
+    """Each value (extremes, odd characters, exact JSON types, empty and long
+    tuples, nested records in order) reads back equal, type for type, after a
+    create and after an update."""
+    held = _unique_values(table)
+    kind = table.fields[field].kind
+    rule = table.clause("fields")
+    for value in _round_trip_values(kind):
+        row = _call(store, table, "create", ctx(HOME), _new(table, **{field: value}, **held) if field not in held
+                    else _new(table, **held))
+        if field in held:
+            continue
+        if "get" in table.ops:
+            got = getattr(_call(store, table, "get", ctx(HOME), row.id), field)
+        else:
+            got = getattr(next(r for r in _list(store, table, ctx(HOME), table.listings[0]) if r.id == row.id),
+                          field)
+        if not strict_equal(got, value):  # (-0.0 equals 0.0: SQLite keeps no sign of zero)
+            raise ClauseViolation(rule, f"{table.singular}.{field} after a create", value, got)
+        if "update" in table.ops and table.fields[field].update:
+            # another exact scope: a unique field may take the value again there
+            elsewhere = ctx("ws=w1/proj=p9")
+            other = _call(store, table, "create", elsewhere, _new(table, **held))
+            updated = _call(store, table, "update", elsewhere, attrs.evolve(other, **{field: value}))
+            if not strict_equal(getattr(updated, field), value):
+                raise ClauseViolation(rule, f"{table.singular}.{field} after an update", value,
+                                      getattr(updated, field))
+
+
+def _bad_values(kind: k.FieldKind) -> list[tuple[Any, str]]:
+    """(value, the common rule it breaks) for a kind."""
+    if isinstance(kind, k.Optional):
+        return [(v, rule) for v, rule in _bad_values(kind.inner) if v is not None]
+    text = [("a\x00b", "RSC-GEN-6"), ("\ud800", "RSC-GEN-6"), (5, "RSC-GEN-6"), (b"x", "RSC-GEN-6")]
+    if isinstance(kind, k.Id):
+        return [("not-an-id", "RSC-GEN-5"), (ids.new_id("zzz"), "RSC-GEN-5"), (7, "RSC-GEN-5"), ("", "RSC-GEN-5")]
+    if isinstance(kind, k.Short):
+        out = text + [("x" * 256, "RSC-GEN-6"), ("😀" * 256, "RSC-GEN-6")]
+        return out + ([("", "MC-GEN-13")] if kind.nonempty else [])
+    if isinstance(kind, k.Text):
+        return text
+    if isinstance(kind, k.Count):
+        return [(-1, "RSC-GEN-9"), (2**63, "RSC-GEN-9"), (True, "RSC-GEN-9"), (1.0, "RSC-GEN-9"), ("1", "RSC-GEN-9")]
+    if isinstance(kind, k.Int):
+        return [(2**63, "RSC-GEN-9"), (-(2**63) - 1, "RSC-GEN-9"), (False, "RSC-GEN-9"), (2.5, "RSC-GEN-9")]
+    if isinstance(kind, k.Float):
+        return [(1, "RSC-GEN-7"), (float("nan"), "RSC-GEN-7"), (float("inf"), "RSC-GEN-7"), (True, "RSC-GEN-7"),
+                ("0.5", "RSC-GEN-7")]
+    if isinstance(kind, k.Bool):
+        return [(1, "RSC-GEN-7"), (None, "RSC-GEN-7"), ("true", "RSC-GEN-7")]
+    if isinstance(kind, k.Instant):
+        return [(datetime(2026, 1, 1), "RSC-GEN-2"), ("2026-01-01T00:00:00Z", "RSC-GEN-2")]
+    if isinstance(kind, (k.Json, k.FloatMap)):
+        out = [([], "RSC-GEN-7"), ({1: "a"}, "RSC-GEN-7"), ({"a": float("nan")}, "RSC-GEN-7"),
+               ({"a": (1,)}, "RSC-GEN-7"), ({"a": 2**63}, "RSC-GEN-7"), ({"a\x00": 1}, "RSC-GEN-6"), (None, "RSC-GEN-7")]
+        return out + ([({"a": 1}, "RSC-GEN-7")] if isinstance(kind, k.FloatMap) else [])
+    if isinstance(kind, k.JsonValue):
+        return [((1,), "RSC-GEN-7"), (float("inf"), "RSC-GEN-7"), ({1: 2}, "RSC-GEN-7"), (object(), "RSC-GEN-7")]
+    if isinstance(kind, k.Choice):
+        return [("bogus", "RSC-GEN-10"), (1, "RSC-GEN-10"), (None, "RSC-GEN-10")]
+    if isinstance(kind, k.Strings):
+        return [("ab", "RSC-GEN-6"), (("x" * 256,), "RSC-GEN-6"), ((1,), "RSC-GEN-6"), (None, "RSC-GEN-6"),
+                (("a\x00",), "RSC-GEN-6")]
+    if isinstance(kind, (k.Records, k.Record)):
+        record = kind.record
+        bad_inner = next(((n, v) for n, s in k.specs(record).items() for v, _ in _bad_values(s.kind)[:1]), None)
+        out: list[tuple[Any, str]] = [("x", "MC-GEN-13"), (None, "MC-GEN-13"), (object(), "MC-GEN-13")]
+        if bad_inner is not None:
+            wrong = attrs.evolve(example(record), **{bad_inner[0]: bad_inner[1]})
+            out.append(((wrong,) if isinstance(kind, k.Records) else wrong, "MC-GEN-13"))
+        if isinstance(kind, k.Records):
+            out.append(((example(record), "x"), "MC-GEN-13"))
+        return out
+    raise TypeError(kind)
+
+
+@pytest.mark.clause("MC-GEN-11", "MC-GEN-12", "RSC-GEN-2", "RSC-GEN-5", "RSC-GEN-6", "RSC-GEN-7", "RSC-GEN-9",
+                    "RSC-GEN-10")
+@pytest.mark.parametrize("table, field", _field_params())
+def test_bad_values_are_refused_and_write_nothing(store, table, field):
+    """Each value outside the field's kind is InvalidArgument, from a create
+    and (when update writes the field) from an update, and nothing changes."""
+    held = _unique_values(table)
+    kind = table.fields[field].kind
+    row = _call(store, table, "create", ctx(HOME), _new(table, **held))
+    before = _view(store, table, [HOME, "ws=w1"], [row.id])
+    for value, rule in _bad_values(kind):
+        expect_raises(rule, InvalidArgument,
+                      lambda: _call(store, table, "create", ctx(HOME), _new(table, **{field: value})),
+                      f"create_{table.singular} with {field}={value!r:.60}")
+        if "update" in table.ops and table.fields[field].update:
+            expect_raises(rule, InvalidArgument,
+                          lambda: _call(store, table, "update", ctx(HOME), attrs.evolve(row, **{field: value})),
+                          f"update_{table.singular} with {field}={value!r:.60}")
+        with clause("MC-GEN-11", what=f"the rows after {field}={value!r:.40} was refused"):
+            assert _view(store, table, [HOME, "ws=w1"], [row.id]) == before
+
+
+@pytest.mark.clause("MC-GEN-11")
+@pytest.mark.parametrize("table", _params())
+def test_an_object_of_another_type_is_refused(store, table):
+    for bad in (None, {"id": ids.new_id(table.prefix)}, "x", attrs.evolve):
+        expect_raises("MC-GEN-11", InvalidArgument, lambda: _call(store, table, "create", ctx(HOME), bad),
+                      f"create_{table.singular}({type(bad).__name__})")
+        if "update" in table.ops:
+            expect_raises("MC-GEN-11", InvalidArgument, lambda: _call(store, table, "update", ctx(HOME), bad),
+                          f"update_{table.singular}({type(bad).__name__})")
+
+
+def _big_field(table: k.Table) -> str | None:
+    return next((n for n in _data_fields(table) if isinstance(table.fields[n].kind, k.Text)), None)
+
+
+@pytest.mark.clause("RSC-GEN-8", "MC-GEN-11")
+@pytest.mark.parametrize("over", [True, False], ids=["one-byte-over", "just-under"])
+@pytest.mark.parametrize("table", _params(lambda t: _big_field(t) is not None))
+def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
+    """The row as it would be stored (stamps and scope included) is measured:
+    one byte over 8 MiB is refused by create and update, and nothing
+    changes; at the limit it is stored and read back whole."""
+    big = _big_field(table)
+    assert big is not None
+    c = ctx(HOME)
+    held = _unique_values(table)
+    base = _new(table, **{big: ""}, **held)
+    stored_form = attrs.evolve(base, scope=c.scope, created_at=clock.now(), updated_at=clock.now())
+    target = MAX_ENTITY_BYTES + 1 if over else MAX_ENTITY_BYTES
+    text = "x" * (target - entity_size(stored_form))
+    row = _call(store, table, "create", c, _new(table))
+    if over:
+        before = _view(store, table, [HOME], [row.id])
+        expect_raises("RSC-GEN-8", InvalidArgument,
+                      lambda: _call(store, table, "create", c, attrs.evolve(base, **{big: text})),
+                      f"create_{table.singular} of {target} bytes")
+        if "update" in table.ops and table.fields[big].update:
+            grown = attrs.evolve(row, **{big: "x" * (target - entity_size(attrs.evolve(row, **{big: ""})))})
+            expect_raises("RSC-GEN-8", InvalidArgument, lambda: _call(store, table, "update", c, grown),
+                          f"update_{table.singular} to {target} bytes")
+        with clause("MC-GEN-11", what="the rows after the refused oversized writes"):
+            assert _view(store, table, [HOME], [row.id]) == before
+    else:
+        made = _call(store, table, "create", c, attrs.evolve(base, **{big: text}))
+        with clause("RSC-GEN-8", what=f"a {table.singular} of exactly {MAX_ENTITY_BYTES} bytes"):
+            assert entity_size(made) == MAX_ENTITY_BYTES
+            if "get" in table.ops:
+                assert getattr(_call(store, table, "get", c, made.id), big) == text
+
+
+@pytest.mark.clause("MC-GEN-1", "SCOPE-ZERO-1")
+@pytest.mark.parametrize("table", _params())
+def test_zero_scope_is_refused_before_anything_else(store, table):
+    """Every generated method refuses the zero scope with NoScope, even with
+    garbage arguments, and writes nothing."""
+    row = _call(store, table, "create", ctx(HOME), _new(table))
+    before = _view(store, table, [HOME], [row.id])
+    calls = {"create": (_new(table),), "get": (row.id,), "get_by_name": ("x",), "update": (row,),
+             "delete": (row.id,)}
+    for op in table.ops:
+        for args in (calls[op], ("garbage",)):
+            expect_raises("MC-GEN-1", NoScope, lambda: _call(store, table, op, ZERO, *args),
+                          f"{table.method(op)} with the zero scope")
+    for listing in table.listings:
+        expect_raises("MC-GEN-1", NoScope, lambda: _list(store, table, ZERO, listing),
+                      f"{listing.method} with the zero scope")
+        if listing.count:
+            expect_raises("MC-GEN-1", NoScope, lambda: _count(store, table, ZERO, listing),
+                          f"{listing.count} with the zero scope")
+    with clause("MC-GEN-11", what="the rows after the refused calls"):
+        assert _view(store, table, [HOME], [row.id]) == before
+
+
+@pytest.mark.clause("MC-GEN-7")
+@pytest.mark.parametrize("table, listing", _listing_params())
+def test_list_arguments_are_checked(store, table, listing):
+    """Page arguments must be ints, exact a bool, search a string, filter
+    values of their field's kind; an unknown keyword is a TypeError."""
+    row = _call(store, table, "create", ctx(HOME), _new(table))
+    before = _view(store, table, [HOME], [row.id])
+    bad: list[dict[str, Any]] = []
+    if listing.paged:
+        bad += [{"limit": "1"}, {"limit": True}, {"offset": 1.5}, {"offset": None}]
+    if listing.exact:
+        bad += [{"exact": 1}, {"exact": "yes"}]
+    if listing.search:
+        bad += [{"search": 5}, {"search": "a\x00"}]
+    for f in listing.filters:
+        bad += [{f.arg: v} for v, _ in _bad_values(table.fields[f.field].kind)[:2] if v is not None]
+    for args in bad:
+        expect_raises("MC-GEN-7", InvalidArgument, lambda: _list(store, table, ctx(HOME), listing, **args),
+                      f"{listing.method}({args!r:.60})")
+    if listing.filter_class is None:
+        with pytest.raises(TypeError):
+            _list(store, table, ctx(HOME), listing, bogus_keyword=1)
+    with clause("MC-GEN-11", what="the rows after the refused lists"):
+        assert _view(store, table, [HOME], [row.id]) == before
+
