@@ -1,5 +1,5 @@
-"""Conformance class ``catalog``: agents, skills, traits, behaviors, personas
-and prompt overlays (spec: catalog.md).
+"""Conformance class ``catalog``: agents, skills, traits, personas and
+prompt overlays (spec: catalog.md).
 
 Every entity here is a plain stored kind: its fields carry their kinds
 (:mod:`.kinds`), its :class:`~.kinds.Table` says how it is stored, and the
@@ -21,7 +21,6 @@ from .context import Context, require_scope
 from .entities import entity
 from .errors import (
     AgentNotFound,
-    BehaviorNotFound,
     InvalidArgument,
     OverlayNotFound,
     PersonaNotFound,
@@ -65,9 +64,6 @@ __all__ = [
     "Dimension",
     "Influence",
     "Trait",
-    "Trigger",
-    "Action",
-    "Behavior",
     "PersonaSkill",
     "PersonaTrait",
     "Persona",
@@ -146,19 +142,6 @@ class Influence:
     value: str = field(Text(), default="")
     condition: str = field(Text(), default="")
     weight: float = field(Float(), default=0.0)
-
-
-@entity
-class Trigger:
-    type: str = field(SHORT, default="")
-    pattern: str = field(Text(), default="")
-
-
-@entity
-class Action:
-    type: str = field(SHORT, default="")
-    target: str = field(SHORT, default="")
-    value: str = field(Text(), default="")
 
 
 @entity
@@ -241,22 +224,6 @@ class Trait:
 
 
 @entity
-class Behavior:
-    id: str = key(ids.BEHAVIOR)
-    scope: Scope = scope_field()
-    name: str = NAME
-    description: str = _text()
-    triggers: tuple[Trigger, ...] = _records(Trigger)
-    actions: tuple[Action, ...] = _records(Action)
-    priority: int = field(Int(), default=0, update=True)
-    requires_skill: str = _short()
-    requires_trait: str = _short()
-    metadata: dict[str, Any] = _json()
-    created_at: datetime | None = created()
-    updated_at: datetime | None = updated()
-
-
-@entity
 class Persona:
     id: str = key(ids.PERSONA)
     scope: Scope = scope_field()
@@ -325,7 +292,6 @@ def _named(entity_cls: type, name: str, singular: str, plural: str, not_found: t
 AGENTS = _named(Agent, "agents", "agent", "agents", AgentNotFound)
 SKILLS = _named(Skill, "skills", "skill", "skills", SkillNotFound)
 TRAITS = _named(Trait, "traits", "trait", "traits", TraitNotFound, Filter("category", "category"))
-BEHAVIORS = _named(Behavior, "behaviors", "behavior", "behaviors", BehaviorNotFound)
 PERSONAS = _named(Persona, "personas", "persona", "personas", PersonaNotFound)
 OVERLAYS = Table(
     Overlay, "overlays", "catalog", OverlayNotFound, "overlay", "overlays",
@@ -346,7 +312,7 @@ OVERLAYS = Table(
 )
 
 #: Every stored kind of the class, in the order of the spec.
-TABLES = (AGENTS, SKILLS, TRAITS, BEHAVIORS, PERSONAS, OVERLAYS)
+TABLES = (AGENTS, SKILLS, TRAITS, PERSONAS, OVERLAYS)
 
 
 # -- the overlay reads (CAT-OVL-3..6), once for every backend ------------------------------------
@@ -393,7 +359,7 @@ class CatalogStore(Protocol):
     """What a store of class ``catalog`` provides (memory-catalog.md §5–§6).
 
     Every method takes ``ctx`` first (NoScope for the zero scope before any
-    storage access); ``X`` is agent, skill, trait, behavior or persona:
+    storage access); ``X`` is agent, skill, trait or persona:
     ``create_X`` (CAT-GEN-1..3), ``get_X`` (CAT-GEN-4), ``get_X_by_name``
     (CAT-GEN-5), ``update_X`` (CAT-GEN-6..8), ``delete_X`` (CAT-GEN-9),
     ``list_Xs(ctx, *, search=None, exact=False, limit=0, offset=0)`` (traits
@@ -428,15 +394,6 @@ class CatalogStore(Protocol):
                     exact: bool = False, limit: int = 0, offset: int = 0) -> list[Trait]: ...
     def count_traits(self, ctx: Context, *, category: str | None = None, search: str | None = None,
                      exact: bool = False) -> int: ...
-
-    def create_behavior(self, ctx: Context, behavior: Behavior) -> Behavior: ...
-    def get_behavior(self, ctx: Context, behavior_id: str) -> Behavior: ...
-    def get_behavior_by_name(self, ctx: Context, name: str) -> Behavior: ...
-    def update_behavior(self, ctx: Context, behavior: Behavior) -> Behavior: ...
-    def delete_behavior(self, ctx: Context, behavior_id: str) -> None: ...
-    def list_behaviors(self, ctx: Context, *, search: str | None = None, exact: bool = False,
-                       limit: int = 0, offset: int = 0) -> list[Behavior]: ...
-    def count_behaviors(self, ctx: Context, *, search: str | None = None, exact: bool = False) -> int: ...
 
     def create_persona(self, ctx: Context, persona: Persona) -> Persona: ...
     def get_persona(self, ctx: Context, persona_id: str) -> Persona: ...
