@@ -264,6 +264,7 @@ class Overlay:
 #: The generic rules of a named catalog entity, by clause (memory-catalog.md §5).
 NAMED_CLAUSES = {
     "create": "MC-GEN-4",
+    "create.nonempty": "CAT-GEN-1",
     "create.id": "CAT-GEN-3",
     "create.unique": "CAT-GEN-2",
     "get": "CAT-GEN-4",

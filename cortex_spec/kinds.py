@@ -599,6 +599,7 @@ class Table:
 #: The generic rules a table maps to its clause ids (the suites check each).
 RULES = {
     "create": "create stores the stamped entity and returns it",
+    "create.nonempty": "a create with an empty non-empty field is InvalidArgument",
     "create.id": "a reused id, in any scope, is AlreadyExists",
     "create.unique": "a unique key already taken is AlreadyExists",
     "get": "get returns the visible row, else the not-found class",
