@@ -47,7 +47,10 @@ from cortex_spec.errors import (
     NotSuspended,
     SuspensionExpired,
 )
+from cortex_spec.errors import OverlayNotFound
+from cortex_spec.kinds import BY_NAME_ORDER, Crud
 from cortex_spec.reference import MemoryMedium, MemoryStore
+from cortex_spec.reference.kinds import MemoryStorage
 from cortex_spec.reference.harness import ReferenceHarness
 from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
 from cortex_spec.suspensions import resume_eligible
@@ -684,6 +687,140 @@ class NoLockStore(MemoryStore):
         return MemoryGateway(loc.medium, None)
 
 
+# -- class catalog (stored kinds: the bugs live in the storage a backend writes) ----------
+
+
+class _StorageMutant(MemoryStore):
+    """A reference store on a storage class of its own (``storage``)."""
+
+    storage: type = MemoryStorage
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._crud = Crud(self.storage(self), self._now)
+
+
+def _like(pattern: str, value: str) -> bool:
+    """SQL ``LIKE '%pattern%'`` as SQLite runs it: ``%`` and ``_`` are
+    wildcards and ASCII letters fold."""
+    import re
+
+    regex = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.search(regex, value, re.IGNORECASE | re.DOTALL) is not None
+
+
+class _LikeStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.search is None:
+            return super().select(table, query)
+        field, text = query.search
+        rows = super().select(table, attrs.evolve(query, search=None, limit=0, offset=0))
+        rows = [r for r in rows if _like(text, getattr(r, field))]
+        return page(rows, query.limit, query.offset)
+
+    def count(self, table, query):
+        if query.search is None:
+            return super().count(table, query)
+        return len(self.select(table, attrs.evolve(query, limit=0, offset=0)))
+
+
+class UnescapedLikeSearch(_StorageMutant):
+    """The name search is SQL LIKE with the search text pasted in: ``%`` and
+    ``_`` match anything (the upstream SQL stores)."""
+
+    storage = _LikeStorage
+
+
+class _CaselessNameStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.order is not BY_NAME_ORDER:
+            return super().select(table, query)
+        (field, value), = query.where
+        rows = super().select(table, attrs.evolve(query, where=(), limit=0))
+        rows = [r for r in rows if getattr(r, field).lower() == value.lower()]
+        return rows[:1]
+
+
+class CaseInsensitiveByName(_StorageMutant):
+    """By-name reads compare names case-insensitively (a collation or a
+    Mongo regex with the i flag)."""
+
+    storage = _CaselessNameStorage
+
+
+class _NewestByNameStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.order is BY_NAME_ORDER:
+            query = attrs.evolve(query, order=(("created_at", True), ("id", True)))
+        return super().select(table, query)
+
+
+class NewestByName(_StorageMutant):
+    """A by-name read that sees several rows returns the newest one (ORDER BY
+    created_at DESC LIMIT 1) instead of the shallowest scope's."""
+
+    storage = _NewestByNameStorage
+
+
+class _CreatedAtStorage(MemoryStorage):
+    def update(self, table, key, scope, fields, now):
+        return super().update(table, key, scope, dict(fields, created_at=now), now)
+
+
+class UpdateWritesCreatedAt(_StorageMutant):
+    """An update writes ``created_at`` too (the upstream SQL stores wrote it
+    from the object; here it becomes the update's time)."""
+
+    storage = _CreatedAtStorage
+
+
+class OverlayClimbs(MemoryStore):
+    """get_overlay_for_agent falls back to the nearest ancestor's overlay
+    when the caller's scope holds none."""
+
+    def _overlay_at(self, scope, agent):
+        from cortex_spec.catalog import OVERLAYS
+        from cortex_spec.kinds import Query
+
+        while not scope.is_zero:
+            rows = self._crud.storage.select(OVERLAYS, Query(scope, exact=True, where=(("agent_id", agent),)))
+            if rows:
+                return rows[0]
+            scope = scope.parent()
+        raise OverlayNotFound(f"no overlay of agent {agent}")
+
+
+class DeleteCascades(MemoryStore):
+    """Deleting an agent deletes its overlays in every scope (the upstream
+    PostgreSQL foreign keys)."""
+
+    def delete_agent(self, ctx, agent_id):
+        from cortex_spec.catalog import AGENTS, OVERLAYS
+
+        self._crud.delete(AGENTS, ctx, agent_id)
+        with self._tx() as t:
+            rows = getattr(t, f"kind_{OVERLAYS.name}")
+            for key in [k for k, o in rows.items() if o.agent_id == agent_id]:
+                del rows[key]
+
+
+class _GlobalNameStorage(MemoryStorage):
+    def insert(self, table, entity):
+        if table.by_name:
+            with self.store._tx() as t:
+                rows = self._rows(t, table)
+                if any(getattr(r, table.by_name) == getattr(entity, table.by_name) for r in rows.values()):
+                    raise AlreadyExists("name taken")
+        super().insert(table, entity)
+
+
+class NameUniqueEverywhere(_StorageMutant):
+    """Names are unique over every scope, not per exact scope (a unique
+    index on the name alone)."""
+
+    storage = _GlobalNameStorage
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -758,6 +895,13 @@ MUTANTS: list[Mutant] = [
     _m("gw-reply-not-durable", _opener(ReplyNotDurable), ("GW-CRASH-3", "GW-CRASH-4", "GW-OPEN-5")),
     _m("gw-lock-left-by-dead-holder", _opener(LockLeftByDeadHolder), ("GW-OPEN-6", "GW-CRASH-9")),
     _m("gw-no-lock", NoLockStore, ("GW-OPEN-1", "GW-OPEN-2", "GW-RACE-9")),
+    _m("catalog-unescaped-like", UnescapedLikeSearch, ("MC-GEN-10",), ("catalog",)),
+    _m("catalog-caseless-by-name", CaseInsensitiveByName, ("CAT-GEN-5",)),
+    _m("catalog-newest-by-name", NewestByName, ("CAT-GEN-5", "MC-GEN-9")),
+    _m("catalog-update-writes-created-at", UpdateWritesCreatedAt, ("CAT-GEN-7", "CAT-OVL-7")),
+    _m("catalog-overlay-climbs", OverlayClimbs, ("CAT-OVL-3",)),
+    _m("catalog-delete-cascades", DeleteCascades, ("CAT-GEN-10",)),
+    _m("catalog-name-unique-everywhere", NameUniqueEverywhere, ("CAT-GEN-2",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
