@@ -322,7 +322,8 @@ def examples() -> dict[str, Examples]:
     for name, cls in CLASSES.items():
         found = Examples(name)
         for table in cls.tables:
-            found = found.merged(table_examples(table))
+            if not table.internal:
+                found = found.merged(table_examples(table))
         try:
             module = importlib.import_module(f"{__package__}.test_{name}")
         except ModuleNotFoundError as exc:

@@ -42,7 +42,8 @@ OUTSIDERS = ["ws=w1/proj=p1/env=e1", "ws=w1/proj=p2", "ws=w10/proj=p1", "ws=w1/p
 S = Scope.parse
 MS = timedelta(milliseconds=1)
 
-TABLES = [t for cls in CLASSES.values() for t in cls.tables]
+#: the kinds callers create (internal tables are the class's own business)
+TABLES = [t for cls in CLASSES.values() for t in cls.tables if not t.internal]
 
 
 def _params(only: Any = lambda t: True) -> list:

@@ -21,6 +21,8 @@ from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
+from .memory import TABLES as MEMORY_TABLES
+from .memory import AgentMemoryStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
 
@@ -147,6 +149,13 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_asks_across_scopes", scoped=False)
             + _m("list_pending_asks_by_conversation"),
+        ),
+        ConformanceClass(
+            "memory",
+            "Sessions, conversation memory, working memory and summaries",
+            AgentMemoryStore,
+            _m(*protocol_methods(AgentMemoryStore)),
+            tables=MEMORY_TABLES,
         ),
         ConformanceClass(
             "catalog",

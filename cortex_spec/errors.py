@@ -36,6 +36,8 @@ __all__ = [
     "BehaviorNotFound",
     "PersonaNotFound",
     "OverlayNotFound",
+    "SessionNotFound",
+    "WorkingMemoryNotFound",
     "OrchestrationRunNotFound",
     "NotSuspended",
     "SuspensionExpired",
@@ -139,6 +141,14 @@ class PersonaNotFound(NotFound):
 
 
 class OverlayNotFound(NotFound):
+    pass
+
+
+class SessionNotFound(NotFound):
+    pass
+
+
+class WorkingMemoryNotFound(NotFound):
     pass
 
 

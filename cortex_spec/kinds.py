@@ -505,6 +505,10 @@ Order = tuple[tuple[str, bool], ...]
 #: scope, then the oldest, then the smallest key.
 BY_NAME_ORDER: Order = (("scope", False), ("created_at", False), ("id", False))
 
+#: In an order, ``scope`` sorts by the scope's depth and ``scope_text`` by
+#: its canonical string (code point order, RSC-GEN-11).
+SCOPE_DEPTH, SCOPE_TEXT = "scope", "scope_text"
+
 
 @attrs.frozen
 class Listing:
@@ -550,11 +554,17 @@ class Table:
     by_name: str | None = None
     #: clause ids of the generic rules (keys: see :data:`RULES`)
     clauses: Mapping[str, str] = attrs.field(factory=dict)
+    #: rows only the class's own methods write and read (conversation
+    #: messages, working memory): no generated methods, no generated tests;
+    #: the key may be any short string the class derives
+    internal: bool = False
 
     def __attrs_post_init__(self) -> None:
         fields = specs(self.entity)
         if [n for n, s in fields.items() if s.role == KEY] != ["id"]:
             raise TypeError(f"{self.entity.__name__}: the key must be one field named id")
+        if not self.internal and not isinstance(fields["id"].kind, Id):
+            raise TypeError(f"{self.entity.__name__}: the key of a caller-created kind is a TypeID")
         for listing in self.listings:
             if not listing.order or listing.order[-1][0] != "id":
                 raise TypeError(f"{self.name}.{listing.method}: an order must end in the key (RSC-GEN-11)")
@@ -566,7 +576,8 @@ class Table:
     @property
     def prefix(self) -> str:
         kind = self.fields["id"].kind
-        assert isinstance(kind, Id)
+        if not isinstance(kind, Id):
+            raise TypeError(f"{self.name}: an internal table's key has no prefix")
         return kind.prefix
 
     @property
@@ -715,6 +726,18 @@ class Storage(Protocol):
     def delete(self, table: Table, key: str, scope: Scope) -> bool:
         """Remove the row ``key`` if ``scope`` sees it; whether it did."""
 
+    def delete_where(self, table: Table, query: Query) -> int:
+        """Remove every row ``query`` selects (its order and page ignored);
+        how many."""
+
+    def atomic(self, body: Callable[["Storage"], T]) -> T:
+        """Run ``body`` with a storage whose calls are one atomic step
+        together: one transaction (SQL, Mongo) or one hold of the lock
+        (reference).  Reads in it lock what they read where the backend
+        needs that for the step's writes to be decided on what was read
+        (``SELECT … FOR UPDATE`` on PostgreSQL).  Committed when ``body``
+        returns, rolled back (nothing written) when it raises."""
+
 
 def _listing_args(table: Table, listing: Listing, args: dict[str, Any], flt: object) -> dict[str, Any]:
     """The listing's arguments, from keywords or from its filter object."""
@@ -736,7 +759,7 @@ def listing_query(table: Table, listing: Listing, ctx: object, args: dict[str, A
     given = _listing_args(table, listing, args, flt)
     where: list[tuple[str, Any]] = list(listing.fixed)
     for f in listing.filters:
-        value = given.get(f.arg)
+        value = given.get(f.arg, False if f.flag is not UNSET else None)
         if f.flag is not UNSET:
             if not isinstance(value, bool):
                 raise InvalidArgument(f"{f.arg} must be a bool, got {type(value).__name__}")
@@ -907,7 +930,7 @@ def sort_rows(rows: list[Any], order: Order) -> list[Any]:
     """``rows`` in ``order`` (stable sorts from the last key to the first;
     strings by code point, RSC-GEN-11; a scope sorts by its depth)."""
     for name, descending in reversed(order):
-        rows.sort(key=lambda r, n=name: _sort_value(getattr(r, n)), reverse=descending)
+        rows.sort(key=lambda r, n=name: _sort_key(r, n), reverse=descending)
     return rows
 
 
@@ -917,6 +940,12 @@ def _sort_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     return value
+
+
+def _sort_key(row: Any, name: str) -> Any:
+    if name == SCOPE_TEXT:
+        return row.scope.canonical()
+    return _sort_value(getattr(row, name))
 
 
 def visible(scope: Scope | None, exact: bool, row_scope: Scope) -> bool:

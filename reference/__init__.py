@@ -9,13 +9,14 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'catalog', 'checkpoints', 'gateway', 'runs', 'suspensions']
+['a2a', 'catalog', 'checkpoints', 'gateway', 'memory', 'runs', 'suspensions']
 """
 
 from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
+from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
 from .suspensions import SuspensionsMixin
@@ -23,10 +24,10 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayMixin,
-                  StoreBase):
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+                  GatewayMixin, StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a``, ``catalog`` and ``gateway``.
+    ``a2a``, ``memory``, ``catalog`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -34,7 +35,7 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Catal
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -10,7 +10,7 @@ contract's, written once for every backend.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import attrs
 
@@ -21,6 +21,8 @@ from cortex_spec.scope import Scope
 from cortex_spec.validation import page
 
 __all__ = ["MemoryStorage", "medium_table_name"]
+
+T = TypeVar("T")
 
 
 def medium_table_name(table: Table) -> str:
@@ -90,3 +92,23 @@ class MemoryStorage:
                 return False
             del rows[key]
             return True
+
+    def delete_where(self, table: Table, query: Query) -> int:
+        with self.store._tx() as t:
+            rows = self._rows(t, table)
+            doomed = [key for key, row in rows.items() if _matches(query, row)]
+            for key in doomed:
+                del rows[key]
+            return len(doomed)
+
+    def atomic(self, body: Callable[["MemoryStorage"], T]) -> T:
+        """``body`` under one hold of the lock (the primitives take it again:
+        it is reentrant); a raise puts every table back as it was."""
+        with self.store._tx() as t:
+            saved = {name: dict(rows) for name, rows in t.tables().items()}
+            try:
+                return body(self)
+            except BaseException:
+                for name, rows in saved.items():
+                    setattr(t, name, rows)
+                raise

@@ -40,17 +40,18 @@ from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
+from .memory import MemoryMixin
 from .store import MongoStoreBase
 from .suspensions import SuspensionsMixin
 
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayOpenerMixin,
+class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
                  MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a`` (only where the deployment has transactions), ``catalog`` and
-    ``gateway``.
+    ``a2a`` and ``memory`` (only where the deployment has transactions),
+    ``catalog`` and ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -59,11 +60,14 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, Gat
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
         super().__init__(database, clock, **options)
+        if not self._transactions:
+            # a conversation's batch and its counters are one transaction
+            self.capabilities = frozenset(self.capabilities - {"memory"})
         self.gateway_client = gateway_client
         self.gateway_lease = gateway_lease
         if lease_clock is not None:

@@ -323,8 +323,6 @@ class A2AMixin(MongoStoreBase):
         self._a2a_deliveries = database[prefix + A2A_COLLECTIONS["deliveries"]]
         self._a2a_asks = database[prefix + A2A_COLLECTIONS["asks"]]
         super().__init__(database, clock, **options)
-        with self._guard():
-            self._transactions = self._detect_transactions()
         if not self._transactions:
             # hop admission needs a multi-document transaction: no a2a here
             self.capabilities = frozenset(type(self).capabilities - {"a2a"})
@@ -349,36 +347,6 @@ class A2AMixin(MongoStoreBase):
              "a2a_asks_conversation", {}),
         ]
         create_missing_indexes(wanted)
-
-    def _detect_transactions(self) -> bool:
-        """Multi-document transactions: emulated by the faithful mongomock,
-        real on a replica set or a sharded cluster, absent on a standalone
-        server and on raw mongomock."""
-        from .faithful import FaithfulDatabase
-
-        if isinstance(self.database, FaithfulDatabase):
-            return True
-        if type(self.database).__module__.startswith("mongomock"):
-            return False
-        client = getattr(self.database, "client", None)
-        if client is None or not hasattr(client, "start_session"):
-            return False
-        hello = client.admin.command("hello")
-        clustered = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
-        return clustered and int(hello.get("maxWireVersion", 0)) >= 8
-
-    @contextmanager
-    def _a2a_session(self) -> Iterator[Any]:
-        with self.database.client.start_session() as session:
-            yield session
-
-    def _a2a_txn(self, body: Callable[[Any], Any]) -> Any:
-        """``body(session)`` in one transaction (retried on a server's
-        transient conflicts by ``with_transaction``)."""
-        if not self._transactions:
-            raise StoreError("this MongoDB deployment has no transactions (class a2a is not declared)")
-        with self._a2a_session() as session:
-            return session.with_transaction(body)
 
     def _a2a_decide(self, collection: Any, key: str, ctx: Any, decision: dict[str, Any],
                     update: dict[str, Any], decode: Callable, classify: Callable) -> Any:
@@ -444,7 +412,7 @@ class A2AMixin(MongoStoreBase):
             return stored
 
         with self._guard():
-            return self._a2a_txn(admission)
+            return self._txn(admission)
 
     def get_message(self, ctx, message_id):
         require_scope(ctx)
@@ -658,7 +626,7 @@ class A2AMixin(MongoStoreBase):
                 rows = rows[:limit] if limit > 0 else rows
                 return [_delivery_in(d) for d in rows]
 
-            return self._a2a_txn(read)
+            return self._txn(read)
 
     def mark_delivery_read(self, ctx, delivery_id):
         require_scope(ctx)

@@ -172,14 +172,32 @@ def kind_indexes(collection: Any, table: Table) -> list[tuple[Any, list[tuple[st
 
 
 def _sort_field(name: str) -> str:
-    return {"scope": "scope.n", "id": "_id"}.get(name, name)
+    return {k.SCOPE_DEPTH: "scope.n", k.SCOPE_TEXT: "scope.c", "id": "_id"}.get(name, name)
 
 
 class MongoStorage:
-    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.MongoStoreBase`."""
+    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.MongoStoreBase`;
+    with ``session``, the storage of one multi-document transaction
+    (:meth:`atomic`; a server detects a conflicting write and
+    ``with_transaction`` retries the whole step)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, session: Any = None) -> None:
         self.store = store
+        self.session = session
+
+    def _s(self) -> dict[str, Any]:
+        return {} if self.session is None else {"session": self.session}
+
+    def atomic(self, body: Any) -> Any:
+        if self.session is not None:
+            return body(self)
+        with self.store._guard():
+            return self.store._txn(lambda session: body(MongoStorage(self.store, session)))
+
+    def delete_where(self, table: Table, query: Query) -> int:
+        with self.store._guard():
+            result = self._collection(table).delete_many(self._filter(table, query), **self._s())
+            return int(result.deleted_count)
 
     def _collection(self, table: Table) -> Any:
         return self.store.database[self.store.collection_prefix + table.name]
@@ -196,27 +214,40 @@ class MongoStorage:
 
     def insert(self, table: Table, entity: Any) -> None:
         with self.store._guard():
-            self._collection(table).insert_one(doc_of(table, entity))
+            self._collection(table).insert_one(doc_of(table, entity), **self._s())
 
     def select(self, table: Table, query: Query) -> list[Any]:
+        sort = [(_sort_field(n), -1 if desc else 1) for n, desc in query.order]
         with self.store._guard():
-            docs = self.store._find(self._collection(table), self._filter(table, query),
-                                    sort=[(_sort_field(n), -1 if desc else 1) for n, desc in query.order],
-                                    skip=query.offset, limit=query.limit)
+            if self.session is not None:
+                docs = list(self._collection(table).find(self._filter(table, query), sort=sort,
+                                                         skip=query.offset, limit=query.limit,
+                                                         session=self.session))
+            else:
+                docs = self.store._find(self._collection(table), self._filter(table, query),
+                                        sort=sort, skip=query.offset, limit=query.limit)
             return [entity_of(table, d) for d in docs]
 
     def count(self, table: Table, query: Query) -> int:
         with self.store._guard():
+            if self.session is not None:
+                return int(self._collection(table).count_documents(self._filter(table, query),
+                                                                    session=self.session))
             return self.store._count(self._collection(table), self._filter(table, query))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
                now: datetime) -> Any | None:
         from pymongo import ReturnDocument
 
+        if self.session is None and self.store._transactions and any(
+                s.role == k.OWNED for s in table.fields.values()):
+            # the size check reads store-owned fields another step may be
+            # changing: read and write in one transaction
+            return self.atomic(lambda s: s.update(table, key, scope, fields, now))
         collection = self._collection(table)
         mine = {"_id": key, **scope_filter("scope", scope)}
         with self.store._guard():
-            doc = collection.find_one(mine)
+            doc = collection.find_one(mine, **self._s())
             if doc is None:
                 return None
             # RSC-GEN-8 of the row as it will be stored: its other fields are
@@ -234,10 +265,12 @@ class MongoStorage:
             update: dict[str, Any] = {"$set": changes}
             if unset:
                 update["$unset"] = unset
-            doc = collection.find_one_and_update(mine, update, return_document=ReturnDocument.AFTER)
+            doc = collection.find_one_and_update(mine, update, return_document=ReturnDocument.AFTER,
+                                                 **self._s())
             return None if doc is None else entity_of(table, doc)
 
     def delete(self, table: Table, key: str, scope: Scope) -> bool:
         with self.store._guard():
-            result = self._collection(table).delete_one({"_id": key, **scope_filter("scope", scope)})
+            result = self._collection(table).delete_one({"_id": key, **scope_filter("scope", scope)},
+                                                        **self._s())
             return result.deleted_count == 1

@@ -228,6 +228,9 @@ class MongoStoreBase:
             self._snapshot_reads = (
                 self._detect_snapshot_reads() if snapshot_reads is None else snapshot_reads
             )
+            #: multi-document transactions (the classes that need them are
+            #: declared only where there are)
+            self._transactions = self._detect_transactions()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -338,6 +341,36 @@ class MongoStoreBase:
             hello = client.admin.command("isMaster")
         clustered = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
         return clustered and int(hello.get("maxWireVersion", 0)) >= 13
+
+    def _detect_transactions(self) -> bool:
+        """Multi-document transactions: emulated by the faithful mongomock,
+        real on a replica set or a sharded cluster, absent on a standalone
+        server and on raw mongomock."""
+        from .faithful import FaithfulDatabase
+
+        if isinstance(self.database, FaithfulDatabase):
+            return True
+        if type(self.database).__module__.startswith("mongomock"):
+            return False
+        client = getattr(self.database, "client", None)
+        if client is None or not hasattr(client, "start_session"):
+            return False
+        hello = client.admin.command("hello")
+        clustered = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+        return clustered and int(hello.get("maxWireVersion", 0)) >= 8
+
+    @contextmanager
+    def _session(self) -> Iterator[Any]:
+        with self.database.client.start_session() as session:
+            yield session
+
+    def _txn(self, body: Callable[[Any], Any]) -> Any:
+        """``body(session)`` in one transaction (retried on a server's
+        transient conflicts by ``with_transaction``)."""
+        if not self._transactions:
+            raise StoreError("this MongoDB deployment has no multi-document transactions")
+        with self._session() as session:
+            return session.with_transaction(body)
 
     @contextmanager
     def _read_session(self) -> Iterator[Any]:

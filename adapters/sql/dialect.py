@@ -127,6 +127,10 @@ class Dialect:
         """``expr`` with A–Z folded to a–z and nothing else (MC-GEN-10)."""
         raise NotImplementedError
 
+    def binary(self, expr: Any) -> Any:
+        """``expr`` compared and ordered by code point (RSC-GEN-11)."""
+        return expr
+
     def contains(self, haystack: Any, needle: Any) -> Any:
         """True where ``needle`` is a literal substring of ``haystack`` (no
         ``LIKE``: ``%`` and ``_`` are characters like any other)."""
@@ -255,6 +259,9 @@ class _Postgres(Dialect):
 
     def contains(self, haystack: Any, needle: Any) -> Any:
         return sa.func.strpos(haystack, needle) > 0
+
+    def binary(self, expr: Any) -> Any:
+        return expr.collate("C")
 
     def share_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(read=True)  # FOR SHARE

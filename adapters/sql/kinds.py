@@ -164,8 +164,12 @@ def entity_of(table: Table, row: Any) -> Any:
 # -- statements ---------------------------------------------------------------------------
 
 
-def _column(t: sa.Table, name: str) -> Any:
-    return t.c.scope_depth if name == "scope" else t.c[name]
+def _column(t: sa.Table, name: str, dialect: Any) -> Any:
+    if name == k.SCOPE_DEPTH:
+        return t.c.scope_depth
+    if name == k.SCOPE_TEXT:
+        return dialect.binary(t.c.scope)  # the canonical scope, by code point
+    return t.c[name]
 
 
 def _conditions(t: sa.Table, depth: int | None, exact: bool, where: tuple[str, ...],
@@ -181,18 +185,24 @@ def _conditions(t: sa.Table, depth: int | None, exact: bool, where: tuple[str, .
 
 @lru_cache(maxsize=None)
 def _select(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], search: str | None,
-            order: k.Order, offset: bool, limit: bool, count: bool, dialect: Any) -> Any:
+            order: k.Order, offset: bool, limit: bool, count: bool, dialect: Any, lock: bool) -> Any:
     t = KIND_TABLES[tname]
     conds = _conditions(t, depth, exact, where, search, dialect)
     if count:
         return sa.select(sa.func.count()).select_from(t).where(*conds)
     stmt = sa.select(t).where(*conds).order_by(
-        *(_column(t, name).desc() if desc else _column(t, name) for name, desc in order))
+        *(_column(t, name, dialect).desc() if desc else _column(t, name, dialect) for name, desc in order))
     if offset:
         stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
     if limit:
         stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
-    return stmt
+    return dialect.row_lock(stmt) if lock else stmt
+
+
+@lru_cache(maxsize=None)
+def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], dialect: Any) -> Any:
+    t = KIND_TABLES[tname]
+    return sa.delete(t).where(*_conditions(t, depth, exact, where, None, dialect))
 
 
 @lru_cache(maxsize=None)
@@ -219,10 +229,37 @@ def _insert(tname: str) -> Any:
 
 
 class SqlStorage:
-    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.SqlStoreBase`."""
+    """:class:`cortex_spec.kinds.Storage` on a :class:`.store.SqlStoreBase`;
+    with ``conn``, the storage of one open transaction (:meth:`atomic`),
+    whose reads lock the rows they read (``FOR UPDATE`` on PostgreSQL;
+    SQLite's write transactions hold the write lock from ``BEGIN
+    IMMEDIATE``)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, conn: sa.Connection | None = None) -> None:
         self.store = store
+        self.conn = conn
+
+    def _read(self, fn: Any) -> Any:
+        return fn(self.conn) if self.conn is not None else self.store._read(fn)
+
+    def _write1(self, fn: Any) -> Any:
+        return fn(self.conn) if self.conn is not None else self.store._write1(fn)
+
+    def _tx(self, fn: Any) -> Any:
+        return fn(self.conn) if self.conn is not None else self.store._tx(fn)
+
+    def atomic(self, body: Any) -> Any:
+        if self.conn is not None:
+            return body(self)
+        return self.store._tx(lambda conn: body(SqlStorage(self.store, conn)))
+
+    def delete_where(self, table: Table, query: Query) -> int:
+        depth = None if query.scope is None else query.scope.depth
+        params: dict[str, Any] = {} if query.scope is None else scope_params(query.scope)
+        for name, value in query.where:
+            params[f"w_{name}"] = encode(table.fields[name].kind, value)
+        stmt = _delete_where(table.name, depth, query.exact, tuple(n for n, _ in query.where), self.store._dialect)
+        return int(self._write1(lambda conn: conn.execute(stmt, params).rowcount))
 
     def _query(self, table: Table, query: Query, count: bool) -> tuple[Any, dict[str, Any]]:
         depth = None if query.scope is None else query.scope.depth
@@ -240,20 +277,20 @@ class SqlStorage:
             params["w_limit"] = db_int(query.limit)
         stmt = _select(table.name, depth, query.exact, tuple(n for n, _ in query.where), search,
                        query.order, paged and query.offset > 0, paged and query.limit > 0, count,
-                       self.store._dialect)
+                       self.store._dialect, self.conn is not None and not count)
         return stmt, params
 
     def insert(self, table: Table, entity: Any) -> None:
         row = row_of(table, entity)
-        self.store._write1(lambda conn: conn.execute(_insert(table.name), row))
+        self._write1(lambda conn: conn.execute(_insert(table.name), row))
 
     def select(self, table: Table, query: Query) -> list[Any]:
         stmt, params = self._query(table, query, count=False)
-        return self.store._read(lambda conn: [entity_of(table, r) for r in conn.execute(stmt, params)])
+        return self._read(lambda conn: [entity_of(table, r) for r in conn.execute(stmt, params)])
 
     def count(self, table: Table, query: Query) -> int:
         stmt, params = self._query(table, query, count=True)
-        return self.store._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
+        return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
                now: datetime) -> Any | None:
@@ -272,12 +309,12 @@ class SqlStorage:
             check_size(stored, table)
             return stored
 
-        return self.store._tx(write)
+        return self._tx(write)
 
     def delete(self, table: Table, key: str, scope: Scope) -> bool:
         params = {"w_id": key, **scope_params(scope)}
         stmt = _delete(table.name, scope.depth)
-        deleted = self.store._write1(lambda conn: conn.execute(stmt, params).rowcount)
+        deleted = self._write1(lambda conn: conn.execute(stmt, params).rowcount)
         if deleted not in (0, 1):
             raise StoreError(f"a delete of {table.singular} {key} removed {deleted} rows")
         return bool(deleted)

@@ -6,6 +6,7 @@ from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
+from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
 from .suspensions import SuspensionsMixin
@@ -13,10 +14,10 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogMixin, GatewayOpenerMixin,
-               SqlStoreBase):
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+               GatewayOpenerMixin, SqlStoreBase):
     """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
-    ``catalog`` and ``gateway``.
+    ``memory``, ``catalog`` and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -26,7 +27,7 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, CatalogM
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
