@@ -162,9 +162,12 @@ def _partition_shared(calls: Sequence[Call]) -> list[list[Call]]:
     return list(groups.values()) + [[c] for c in loose]
 
 
-#: search steps a sub-history takes before it yields its turn (and the budget
-#: is checked); a step enters or leaves a configuration, or runs the model
+#: search steps between two pauses of a search, where the budget is checked
+#: (a step enters or leaves a configuration, or runs the model)
 _SLICE = 256
+#: pauses per turn: the sub-history searched changes every _TURN * _SLICE
+#: steps, or sooner when a turn has lasted 1/_TURN of the budget (slow models)
+_TURN = 16
 
 #: Sub-histories up to this many calls key the memo on the set of linearized
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
@@ -216,9 +219,9 @@ class _Result:
 class _Search:
     """The search of one sub-history (calls sorted by invocation).
 
-    :meth:`run` is a generator that yields every :data:`_SLICE` steps, so
-    that :func:`check` can interleave sub-histories and keep the budget; it
-    leaves a :class:`_Result` in ``result``.
+    :meth:`run` is a generator that pauses (yields) every :data:`_SLICE`
+    steps, so that :func:`check` can keep the budget and interleave
+    sub-histories; it leaves a :class:`_Result` in ``result``.
 
     The time-ordered entries form a doubly linked list over positions
     ``0 .. 2n-1`` (``nxt``/``prv``, with a head sentinel at ``2n`` and a
@@ -542,11 +545,12 @@ class _Search:
 def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdict:
     """Decide whether ``calls`` is linearizable with respect to ``model``.
 
-    The sub-histories (see :func:`partition`) are searched in turns of
-    :data:`_SLICE` steps, smallest first; the first violation ends the check,
-    and running out of ``budget_s`` seconds gives ``unknown``.
+    The sub-histories (see :func:`partition`) are searched in turns (of
+    ``_TURN * _SLICE`` steps, or a ``1/_TURN`` share of the budget), smallest
+    first, so most end within their first turn; the first violation ends the
+    check, and running out of ``budget_s`` seconds gives ``unknown``.
     """
-    started = time.monotonic()
+    started = turn_started = time.monotonic()
     deadline = started + budget_s
     parts = partition(calls)
     for part in parts:
@@ -554,10 +558,13 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     parts.sort(key=len)
     running = deque((search, search.run()) for search in [_Search(model, part) for part in parts])
     finished = 0
+    pauses = 0
     while running:
         search, turns = running[0]
         if next(turns, _DONE) is _DONE:
             running.popleft()
+            pauses = 0
+            turn_started = time.monotonic()
             finished += search.steps
             if search.result is not None and search.result.result == "violation":
                 return Verdict(
@@ -569,7 +576,9 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
                     seconds=time.monotonic() - started,
                     partitions=len(parts),
                 )
-        elif time.monotonic() > deadline:
+            continue
+        now = time.monotonic()
+        if now > deadline:
             undecided = sorted((c for s, _ in running for c in s.calls), key=_start)
             return Verdict(
                 "unknown",
@@ -578,6 +587,9 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
                 seconds=time.monotonic() - started,
                 partitions=len(parts),
             )
-        else:
+        pauses += 1
+        if pauses >= _TURN or (now - turn_started) * _TURN > budget_s:
             running.rotate(-1)
+            pauses = 0
+            turn_started = now
     return Verdict("ok", steps=finished, seconds=time.monotonic() - started, partitions=len(parts))

@@ -307,6 +307,7 @@ def test_search_agrees_with_brute_force_with_hashed_sets(monkeypatch):
 def test_search_agrees_with_brute_force_in_short_turns(monkeypatch):
     # sub-histories interleaved step by step, and the step cache dropped early
     monkeypatch.setattr(linearizability, "_SLICE", 1)
+    monkeypatch.setattr(linearizability, "_TURN", 1)
     agree_with_brute_force(300, 17)
 
 
