@@ -1,7 +1,7 @@
 """The linearizability checker against Porcupine, on the same histories (a script, not a test).
 
     CORTEX_SPEC_PORCUPINE=/work/shared/bench/porcupine python benchmarks/checker_vs_porcupine.py
-    python benchmarks/checker_vs_porcupine.py --reps 7 --only 'etcd|kv'
+    python benchmarks/checker_vs_porcupine.py --rounds 5 --only 'etcd|kv' -v
     python benchmarks/checker_vs_porcupine.py --checker /tmp/old/linearizability.py
 
 Porcupine (Go) is the reference Wing & Gong / Lowe checker.  This script needs
@@ -14,18 +14,23 @@ logs, and claim-register histories of ``benchmarks/checker.py`` (with copies
 where one returned value is flipped).  Nothing of Porcupine lives in this
 repository; build products go to ``--out`` (a temporary folder by default).
 
-Each history is checked by both checkers in turn (interleaved, ``--reps``
-times); the times compared are both in-process check times; per history the
-ratio is median(ours) / median(Porcupine).  The table gives, per family and
-size, verdict agreement and the median ratio; the last lines say whether the
-targets are met: identical verdicts, median ratio <= 2x overall and <= 5x in
-every family and size, and no ``unknown`` where Porcupine decides within 1 s.
+Each history is checked by both checkers in turn: ``--rounds`` rounds of
+``--block`` checks by each (which one goes first alternates); the times
+compared are both in-process check times (Porcupine with ``GOMAXPROCS=1``,
+as ours uses one core); per history the ratio is median(ours) /
+median(Porcupine).  The loaded corpus is frozen out of the garbage
+collector's sight (``gc.freeze``), as ``timeit`` switches it off.  The table
+gives, per family and size, verdict agreement and the median ratio; the last
+lines say whether the targets are met: identical verdicts, median ratio
+<= 2x overall and <= 5x in every family and size, and no ``unknown`` where
+Porcupine decides within 1 s.
 Exit status: 0 targets met, 1 a target missed, 2 something needed is absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import math
@@ -362,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checker_vs_porcupine: cannot run: {exc}", file=sys.stderr)
         return 2
     histories = json.loads(path.read_text())["histories"]
+    # The corpus is the benchmark's, not a checker's: keep the garbage
+    # collector from walking it at every full collection during a check.
+    gc.collect()
+    gc.freeze()
     if porcupine.count != len(histories):
         print(f"checker_vs_porcupine: gocheck loaded {porcupine.count} histories, {path} has {len(histories)}",
               file=sys.stderr)
