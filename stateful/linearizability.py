@@ -241,7 +241,9 @@ class _Search:
         n = len(calls)
         times = list(map(_start, calls))
         ends = list(map(_end, calls))
-        for i in [*_where(ends, None), *_where(list(map(_kind, calls)), "unknown")]:
+        #: calls that never completed (in call order)
+        self.open = sorted({*_where(ends, None), *_where(list(map(_kind, calls)), "unknown")})
+        for i in self.open:
             ends[i] = _INF
         times += ends
         m = 2 * n
@@ -261,6 +263,35 @@ class _Search:
 
     def run(self) -> Generator[None, None, None]:
         return self._run_split() if self.split else self._run_plain()
+
+    def _twins(self) -> tuple[list[int], list[int]]:
+        """Symmetry among calls that never completed.
+
+        Two such calls with equal operations and outcomes are interchangeable
+        once both are invoked: nothing must follow either, and whatever had
+        to precede the later one is linearized by then.  Linearizing the later
+        one while the earlier is still pending leads to a mirror image of the
+        search after linearizing the earlier one, so the search takes twins
+        in invocation order only.  Returns ``twin`` (the previous twin of each
+        call, or -1) and the entries with each such invocation ``i`` marked
+        as ``~i``.
+        """
+        twin = [-1] * len(self.calls)
+        latest: dict[tuple[Op, Outcome], int] = {}
+        entry = self.entry
+        for i in self.open:
+            c = self.calls[i]
+            try:
+                earlier = latest.get((c.op, c.outcome), -1)
+                latest[c.op, c.outcome] = i
+            except TypeError:  # unhashable arguments: no twins
+                continue
+            if earlier >= 0:
+                if entry is self.entry:
+                    entry = list(entry)
+                twin[i] = earlier
+                entry[self.inv_pos[i]] = ~i
+        return twin, entry
 
     def _violation(self, best: list[int], rejected: dict[int, Outcome]) -> _Result:
         calls = self.calls
@@ -304,7 +335,8 @@ class _Search:
         zobrist = [] if exact else _zobrist(n)
         seen: dict[Hashable, Any] = {}  # state -> set of lin, or dict z -> lin
         clashes: set[tuple[int, Hashable]] = set()
-        entry, nxt, prv, ret_pos, inv_pos = self.entry, self.nxt, self.prv, self.ret_pos, self.inv_pos
+        twin, entry = self._twins()
+        nxt, prv, ret_pos, inv_pos = self.nxt, self.prv, self.ret_pos, self.inv_pos
         head, tail = self.head, self.tail
         state = self.model.init()
         lin = z = 0
@@ -353,6 +385,11 @@ class _Search:
                     turn = steps + _SLICE
                 continue
             # an invocation: try to linearize call x next
+            if x < 0:  # a call with an earlier twin, which goes first
+                x = ~x
+                if not lin >> twin[x] & 1:
+                    p = nxt[p]
+                    continue
             if caching:
                 result = results[x].get(state)
                 if result is None:
