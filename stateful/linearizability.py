@@ -22,9 +22,16 @@ Histories split into independent sub-histories by object
 (P-compositionality): calls carry the set of object keys they touch, calls
 that share a key are checked together, and a call that spans every object
 (``keys is None``, e.g. a list) keeps the history whole.  The sub-histories
-are searched together, in turns of a few hundred steps, smallest first, and
+are searched together, in turns of a few thousand steps, smallest first, and
 the first violation found ends the check: one long linearizable
 sub-history cannot spend the budget before a violating one is looked at.
+
+Two sound reductions keep the search small without changing a verdict or
+the deepest point reached: the model's answers are remembered per call and
+state (the model is a function), and calls that never completed with equal
+operations and outcomes ("twins", e.g. two crashed writes of one value) are
+taken in invocation order only, since either order leads to mirror-image
+searches.
 
 The search is exponential in the worst case, so it runs under a time budget;
 running out yields the verdict ``unknown`` — never a pass.
