@@ -38,26 +38,46 @@ from cortex_spec.scope import Scope
 CTX = Context(Scope(("ws", "bench")))
 
 
+WON, LOST = Outcome("ok", True), Outcome("ok", False)
+TAKEN, FREE = WON, LOST
+RELEASED = Outcome("ok", None)
+
+
 class ClaimRegister:
     """Sequential model: one boolean per object (state is a frozenset of
-    taken objects, restricted to the partition being checked)."""
+    taken objects, restricted to the partition being checked).  Outcomes are
+    built once, each state once per model (so equal states are one object),
+    and a step that changes nothing returns the state it got."""
+
+    def __init__(self):
+        self._with = {}  # (state, obj) -> state | {obj}
+        self._without = {}  # (state, obj) -> state - {obj}
 
     def init(self):
         return frozenset()
 
     def step(self, state, op, observed):
         obj = op.args[0]
-        if op.method == "claim":
-            won = obj not in state
-            expected = Outcome("ok", won)
-            new = state | {obj} if won else state
-        elif op.method == "release":
-            expected = Outcome("ok", None)
-            new = state - {obj}
-        else:
-            expected = Outcome("ok", obj in state)
+        method = op.method
+        if method == "read":
+            expected = TAKEN if obj in state else FREE
             new = state
-        return observed.kind == "unknown" or observed == expected, new, expected
+        elif method == "claim":
+            if obj in state:
+                expected, new = LOST, state
+            else:
+                expected, new = WON, self._with.get((state, obj))
+                if new is None:
+                    new = self._with[state, obj] = state | {obj}
+        else:
+            expected = RELEASED
+            new = state
+            if obj in state:
+                new = self._without.get((state, obj))
+                if new is None:
+                    new = self._without[state, obj] = state - {obj}
+        kind = observed.kind
+        return kind == "unknown" or kind == "ok" and observed.value == expected.value, new, expected
 
 
 def history(n_ops: int, n_objects: int, lanes: int, rng: random.Random) -> list[Call]:

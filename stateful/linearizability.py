@@ -21,7 +21,17 @@ accept any outcome: they may be placed anywhere after their invocation.
 Histories split into independent sub-histories by object
 (P-compositionality): calls carry the set of object keys they touch, calls
 that share a key are checked together, and a call that spans every object
-(``keys is None``, e.g. a list) keeps the history whole.
+(``keys is None``, e.g. a list) keeps the history whole.  The sub-histories
+are searched together, in turns of a few thousand steps, smallest first, and
+the first violation found ends the check: one long linearizable
+sub-history cannot spend the budget before a violating one is looked at.
+
+Two sound reductions keep the search small without changing a verdict or
+the deepest point reached: the model's answers are remembered per call and
+state (the model is a function), and calls that never completed with equal
+operations and outcomes ("twins", e.g. two crashed writes of one value) are
+taken in invocation order only, since either order leads to mirror-image
+searches.
 
 The search is exponential in the worst case, so it runs under a time budget;
 running out yields the verdict ``unknown`` — never a pass.
@@ -34,20 +44,30 @@ invocation and — like every step — before its response; other calls may be
 linearized between two of its steps.  The call counts as linearized when its
 last step is; until then its progress is part of the configuration the memo
 records, and its response entry stays in the list, so a call not complete by
-its response is backtracked exactly like a plain call.
+its response is backtracked exactly like a plain call.  A sub-history without
+split calls is searched by a leaner loop that carries no progress at all.
+
+**Counterexamples.**  For a violation the verdict reports the deepest point
+the search reached: the first longest legal order of completed calls it
+found (``best_order``), and the calls it could not place next at that depth,
+with the outcome the model expected (``unexplained``).
 """
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Any, Hashable, Protocol, Sequence
+from collections import deque
+from collections.abc import Generator, Hashable, Iterator, Sequence
+from operator import attrgetter
+from typing import Any, Protocol
 
 import attrs
 
 from .history import Call
 from .ops import Op, Outcome
 
-__all__ = ["Model", "Verdict", "Unexplained", "check", "partition"]
+__all__ = ["Model", "SplitModel", "Unexplained", "Verdict", "check", "partition"]
 
 
 class Model(Protocol):
@@ -56,7 +76,8 @@ class Model(Protocol):
     ``step(state, op, observed)`` returns ``(accepted, next_state,
     expected)``: whether executing ``op`` in ``state`` can produce the
     ``observed`` outcome, the state after it, and the outcome the model
-    itself produced (for messages).  States must be hashable.
+    itself produced (for messages).  States must be hashable, and ``step``
+    a function of its arguments (the memo relies on it).
     """
 
     def init(self) -> Hashable: ...
@@ -87,13 +108,14 @@ class Unexplained:
 class Verdict:
     #: "ok", "violation" or "unknown" (the budget ran out)
     result: str
-    #: calls of the failing sub-history (a violation), or of the whole history
+    #: calls of the failing sub-history (a violation), or of the sub-histories
+    #: left undecided (unknown)
     calls: tuple[int, ...] = ()
     #: the longest legal prefix the search found, as call indexes
     best_order: tuple[int, ...] = ()
     #: calls that could not be placed next at that point, with the reason
     unexplained: tuple[Unexplained, ...] = ()
-    #: configurations explored
+    #: search steps taken (configurations entered or left, model steps run)
     steps: int = 0
     seconds: float = 0.0
     partitions: int = 1
@@ -105,8 +127,25 @@ class Verdict:
 
 def partition(calls: Sequence[Call]) -> list[list[Call]]:
     """Split into independent sub-histories by shared object keys."""
-    if any(c.op.keys is None for c in calls):
-        return [list(calls)] if calls else []
+    key_sets = list(map(_keys_of, calls))
+    groups: dict[Any, list[Call]] = dict.fromkeys(key_sets)  # type: ignore[arg-type]
+    if None in groups:  # a call spans every object
+        return [list(calls)]
+    if any(len(keys) != 1 for keys in groups):
+        return _partition_shared(calls)
+    # the common case: every call touches one key, so calls group by key set
+    if len(groups) == 1:
+        return [list(calls)]
+    for keys in groups:
+        groups[keys] = []
+    for c, keys in zip(calls, key_sets):
+        groups[keys].append(c)
+    return list(groups.values())
+
+
+def _partition_shared(calls: Sequence[Call]) -> list[list[Call]]:
+    """:func:`partition` when some call touches several keys, or none
+    (union-find over keys; a call that touches nothing is alone)."""
     parent: dict[Hashable, Hashable] = {}
 
     def find(k: Hashable) -> Hashable:
@@ -124,159 +163,477 @@ def partition(calls: Sequence[Call]) -> list[list[Call]]:
     for c in calls:
         keys = c.op.keys or frozenset()
         if not keys:
-            loose.append(c)  # touches nothing: its own partition
+            loose.append(c)
             continue
         groups.setdefault(find(next(iter(keys))), []).append(c)
     return list(groups.values()) + [[c] for c in loose]
 
 
-class _Budget(Exception):
-    pass
+#: search steps between two pauses of a search, where the budget is checked
+#: (a step enters or leaves a configuration, or runs the model)
+_SLICE = 256
+#: pauses per turn: the sub-history searched changes every _TURN * _SLICE
+#: steps, or sooner when a turn has lasted 1/_TURN of the budget (slow models)
+_TURN = 16
+
+#: Sub-histories up to this many calls key the memo on the set of linearized
+#: calls itself (an int of as many bits); larger ones on its Zobrist hash.
+_EXACT_CALLS = 256
+
+_INF = float("inf")
+_start = attrgetter("start")
+_end = attrgetter("end")
+_kind = attrgetter("outcome.kind")
+_keys_of = attrgetter("op.keys")
+_op = attrgetter("op")
+_outcome = attrgetter("outcome")
+_index = attrgetter("index")
+_DONE = object()
+_NO_RESULTS: dict[Any, Any] = {}
+
+#: Per-call random 64-bit values: the XOR of those of the linearized calls
+#: hashes the set in O(1) per step (Zobrist hashing).
+_ZOBRIST: list[int] = []
+_zobrist_source = random.Random(0x5EED)
 
 
-def _check_one(
-    model: Model, calls: list[Call], deadline: float
-) -> tuple[str, tuple[int, ...], tuple[Unexplained, ...], int]:
-    n = len(calls)
-    # entries: (time, kind, call position); kind 0 = invocation, 1 = response.
-    # Invocations sort before responses at equal times: calls that touch
-    # overlap (the conservative choice: more orders are legal, no false alarm).
-    entries: list[tuple[float, int, int]] = []
-    for i, c in enumerate(calls):
-        entries.append((c.start, 0, i))
-        entries.append((c.end if c.completed else float("inf"), 1, i))
-    entries.sort()
-    m = len(entries)
-    head = m
-    # a doubly linked list over entry positions, head sentinel at index m
-    nxt = [p + 1 for p in range(m)] + [0]
-    prv = [p - 1 for p in range(m)] + [-1]
-    nxt[m - 1] = -1
-    prv[0] = head
-    inv_pos = [0] * n
-    ret_pos = [0] * n
-    for pos, (_, kind, i) in enumerate(entries):
-        (ret_pos if kind else inv_pos)[i] = pos
+def _where(items: list[Any], value: Any) -> Iterator[int]:
+    """The positions of ``value`` in ``items`` (found by ``list.index``: few, mostly none)."""
+    i = -1
+    try:
+        while True:
+            i = items.index(value, i + 1)
+            yield i
+    except ValueError:
+        return
 
-    def unlink(p: int) -> None:
-        a, b = prv[p], nxt[p]
-        nxt[a] = b
-        if b != -1:
-            prv[b] = a
 
-    def relink(p: int) -> None:
-        a, b = prv[p], nxt[p]
-        nxt[a] = p
-        if b != -1:
-            prv[b] = p
+def _zobrist(n: int) -> list[int]:
+    while len(_ZOBRIST) < n:
+        _ZOBRIST.append(_zobrist_source.getrandbits(64))
+    return _ZOBRIST
 
-    is_split = getattr(model, "is_split", None)
-    splits = [bool(is_split and is_split(c.op)) for c in calls]
-    state = model.init()
-    linearized = 0
-    #: progress of split calls that have taken some but not all of their steps
-    inflight: dict[int, Any] = {}
-    #: (call, state before the step, its progress before the step, step completed the call)
-    stack: list[tuple[int, Any, Any, bool]] = []
-    cache: set[tuple[int, Hashable, Hashable]] = set()
+
+@attrs.define
+class _Result:
+    """How the search of one sub-history ended."""
+
+    result: str  # "ok" | "violation"
     best_order: tuple[int, ...] = ()
-    best_rejections: dict[int, Unexplained] = {}
-    steps = 0
+    unexplained: tuple[Unexplained, ...] = ()
 
-    def completed() -> tuple[int, ...]:
-        return tuple(j for j, _, _, done in stack if done)
 
-    entry = nxt[head]
-    while nxt[head] != -1:
-        steps += 1
-        if steps % 256 == 0 and time.monotonic() > deadline:
-            raise _Budget(steps)
-        _, kind, i = entries[entry]
-        if kind == 0:  # an invocation: try to linearize this call (or its next step) next
-            call = calls[i]
-            before = inflight.get(i)
-            if splits[i]:
-                accepted, new_state, expected, progress, done = model.step_part(  # type: ignore[attr-defined]
-                    state, call.op, call.outcome, before
-                )
-            else:
-                accepted, new_state, expected = model.step(state, call.op, call.outcome)
-                progress, done = None, True
-            after = dict(inflight)
-            if done:
-                after.pop(i, None)
-            else:
-                after[i] = progress
-            key = (linearized | (1 << i) if done else linearized, tuple(sorted(after.items())), new_state)
-            if accepted and key not in cache:
-                cache.add(key)
-                stack.append((i, state, before, done))
-                state = new_state
-                inflight = after
-                if done:
-                    linearized |= 1 << i
-                    unlink(inv_pos[i])
-                    unlink(ret_pos[i])
-                order = completed()
-                if len(order) > len(best_order):
-                    best_order = order
-                    best_rejections = {}
-                entry = nxt[head]
+class _Search:
+    """The search of one sub-history (calls sorted by invocation).
+
+    :meth:`run` is a generator that pauses (yields) every :data:`_SLICE`
+    steps, so that :func:`check` can keep the budget and interleave
+    sub-histories; it leaves a :class:`_Result` in ``result``.
+
+    The time-ordered entries form a doubly linked list over positions
+    ``0 .. 2n-1`` (``nxt``/``prv``, with a head sentinel at ``2n`` and a
+    tail sentinel at ``2n+1``); ``entry[p]`` is ``i`` for the invocation of
+    call ``i`` and ``n + i`` for its response.  Invocations sort before
+    responses at equal times: calls that touch overlap (the conservative
+    choice: more orders are legal, no false alarm).  Calls that never
+    completed respond at +∞.  The list always ends with a response, so a
+    scan from the head stops at one before it reaches the tail.
+    """
+
+    def __init__(self, model: Model, calls: list[Call]) -> None:
+        self.model = model
+        self.calls = calls
+        self.steps = 0
+        self.result: _Result | None = None
+        n = len(calls)
+        times = list(map(_start, calls))
+        ends = list(map(_end, calls))
+        #: calls that never completed (in call order)
+        self.open = sorted({*_where(ends, None), *_where(list(map(_kind, calls)), "unknown")})
+        for i in self.open:
+            ends[i] = _INF
+        times += ends
+        m = 2 * n
+        # A stable sort of invocations-then-responses by time breaks ties as
+        # required: invocations first, each kind in call order.
+        self.entry = entry = sorted(range(m), key=times.__getitem__)
+        position = [0] * m
+        for p, q in enumerate(entry):
+            position[q] = p
+        self.inv_pos = position[:n]
+        self.ret_pos = position[n:]
+        self.head, self.tail = m, m + 1
+        self.nxt = [*range(1, m), m + 1, 0, -1]
+        self.prv = [m, *range(m - 1), -1, m - 1]
+        is_split = getattr(model, "is_split", None)
+        self.split = is_split is not None and any(is_split(c.op) for c in calls)
+
+    def run(self) -> Generator[None, None, None]:
+        return self._run_split() if self.split else self._run_plain()
+
+    def _twins(self) -> tuple[list[int], list[int]]:
+        """Symmetry among calls that never completed.
+
+        Two such calls with equal operations and outcomes are interchangeable
+        once both are invoked: nothing must follow either, and whatever had
+        to precede the later one is linearized by then.  Linearizing the later
+        one while the earlier is still pending leads to a mirror image of the
+        search after linearizing the earlier one, so the search takes twins
+        in invocation order only.  Returns ``twin`` (the previous twin of each
+        call, or -1) and the entries with each such invocation ``i`` marked
+        as ``~i``.
+        """
+        twin = [-1] * len(self.calls)
+        latest: dict[tuple[Op, Outcome], int] = {}
+        entry = self.entry
+        for i in self.open:
+            c = self.calls[i]
+            try:
+                earlier = latest.get((c.op, c.outcome), -1)
+                latest[c.op, c.outcome] = i
+            except TypeError:  # unhashable arguments: no twins
                 continue
-            if not accepted and expected is not None and len(completed()) >= len(best_order):
-                if len(completed()) > len(best_order):
-                    best_order = completed()
-                    best_rejections = {}
-                best_rejections[i] = Unexplained(
-                    call.index, call.outcome.describe(), expected.describe()
-                )
-            entry = nxt[entry]
-        else:  # a response: its call should have been linearized (completed) by now
-            if not stack:
-                order = tuple(calls[j].index for j in best_order)
-                return "violation", order, tuple(best_rejections.values()), steps
-            i, state, before, done = stack.pop()
-            if before is None:
-                inflight.pop(i, None)
+            if earlier >= 0:
+                if entry is self.entry:
+                    entry = list(entry)
+                twin[i] = earlier
+                entry[self.inv_pos[i]] = ~i
+        return twin, entry
+
+    def _violation(self, best: list[int], rejected: dict[int, Outcome]) -> _Result:
+        calls = self.calls
+        return _Result(
+            "violation",
+            tuple(map(_index, map(calls.__getitem__, best))),
+            tuple(
+                Unexplained(calls[j].index, calls[j].outcome.describe(), expected.describe())
+                for j, expected in rejected.items()
+            ),
+        )
+
+    def _run_plain(self) -> Generator[None, None, None]:
+        """The search when no call is split.
+
+        A configuration is the set of linearized calls (a bit set, ``lin``)
+        and the model state; the memo ``seen`` maps each state to the sets
+        seen with it.  Up to :data:`_EXACT_CALLS` calls those are the sets
+        themselves; beyond, hashing ``lin`` would cost a pass over it at every
+        step, so they are keyed by their Zobrist hash ``z`` (kept up in O(1)
+        per step) and a hit is confirmed on the exact set (a clash falls back
+        to the exact pairs in ``clashes``).
+
+        ``results`` remembers each call's step per state, with the memo entry
+        of the state it leads to: the model is a function, and the search
+        often asks it the same question again (a read leaves the state as it
+        was, and every configuration reached from it tries that call next).
+        When most questions turn out new (states that keep growing), the
+        cache is dropped.
+        """
+        calls = self.calls
+        n = len(calls)
+        ops = list(map(_op, calls))
+        observed = list(map(_outcome, calls))
+        step = self.model.step
+        # one dict per call, made at its first step (until then a shared empty one)
+        results: list[dict[Hashable, tuple[bool, Any, Outcome | None, Any]]] = [_NO_RESULTS] * n
+        caching = True
+        misses = 0
+        exact = n <= _EXACT_CALLS
+        zobrist = [] if exact else _zobrist(n)
+        seen: dict[Hashable, Any] = {}  # state -> set of lin, or dict z -> lin
+        clashes: set[tuple[int, Hashable]] = set()
+        twin, entry = self._twins()
+        nxt, prv, ret_pos, inv_pos = self.nxt, self.prv, self.ret_pos, self.inv_pos
+        head, tail = self.head, self.tail
+        state = self.model.init()
+        lin = z = 0
+        #: per linearized call: (call, state, lin, z) before it
+        stack: list[tuple[int, Any, int, int]] = []
+        depth = 0
+        # The deepest point so far: its depth, its order (``best``, copied from
+        # the stack when the search first backtracks from it, ``stale`` until
+        # then; it agrees with the stack on its first ``agree`` calls, so only
+        # the rest is copied), and the calls refused at that depth with what
+        # the model expected.
+        best: list[int] = []
+        best_len = agree = 0
+        stale = False
+        rejected: dict[int, Outcome] = {}
+        steps = 0
+        turn = _SLICE
+        p = nxt[head]
+        while True:
+            x = entry[p]
+            if x >= n:  # a response: its call should have been linearized by now
+                if not depth:
+                    self.steps = steps
+                    self.result = self._violation(best, rejected)
+                    return
+                if stale:  # leaving the deepest point: keep its order
+                    del best[agree:]
+                    best.extend([s[0] for s in stack[agree:]])
+                    agree = depth
+                    stale = False
+                x, state, lin, z = stack.pop()  # backtrack
+                depth -= 1
+                if depth < agree:  # noqa: PLR1730 - a call to min() costs more in the hot loop
+                    agree = depth
+                q = ret_pos[x]
+                nxt[prv[q]] = q
+                prv[nxt[q]] = q
+                q = inv_pos[x]
+                nxt[prv[q]] = q
+                prv[nxt[q]] = q
+                p = nxt[q]
+                steps += 1
+                if steps >= turn:
+                    self.steps = steps
+                    yield
+                    turn = steps + _SLICE
+                continue
+            # an invocation: try to linearize call x next
+            if x < 0:  # a call with an earlier twin, which goes first
+                x = ~x
+                if not lin >> twin[x] & 1:
+                    p = nxt[p]
+                    continue
+            if caching:
+                result = results[x].get(state)
+                if result is None:
+                    steps += 1
+                    misses += 1
+                    accepted, new_state, expected = step(state, ops[x], observed[x])
+                    bucket = None
+                    if accepted:
+                        bucket = seen.get(new_state)
+                        if bucket is None:
+                            bucket = seen[new_state] = set() if exact else {}
+                    known = results[x]
+                    if known is _NO_RESULTS:
+                        known = results[x] = {}
+                    known[state] = (accepted, new_state, expected, bucket)
+                else:
+                    accepted, new_state, expected, bucket = result
             else:
-                inflight[i] = before
-            if done:
-                linearized &= ~(1 << i)
-                relink(ret_pos[i])
-                relink(inv_pos[i])
-            entry = nxt[inv_pos[i]]
-    return "ok", tuple(calls[j].index for j in completed()), (), steps
+                steps += 1
+                accepted, new_state, expected = step(state, ops[x], observed[x])
+                if accepted:
+                    bucket = seen.get(new_state)
+                    if bucket is None:
+                        bucket = seen[new_state] = set() if exact else {}
+            if not accepted:
+                if depth == best_len and expected is not None:
+                    rejected[x] = expected
+                p = nxt[p]
+                continue
+            new_lin = lin | (1 << x)
+            if exact:
+                if new_lin in bucket:
+                    p = nxt[p]
+                    continue
+                bucket.add(new_lin)
+            else:
+                new_z = z ^ zobrist[x]
+                known_lin = bucket.get(new_z)
+                if known_lin is None:
+                    bucket[new_z] = new_lin
+                else:  # the same hash: the same set, or a clash
+                    key = (new_lin, new_state)
+                    if known_lin == new_lin or key in clashes:
+                        p = nxt[p]
+                        continue
+                    clashes.add(key)
+            # a configuration not seen before: linearize x
+            steps += 1
+            stack.append((x, state, lin, z))
+            state, lin = new_state, new_lin
+            if not exact:
+                z = new_z
+            depth += 1
+            a, b = prv[p], nxt[p]
+            nxt[a] = b
+            prv[b] = a
+            q = ret_pos[x]
+            a, b = prv[q], nxt[q]
+            nxt[a] = b
+            prv[b] = a
+            if depth > best_len:
+                best_len = depth
+                stale = True
+                if rejected:
+                    rejected = {}
+            p = nxt[head]
+            if p == tail:
+                self.steps = steps
+                self.result = _Result("ok")
+                return
+            if steps >= turn:
+                self.steps = steps
+                yield
+                turn = steps + _SLICE
+                if caching and misses * 3 > steps > 8 * _SLICE:
+                    caching = False  # most steps ran the model anyway
+                    results = []
+
+    def _run_split(self) -> Generator[None, None, None]:
+        """The search with split calls: a configuration also records the
+        progress of the split calls that have taken some but not all of their
+        steps (``inflight``; ``pending`` is its canonical, hashable form)."""
+        calls = self.calls
+        n = len(calls)
+        model: Any = self.model
+        splits = [bool(model.is_split(c.op)) for c in calls]
+        entry, nxt, prv, ret_pos, inv_pos = self.entry, self.nxt, self.prv, self.ret_pos, self.inv_pos
+        head, tail = self.head, self.tail
+        state = model.init()
+        lin = 0
+        inflight: dict[int, Any] = {}
+        pending: tuple[tuple[int, Any], ...] = ()
+        #: per step taken: (call, state, lin, pending and the call's progress
+        #: before it, whether it completed the call)
+        stack: list[tuple[int, Any, int, tuple[tuple[int, Any], ...], Any, bool]] = []
+        order: list[int] = []  # the completed calls, in order
+        seen: set[tuple[int, tuple[tuple[int, Any], ...], Hashable]] = set()
+        best: list[int] = []
+        best_len = agree = 0
+        rejected: dict[int, Outcome] = {}
+        steps = 0
+        turn = _SLICE
+        p = nxt[head]
+        while True:
+            x = entry[p]
+            if x >= n:  # a response: its call should have been linearized (completed) by now
+                if not stack:
+                    self.steps = steps
+                    self.result = self._violation(best, rejected)
+                    return
+                steps += 1
+                x, state, lin, pending, before, done = stack.pop()
+                if splits[x]:
+                    if before is None:
+                        inflight.pop(x, None)
+                    else:
+                        inflight[x] = before
+                if done:
+                    order.pop()
+                    if len(order) < agree:  # noqa: PLR1730
+                        agree = len(order)
+                    q = ret_pos[x]
+                    nxt[prv[q]] = q
+                    prv[nxt[q]] = q
+                    q = inv_pos[x]
+                    nxt[prv[q]] = q
+                    prv[nxt[q]] = q
+                p = nxt[inv_pos[x]]
+            else:  # an invocation: try to linearize this call (or its next step) next
+                call = calls[x]
+                before = inflight.get(x)
+                steps += 1
+                if splits[x]:
+                    accepted, new_state, expected, progress, done = model.step_part(
+                        state, call.op, call.outcome, before
+                    )
+                else:
+                    accepted, new_state, expected = model.step(state, call.op, call.outcome)
+                    progress, done = None, True
+                if not accepted:
+                    if len(order) == best_len and expected is not None:
+                        rejected[x] = expected
+                    p = nxt[p]
+                    continue
+                if splits[x]:
+                    after = dict(inflight)
+                    if done:
+                        after.pop(x, None)
+                    else:
+                        after[x] = progress
+                    new_pending = tuple(sorted(after.items()))
+                else:
+                    new_pending = pending
+                new_lin = lin | (1 << x) if done else lin
+                key = (new_lin, new_pending, new_state)
+                if key in seen:
+                    p = nxt[p]
+                    continue
+                seen.add(key)
+                # a configuration not seen before: take the step
+                stack.append((x, state, lin, pending, before, done))
+                state, lin, pending = new_state, new_lin, new_pending
+                if splits[x]:
+                    inflight = after
+                if done:
+                    order.append(x)
+                    a, b = prv[p], nxt[p]
+                    nxt[a] = b
+                    prv[b] = a
+                    q = ret_pos[x]
+                    a, b = prv[q], nxt[q]
+                    nxt[a] = b
+                    prv[b] = a
+                    if len(order) > best_len:
+                        del best[agree:]
+                        best.extend(order[agree:])
+                        best_len = agree = len(order)
+                        rejected = {}
+                p = nxt[head]
+                if p == tail:
+                    self.steps = steps
+                    self.result = _Result("ok")
+                    return
+            if steps >= turn:
+                self.steps = steps
+                yield
+                turn = steps + _SLICE
 
 
 def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdict:
-    """Decide whether ``calls`` is linearizable with respect to ``model``."""
-    started = time.monotonic()
+    """Decide whether ``calls`` is linearizable with respect to ``model``.
+
+    The sub-histories (see :func:`partition`) are searched in turns (of
+    ``_TURN * _SLICE`` steps, or a ``1/_TURN`` share of the budget), smallest
+    first, so most end within their first turn; the first violation ends the
+    check, and running out of ``budget_s`` seconds gives ``unknown``.
+    """
+    started = turn_started = time.monotonic()
     deadline = started + budget_s
     parts = partition(calls)
-    total_steps = 0
     for part in parts:
-        part = sorted(part, key=lambda c: c.start)
-        try:
-            result, order, unexplained, steps = _check_one(model, part, deadline)
-        except _Budget as exc:
+        part.sort(key=_start)
+    parts.sort(key=len)
+    running = deque((search, search.run()) for search in [_Search(model, part) for part in parts])
+    finished = 0
+    pauses = 0
+    while running:
+        search, turns = running[0]
+        if next(turns, _DONE) is _DONE:
+            running.popleft()
+            pauses = 0
+            turn_started = time.monotonic()
+            finished += search.steps
+            if search.result is not None and search.result.result == "violation":
+                return Verdict(
+                    "violation",
+                    calls=tuple(map(_index, search.calls)),
+                    best_order=search.result.best_order,
+                    unexplained=search.result.unexplained,
+                    steps=finished + sum(s.steps for s, _ in running),
+                    seconds=time.monotonic() - started,
+                    partitions=len(parts),
+                )
+            continue
+        now = time.monotonic()
+        if now > deadline:
+            undecided = sorted((c for s, _ in running for c in s.calls), key=_start)
             return Verdict(
                 "unknown",
-                calls=tuple(c.index for c in part),
-                steps=total_steps + int(exc.args[0]),
+                calls=tuple(map(_index, undecided)),
+                steps=finished + sum(s.steps for s, _ in running),
                 seconds=time.monotonic() - started,
                 partitions=len(parts),
             )
-        total_steps += steps
-        if result == "violation":
-            return Verdict(
-                "violation",
-                calls=tuple(c.index for c in part),
-                best_order=order,
-                unexplained=unexplained,
-                steps=total_steps,
-                seconds=time.monotonic() - started,
-                partitions=len(parts),
-            )
-    return Verdict(
-        "ok", steps=total_steps, seconds=time.monotonic() - started, partitions=len(parts)
-    )
+        pauses += 1
+        if pauses >= _TURN or (now - turn_started) * _TURN > budget_s:
+            running.rotate(-1)
+            pauses = 0
+            turn_started = now
+    return Verdict("ok", steps=finished, seconds=time.monotonic() - started, partitions=len(parts))

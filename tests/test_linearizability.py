@@ -9,6 +9,7 @@ from cortex_spec.runs import Run, RunState
 from cortex_spec.suspensions import Suspension
 from cortex_spec.testing import ZERO, ctx
 from cortex_spec.stateful.history import Call, render_timeline, timeline_data
+from cortex_spec.stateful import linearizability
 from cortex_spec.stateful.linearizability import check, partition
 from cortex_spec.stateful.model import ReferenceModel
 from cortex_spec.stateful.ops import UNKNOWN, Op, Outcome, normalize, outcome_of
@@ -137,3 +138,192 @@ def test_timeline_renders_every_lane():
     assert "#0" in text and "#1" in text and "✗" in text
     data = timeline_data(calls, ["setup", "a", "b"], {1})
     assert data["calls"][1]["unexplained"] is True
+
+
+# -- the search against a brute force ---------------------------------------------------
+
+
+class Registers:
+    """Registers per key: ``write(k, v)``, ``read(k) -> v`` (0 at first), and
+    ``bump(k1, k2, ...)``, which adds 1 to each key and returns how many it
+    bumped — as one step, or (:class:`SplitRegisters`) one step per key."""
+
+    def init(self):
+        return ()
+
+    def apply(self, state, op):
+        regs = dict(state)
+        if op.method == "write":
+            regs[op.args[0]] = op.args[1]
+            value = None
+        elif op.method == "read":
+            value = regs.get(op.args[0], 0)
+        else:
+            for k in op.args:
+                regs[k] = regs.get(k, 0) + 1
+            value = len(op.args)
+        return tuple(sorted(regs.items())), Outcome("ok", value)
+
+    def step(self, state, op, observed):
+        new, expected = self.apply(state, op)
+        if op.method == "read":
+            new = state
+        return observed.kind == "unknown" or observed == expected, new, expected
+
+
+class SplitRegisters(Registers):
+    """``bump`` takes a first step that selects (writes nothing), then one step per key."""
+
+    def is_split(self, op):
+        return op.method == "bump"
+
+    def step_part(self, state, op, observed, progress):
+        if progress is None:
+            progress, new = 0, state
+        else:
+            regs = dict(state)
+            regs[op.args[progress]] = regs.get(op.args[progress], 0) + 1
+            new, progress = tuple(sorted(regs.items())), progress + 1
+        if progress < len(op.args):
+            return True, new, None, progress, False
+        expected = Outcome("ok", len(op.args))
+        return observed.kind == "unknown" or observed == expected, new, expected, progress, True
+
+
+def brute_force(model, calls):
+    """(linearizable?, most calls completed by any legal order of steps).
+
+    Deliberately simple: every order of steps that respects real time (a
+    call may step once every call that returned before it was invoked is
+    complete), tried one by one — no memo, no entry list."""
+    split = getattr(model, "is_split", lambda op: False)
+    before = {c.index: [d.index for d in calls if d.completed and d.end < c.start] for c in calls}
+    deepest = 0
+
+    def orders(done, progress, state):
+        nonlocal deepest
+        deepest = max(deepest, len(done))
+        if len(done) == len(calls):
+            return True
+        for c in calls:
+            if c.index in done or any(d not in done for d in before[c.index]):
+                continue
+            if split(c.op):
+                ok, new, _, step, complete = model.step_part(state, c.op, c.outcome, progress.get(c.index))
+                later = {**progress, c.index: step}
+            else:
+                (ok, new, _), complete, later = model.step(state, c.op, c.outcome), True, progress
+            if ok and orders(done | {c.index} if complete else done, later, new):
+                return True
+        return False
+
+    return orders(frozenset(), {}, model.init()), deepest
+
+
+def random_history(rng, n):
+    """Calls whose outcomes come from executing them atomically at a random
+    instant of their interval (a linearizable history), then maybe one
+    outcome changed; some calls never return, some touch instants."""
+    pending = []
+    for i in range(n):
+        start = rng.randint(0, 8)
+        end = start + rng.randint(0, 5)
+        kind = rng.choice(["write", "read", "read", "bump"])
+        if kind == "write":
+            key = rng.choice("ab")
+            op = Op("write", ZERO, (key, rng.randint(1, 2)), keys=frozenset({key}))
+        elif kind == "read":
+            key = rng.choice("ab")
+            op = Op("read", ZERO, (key,), keys=frozenset({key}))
+        else:
+            keys = tuple(rng.sample("ab", rng.randint(1, 2)))
+            op = Op("bump", ZERO, keys, keys=frozenset(keys))
+        pending.append((rng.uniform(start, end), i, op, start, end))
+    state, calls = (), []
+    for _, i, op, start, end in sorted(pending):
+        state, outcome = Registers().apply(state, op)
+        calls.append(Call(i, i, op, start, end, outcome))
+    if rng.random() < 0.5:
+        c = rng.choice(calls)
+        wrong = (c.outcome.value or 0) + rng.choice([-1, 1])
+        c.outcome = Outcome("ok", wrong if c.op.method != "write" else None)
+    for c in calls:
+        if rng.random() < 0.15:
+            c.end, c.outcome = (None, UNKNOWN) if rng.random() < 0.7 else (c.end, UNKNOWN)
+    return sorted(calls, key=lambda c: c.start)
+
+
+def legal_prefix(model, calls, order):
+    """Whether ``order`` (call indexes) is a legal prefix for a model without split calls."""
+    by_index = {c.index: c for c in calls}
+    state, done = model.init(), set()
+    for i in order:
+        c = by_index[i]
+        if any(d.completed and d.end < c.start and d.index not in done for d in calls):
+            return False
+        ok, state, _ = model.step(state, c.op, c.outcome)
+        if not ok:
+            return False
+        done.add(i)
+    return True
+
+
+def agree_with_brute_force(trials, seed):
+    import random
+
+    rng = random.Random(seed)
+    seen = {"ok": 0, "violation": 0}
+    for trial in range(trials):
+        calls = random_history(rng, rng.randint(1, 5))
+        for model in (Registers(), SplitRegisters()):
+            expected, deepest = brute_force(model, calls)
+            verdict = check(model, calls, budget_s=60)
+            assert verdict.result == ("ok" if expected else "violation"), (trial, type(model).__name__)
+            seen[verdict.result] += 1
+            if verdict.result == "violation":
+                # the deepest point: as deep as any legal order of steps reaches
+                # within the failing sub-history
+                part = [c for c in calls if c.index in set(verdict.calls)]
+                assert len(verdict.best_order) == brute_force(model, part)[1], trial
+                assert verdict.unexplained or deepest < len(calls)
+                if not isinstance(model, SplitRegisters):
+                    assert legal_prefix(model, part, verdict.best_order), trial
+    assert min(seen.values()) > trials // 5, seen  # both verdicts well represented
+
+
+def test_search_agrees_with_brute_force_on_random_histories():
+    agree_with_brute_force(1500, 14)
+
+
+def test_search_agrees_with_brute_force_with_hashed_sets(monkeypatch):
+    # the memo keyed by Zobrist hashes (as for large sub-histories), and with
+    # every hash equal, so that every hit is settled on the exact sets
+    monkeypatch.setattr(linearizability, "_EXACT_CALLS", 0)
+    agree_with_brute_force(300, 15)
+    monkeypatch.setattr(linearizability, "_ZOBRIST", [0] * 64)
+    agree_with_brute_force(300, 16)
+
+
+def test_search_agrees_with_brute_force_in_short_turns(monkeypatch):
+    # sub-histories interleaved step by step, and the step cache dropped early
+    monkeypatch.setattr(linearizability, "_SLICE", 1)
+    monkeypatch.setattr(linearizability, "_TURN", 1)
+    agree_with_brute_force(300, 17)
+
+
+def test_a_violating_partition_is_found_while_another_would_exhaust_the_budget():
+    # x: 20 concurrent writes and a read of a value none of them wrote; a
+    # violation, but only once every subset of the writes has been tried
+    # (millions of configurations): far beyond any budget here
+    slow = [W(i, i, "x", i, 0, 100) for i in range(1, 21)] + [R(21, 0, "x", 99, 0, 100)]
+    assert check(Register(), slow, budget_s=0.2).result == "unknown"
+    # y: a larger sub-history (so "smallest first" alone would not help) with a stale read
+    bad = []
+    for k in range(15):
+        bad += [W(100 + 2 * k, 20, "y", k, 10 * k, 10 * k + 4), R(101 + 2 * k, 21, "y", k, 10 * k + 5, 10 * k + 9)]
+    bad[-1] = R(bad[-1].index, 21, "y", 3, bad[-1].start, bad[-1].end)
+    verdict = check(Register(), slow + bad, budget_s=5.0)
+    assert verdict.result == "violation"
+    assert set(verdict.calls) == {c.index for c in bad}
+    assert [u.call for u in verdict.unexplained] == [bad[-1].index]
+    assert verdict.partitions == 2

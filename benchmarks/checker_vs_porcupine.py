@@ -1,0 +1,392 @@
+"""The linearizability checker against Porcupine, on the same histories (a script, not a test).
+
+    CORTEX_SPEC_PORCUPINE=/work/shared/bench/porcupine python benchmarks/checker_vs_porcupine.py
+    python benchmarks/checker_vs_porcupine.py --rounds 5 --only 'etcd|kv' -v
+    python benchmarks/checker_vs_porcupine.py --checker /tmp/old/linearizability.py
+
+Porcupine (Go) is the reference Wing & Gong / Lowe checker.  This script needs
+the shared folder ``bench/porcupine`` (default ``../shared/bench/porcupine``
+beside the repository, or ``$CORTEX_SPEC_PORCUPINE``, or ``--shared``): its
+``build.sh`` builds the Go harness ``gocheck`` (needs Go: ``apt-get install
+golang-go``; or pass a prebuilt one with ``--gocheck``) and its ``convert.py``
+writes ``histories.json`` — Porcupine's 102 Jepsen etcd logs and 6 key-value
+logs, and claim-register histories of ``benchmarks/checker.py`` (with copies
+where one returned value is flipped).  Nothing of Porcupine lives in this
+repository; build products go to ``--out`` (a temporary folder by default).
+
+Each history is checked by both checkers in turn: ``--rounds`` rounds of
+``--block`` checks by each (which one goes first alternates); the times
+compared are both in-process check times (Porcupine with ``GOMAXPROCS=1``,
+as ours uses one core); per history the ratio is median(ours) /
+median(Porcupine).  The loaded corpus is frozen out of the garbage
+collector's sight (``gc.freeze``), as ``timeit`` switches it off.  The table
+gives, per family and size, verdict agreement and the median ratio; the last
+lines say whether the targets are met: identical verdicts, median ratio
+<= 2x overall and <= 5x in every family and size, and no ``unknown`` where
+Porcupine decides within 1 s.
+Exit status: 0 targets met, 1 a target missed, 2 something needed is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cortex_spec.stateful.history import Call
+from cortex_spec.stateful.ops import UNKNOWN, Op, Outcome
+
+from cortex_spec.context import Context
+from cortex_spec.scope import Scope
+
+CTX = Context(Scope(("ws", "bench")))
+
+#: verdict names of gocheck, in ours
+PORCUPINE_VERDICTS = {"Ok": "ok", "Illegal": "violation", "Unknown": "unknown"}
+TARGET_MEDIAN = 2.0
+TARGET_EVERY = 5.0
+TARGET_DECIDES_S = 1.0
+
+
+class Absent(Exception):
+    """Something the benchmark needs is not on this machine."""
+
+
+# -- models for our checker (the semantics of gocheck's Porcupine models) -----------------
+
+
+OK_NONE = Outcome("ok", None)
+OK_EMPTY = Outcome("ok", "")
+
+
+class EtcdRegister:
+    """Porcupine's etcd model: one register (``None`` = no value) with read,
+    write and compare-and-set.  A call whose outcome is not ``ok`` (it timed
+    out, or never returned) accepts whatever the register did.  The expected
+    outcome is the observed one when they agree (no new object per step)."""
+
+    def init(self) -> Hashable:
+        return None
+
+    def step(self, state: Any, op: Op, observed: Outcome) -> tuple[bool, Any, Outcome]:
+        method = op.method
+        if method == "read":
+            if observed.kind != "ok" or observed.value == state:
+                return True, state, observed
+            return False, state, Outcome("ok", state)
+        if method == "write":
+            return True, op.args[0], OK_NONE
+        expect, new = op.args
+        hit = state == expect
+        if observed.kind != "ok" or observed.value is hit:
+            return True, (new if hit else state), observed
+        return False, (new if hit else state), Outcome("ok", hit)
+
+
+class KeyValue:
+    """Porcupine's kv model: one string per key (the history is partitioned
+    by key) with get, put and append."""
+
+    def init(self) -> Hashable:
+        return ""
+
+    def step(self, state: Any, op: Op, observed: Outcome) -> tuple[bool, Any, Outcome]:
+        method = op.method
+        if method == "get":
+            if observed.value == state:
+                return True, state, observed
+            return False, state, Outcome("ok", state)
+        if method == "put":
+            return True, op.args[0], OK_EMPTY
+        return True, state + op.args[0], OK_EMPTY
+
+
+def _claim_register() -> Callable[[], Any]:
+    """The project's own claim-register model, from ``benchmarks/checker.py``."""
+    spec = importlib.util.spec_from_file_location("_bench_checker", ROOT / "benchmarks" / "checker.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ClaimRegister
+
+
+#: a call that returned at t1 but whose result is unknown (Porcupine's etcd
+#: ``unknown`` output): it must take effect before t1, and any result is accepted;
+#: only an outcome of kind "unknown" would make the checker leave it open forever
+RETURNED_UNKNOWN = Outcome("timeout")
+
+
+def to_calls(ops: list[dict[str, Any]]) -> list[Call]:
+    calls = []
+    for i, o in enumerate(ops):
+        if o["t1"] is None:
+            outcome = UNKNOWN  # never returned
+        elif o["unk"]:
+            outcome = RETURNED_UNKNOWN
+        else:
+            outcome = Outcome("ok", o["out"])
+        op = Op(o["f"], CTX, tuple(o["args"]), keys=frozenset({o["key"]}))
+        calls.append(Call(i, o["c"], op, o["t0"], o["t1"], outcome))
+    return calls
+
+
+# -- the two checkers ---------------------------------------------------------------------
+
+
+def load_checker(path: Path | None) -> Callable[..., Any]:
+    """``check`` of the project, or of another ``linearizability.py`` (e.g. an
+    older version), loaded as a sibling module so its relative imports resolve."""
+    if path is None:
+        from cortex_spec.stateful.linearizability import check
+
+        return check
+    spec = importlib.util.spec_from_file_location("cortex_spec.stateful._checker_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.check
+
+
+class Porcupine:
+    """The gocheck process: ``IDX REPS TIMEOUT_MS`` in, ``IDX VERDICT NS,...`` out."""
+
+    def __init__(self, binary: Path, histories: Path, gomaxprocs: int) -> None:
+        env = dict(os.environ, GOMAXPROCS=str(gomaxprocs))
+        self._proc = subprocess.Popen(
+            [str(binary), str(histories)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=env,
+        )
+        assert self._proc.stdout is not None
+        ready = self._proc.stdout.readline().split()
+        if len(ready) != 2 or ready[0] != "ready":
+            raise Absent(f"{binary} did not start (said {' '.join(ready)!r})")
+        self.count = int(ready[1])
+
+    def check(self, index: int, reps: int, timeout_s: float) -> tuple[str, list[float]]:
+        """``reps`` checks of history ``index``: (our verdict name, seconds of each)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"{index} {reps} {max(1, int(timeout_s * 1000))}\n")
+        self._proc.stdin.flush()
+        idx, verdict, times = self._proc.stdout.readline().split()
+        assert int(idx) == index
+        return PORCUPINE_VERDICTS[verdict], [int(ns) / 1e9 for ns in times.split(",")]
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+
+
+# -- preparing the shared material --------------------------------------------------------
+
+
+def shared_folder(option: str | None) -> Path:
+    path = Path(option or os.environ.get("CORTEX_SPEC_PORCUPINE") or ROOT.parent / "shared" / "bench" / "porcupine")
+    for needed in ("build.sh", "convert.py", "porcupine-src"):
+        if not (path / needed).exists():
+            raise Absent(f"the Porcupine folder {path} has no {needed} "
+                         "(set CORTEX_SPEC_PORCUPINE or --shared to the shared bench/porcupine folder)")
+    return path.resolve()
+
+
+def gocheck_binary(shared: Path, out: Path, option: str | None) -> Path:
+    if option:
+        binary = Path(option)
+        if not os.access(binary, os.X_OK):
+            raise Absent(f"--gocheck {binary}: no such executable")
+        return binary
+    binary = out / "gobuild" / "gocheck"
+    if os.access(binary, os.X_OK):
+        return binary
+    if shutil.which("go") is None:
+        raise Absent("Go is not installed (Debian: apt-get install -y golang-go), "
+                     "and no prebuilt gocheck was given (--gocheck)")
+    done = subprocess.run(["sh", str(shared / "build.sh")], cwd=out, env=dict(os.environ, BENCH_OUT=str(out)),
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not os.access(binary, os.X_OK):
+        raise Absent(f"building gocheck failed:\n{done.stdout}{done.stderr}")
+    return binary
+
+
+def histories_file(shared: Path, out: Path, regenerate: bool) -> Path:
+    path = out / "histories.json"
+    if path.is_file() and not regenerate:
+        return path
+    done = subprocess.run([sys.executable, str(shared / "convert.py")], cwd=ROOT,
+                          env=dict(os.environ, BENCH_OUT=str(out), CORTEX_SPEC_DIR=str(ROOT)),
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not path.is_file():
+        raise Absent(f"convert.py failed:\n{done.stdout}{done.stderr}")
+    return path
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+
+def measure(
+    histories: list[dict[str, Any]], selected: list[int], porcupine: Porcupine, check: Callable[..., Any],
+    rounds: int, block: int, budget: float, per_history_s: float, progress: bool,
+) -> Iterator[dict[str, Any]]:
+    """Per history, ``rounds`` rounds of ``block`` checks by each checker (the
+    first to go alternates); each timed in-process; medians."""
+    models = {"etcd": EtcdRegister, "kv": KeyValue, "claim": _claim_register()}
+    for n, index in enumerate(selected):
+        h = histories[index]
+        calls = to_calls(h["ops"])
+        ours_t: list[float] = []
+        theirs_t: list[float] = []
+        ours_v: set[str] = set()
+        theirs_v: set[str] = set()
+        for turn in range(rounds):
+            for who in ("ours", "theirs") if turn % 2 == 0 else ("theirs", "ours"):
+                if who == "theirs":
+                    verdict, seconds = porcupine.check(index, block, budget)
+                    theirs_t += seconds
+                    theirs_v.add(verdict)
+                    continue
+                for _ in range(block):
+                    model = models[h["model"]]()
+                    started = time.perf_counter()
+                    result = check(model, calls, budget).result
+                    ours_t.append(time.perf_counter() - started)
+                    ours_v.add(result)
+            if sum(ours_t) + sum(theirs_t) > per_history_s:
+                break
+        row = {
+            "name": h["name"], "family": h["family"], "size": h["size"], "ops": len(calls),
+            "ours": "/".join(sorted(ours_v)), "theirs": "/".join(sorted(theirs_v)),
+            "ours_s": statistics.median(ours_t), "theirs_s": statistics.median(theirs_t),
+            "reps": len(ours_t),
+        }
+        row["ratio"] = row["ours_s"] / max(row["theirs_s"], 1e-9)
+        if progress:
+            print(f"  [{n + 1}/{len(selected)}] {row['name']}: {row['ours']} {row['ours_s'] * 1e3:.2f} ms, "
+                  f"porcupine {row['theirs']} {row['theirs_s'] * 1e3:.2f} ms ({row['ratio']:.1f}x)",
+                  file=sys.stderr)
+        yield row
+
+
+def _size_key(size: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", size)) or (0,)
+
+
+def report(rows: list[dict[str, Any]], verbose: bool) -> bool:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["family"], row["size"]), []).append(row)
+    header = (f"{'family':<10} {'size':>9} {'hist':>4} {'agree':>7} {'ours ms':>9} {'porc ms':>9} "
+              f"{'median x':>8} {'worst x':>8}")
+    print(header)
+    print("-" * len(header))
+    for family, size in sorted(groups, key=lambda k: (k[0], _size_key(k[1]))):
+        g = groups[(family, size)]
+        agree = sum(r["ours"] == r["theirs"] for r in g)
+        print(f"{family:<10} {size:>9} {len(g):>4} {agree:>3}/{len(g):<3} "
+              f"{statistics.median(r['ours_s'] for r in g) * 1e3:>9.2f} "
+              f"{statistics.median(r['theirs_s'] for r in g) * 1e3:>9.2f} "
+              f"{statistics.median(r['ratio'] for r in g):>8.2f} {max(r['ratio'] for r in g):>8.2f}")
+    print("-" * len(header))
+    ratios = [r["ratio"] for r in rows]
+    median = statistics.median(ratios)
+    geomean = math.exp(statistics.mean(math.log(x) for x in ratios))
+    print(f"{'all':<10} {'':>9} {len(rows):>4} {sum(r['ours'] == r['theirs'] for r in rows):>3}/{len(rows):<3} "
+          f"{'':>9} {'':>9} {median:>8.2f} {max(ratios):>8.2f}   geometric mean {geomean:.2f}x")
+    if verbose:
+        print()
+        for r in sorted(rows, key=lambda r: -r["ratio"]):
+            print(f"  {r['name']:<32} {r['ops']:>6} ops  {r['ours']:>9} {r['ours_s'] * 1e3:>10.2f} ms  "
+                  f"{r['theirs']:>9} {r['theirs_s'] * 1e3:>10.2f} ms  {r['ratio']:>7.2f}x  ({r['reps']} reps)")
+
+    disagree = [r["name"] for r in rows if r["ours"] != r["theirs"]]
+    worst_group = max(groups, key=lambda k: statistics.median(r["ratio"] for r in groups[k]))
+    worst = statistics.median(r["ratio"] for r in groups[worst_group])
+    undecided = [r["name"] for r in rows if r["ours"] == "unknown" and r["theirs"] != "unknown"
+                 and r["theirs_s"] <= TARGET_DECIDES_S]
+    checks = [
+        (not disagree, "identical verdicts on every history"
+         + (f" (differ: {', '.join(disagree)})" if disagree else f" ({len(rows)}/{len(rows)})")),
+        (median <= TARGET_MEDIAN, f"median ratio {median:.2f}x <= {TARGET_MEDIAN:g}x"),
+        (worst <= TARGET_EVERY, (f"median ratio of every family and size <= {TARGET_EVERY:g}x "
+                                 f"(highest: {worst_group[0]} {worst_group[1]} at {worst:.2f}x)")),
+        (not undecided, f"no unknown where Porcupine decides within {TARGET_DECIDES_S:g} s"
+         + (f" (unknown: {', '.join(undecided)})" if undecided else "")),
+    ]
+    print()
+    for met, text in checks:
+        print(f"target {'met   ' if met else 'MISSED'}: {text}")
+    every = all(met for met, _ in checks)
+    print(f"targets: {'all met' if every else 'NOT all met'}")
+    return every
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", help="the shared bench/porcupine folder (default: $CORTEX_SPEC_PORCUPINE "
+                                         "or ../shared/bench/porcupine beside the repository)")
+    parser.add_argument("--gocheck", help="a prebuilt gocheck binary (default: build it with build.sh)")
+    parser.add_argument("--out", help="folder for the build and histories.json (default: a temporary one)")
+    parser.add_argument("--regenerate", action="store_true", help="rewrite histories.json even if present")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per history (the first checker alternates)")
+    parser.add_argument("--block", type=int, default=3,
+                        help="checks of a history by one checker in a round (1: strict alternation)")
+    parser.add_argument("--per-history", type=float, default=4.0,
+                        help="no further round of a history after this many seconds (at least one round)")
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds per check, both checkers")
+    parser.add_argument("--gomaxprocs", type=int, default=1, help="GOMAXPROCS for Porcupine (our checker uses one core)")
+    parser.add_argument("--only", help="regular expression: check only histories whose name matches")
+    parser.add_argument("--checker", type=Path, help="check with this linearizability.py instead of the project's")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per history, slowest ratio first")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+
+    out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / "cortex-spec-checker-vs-porcupine"
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        shared = shared_folder(args.shared)
+        binary = gocheck_binary(shared, out.resolve(), args.gocheck)
+        path = histories_file(shared, out.resolve(), args.regenerate)
+        porcupine = Porcupine(binary, path, args.gomaxprocs)
+    except Absent as exc:
+        print(f"checker_vs_porcupine: cannot run: {exc}", file=sys.stderr)
+        return 2
+    histories = json.loads(path.read_text())["histories"]
+    # The corpus is the benchmark's, not a checker's: keep the garbage
+    # collector from walking it at every full collection during a check.
+    gc.collect()
+    gc.freeze()
+    if porcupine.count != len(histories):
+        print(f"checker_vs_porcupine: gocheck loaded {porcupine.count} histories, {path} has {len(histories)}",
+              file=sys.stderr)
+        return 2
+    selected = [i for i, h in enumerate(histories) if not args.only or re.search(args.only, h["name"])]
+    check = load_checker(args.checker)
+    print(f"linearizability checker ({args.checker or 'stateful/linearizability.py'}) vs Porcupine "
+          f"(GOMAXPROCS={args.gomaxprocs}): {len(selected)} histories, up to {args.rounds} rounds of "
+          f"{args.block} checks each, budget {args.budget:g} s; ratio = our median time / Porcupine's")
+    try:
+        rows = list(measure(histories, selected, porcupine, check, args.rounds, args.block, args.budget,
+                            args.per_history, not args.quiet))
+    finally:
+        porcupine.close()
+    return 0 if report(rows, args.verbose) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
