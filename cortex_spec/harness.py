@@ -128,6 +128,15 @@ class Harness:
         (feature ``unusable-location``)."""
         raise NotImplementedError
 
+    def store_child(self, location: Any) -> tuple[str, list[Any]]:
+        """For a backend a second process can open (feature ``kill-writer``):
+        ``("module:function", args)`` with JSON ``args`` such that
+        ``function(*args)``, called in a fresh Python process, returns a store
+        on ``location`` reading the system clock.  The crash machine kills
+        such a process with SIGKILL while it writes (a batch of messages, a
+        delete of a session) and checks what the storage kept."""
+        raise NotImplementedError
+
     def gateway_child(self, location: Any) -> tuple[str, list[Any]]:
         """For a backend a second process can open (feature
         ``cross-process``): ``("module:function", args)`` with JSON ``args``
@@ -143,8 +152,10 @@ class Harness:
     @property
     def features(self) -> frozenset[str]:
         """What tests marked ``@pytest.mark.cortex_requires(...)`` may need:
-        ``"reopen"``, ``"kill-connection"``, and for class gateway
-        ``"gateway-crash"``, ``"unusable-location"`` and ``"cross-process"``."""
+        ``"reopen"``, ``"kill-connection"``, ``"kill-writer"`` (a store held
+        by a child process that is killed while it writes), and for class
+        gateway ``"gateway-crash"``, ``"unusable-location"`` and
+        ``"cross-process"``."""
         out = set()
         if self.reopenable:
             out.add("reopen")
@@ -156,6 +167,8 @@ class Harness:
             out.add("unusable-location")
         if self._overrides("gateway_child"):
             out.add("cross-process")
+        if self._overrides("store_child"):
+            out.add("kill-writer")
         return frozenset(out)
 
     def probe_capabilities(self, clock: Clock) -> frozenset[str]:

@@ -9,4 +9,4 @@ from .kinds import class_machines
 
 NAME = "catalog"
 
-MACHINES = class_machines(NAME, [t for t in TABLES if not t.internal], weight=0.6, cost=4.0)
+MACHINES = class_machines(NAME, TABLES, weight=0.6, cost=4.0)

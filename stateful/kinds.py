@@ -214,7 +214,10 @@ def _world(tables: Sequence[k.Table], name: str) -> Callable[..., KindRows]:
                 fields = {"id": fixed_id(table.prefix, 100 + i)}
                 if table.by_name:
                     fields[table.by_name] = NAMES[i]
-                fields.update(_held(table))
+                # the first row holds every unique key's condition (it is the
+                # one the storms contend for); the others hold none
+                fields.update(_held(table) if i == 0 else
+                              {f: not v if isinstance(v, bool) else v for f, v in _held(table).items()})
                 made.append(_example(table, draw(st.integers(0, 2)), refs, **fields))
             rows[table.name] = tuple(made)
             spare[table.name] = tuple(fixed_id(table.prefix, 190 + i) for i in range(4))
@@ -233,8 +236,14 @@ def _example(table: k.Table, variant: int, refs: tuple, **fields: Any) -> Any:
     pools = dict(refs)
     for name, spec in table.fields.items():
         kind = spec.kind.inner if isinstance(spec.kind, k.Optional) else spec.kind
-        if spec.role == k.DATA and isinstance(kind, k.Id) and name not in fields and kind.prefix in pools:
-            fields[name] = pools[kind.prefix][variant % 2]
+        if spec.role != k.DATA or name in fields:
+            continue
+        # deterministic values where example() would make fresh ones: a
+        # scenario must replay exactly
+        if isinstance(kind, k.Id):
+            fields[name] = pools.get(kind.prefix, (fixed_id(kind.prefix, 1), fixed_id(kind.prefix, 2)))[variant % 2]
+        elif isinstance(kind, k.Short) and kind.nonempty:
+            fields[name] = f"{name} {variant}"
     return example(table.entity, variant=variant, **fields)
 
 
@@ -338,24 +347,43 @@ def _fresh_key(table: k.Table, taken: dict[str, Any]) -> dict[str, Any]:
     return {**_held(table), **taken}
 
 
-def class_machines(name: str, tables: Sequence[k.Table], **extra: Any) -> ClassMachines:
+def class_machines(name: str, tables: Sequence[k.Table], *,
+                   rules: dict[str, Callable[[Any, Any], Op | None]] | None = None,
+                   views: Callable[[Sequence[Any], Any], dict[str, Op]] | None = None,
+                   racing_ops: Callable[[World], list[Callable[[Any], Op]]] | None = None,
+                   storm_ops: Callable[[World], list[Callable[[Any], Op]]] | None = None,
+                   **extra: Any) -> ClassMachines:
     """The :class:`~.plugin.ClassMachines` of a class whose behaviour is its
-    stored kinds (``extra`` adds or overrides fields: more rules, families,
-    a weight)."""
+    stored kinds, plus what the class adds by hand: ``rules``, ``views``,
+    ``racing_ops`` and ``storm_ops`` are added to the generated ones (a
+    class's storms after its tables'), ``extra`` sets other fields (seed
+    rules, families, a weight)."""
+    tables = [t for t in tables if not t.internal]
     refs = _world_refs(tables)
-    rules: dict[str, Callable[[Any, Any], Op | None]] = {}
+    generated: dict[str, Callable[[Any, Any], Op | None]] = {}
     for table in tables:
-        rules.update(_rules(table, refs))
+        generated.update(_rules(table, refs))
+    generated.update(rules or {})
+    table_views = _views(tables)
+
+    def all_views(ctxs: Sequence[Any], known: Any) -> dict[str, Op]:
+        out = table_views(ctxs, known)
+        if views is not None:
+            out.update(views(ctxs, known))
+        return out
+
+    def joined(first: Callable[[World], list], more: Callable[[World], list] | None) -> Callable[[World], list]:
+        return first if more is None else (lambda w: first(w) + more(w))
     fields: dict[str, Any] = dict(
         name=name,
-        rules=rules,
-        views=_views(tables),
+        rules=generated,
+        views=all_views,
         id_kinds={t.name: t.prefix for t in tables},
         seed_rules=tuple(f"{t.name}_create" for t in tables),
         world=_world(tables, name),
         setup=_setup(tables, name),
-        racing_ops=_racing(tables, name),
-        storm_ops=_storms(tables, name),
+        racing_ops=joined(_racing(tables, name), racing_ops),
+        storm_ops=joined(_storms(tables, name), storm_ops),
     )
     fields.update(extra)
     return ClassMachines(**fields)

@@ -210,6 +210,9 @@ class SqliteHarness(Harness):
     def gateway_child(self, location: str) -> tuple[str, list[Any]]:
         return "cortex_spec.adapters.sql.gateway:open_sqlite_gateway", [location, self.synchronous]
 
+    def store_child(self, location: SqliteSlot) -> tuple[str, list[Any]]:
+        return "cortex_spec.adapters.sql.harness:open_child_store", [self.url(location.path), self.synchronous]
+
     def discard(self, location: SqliteSlot) -> None:
         location.engine.dispose()
         self._remove(location.path)
@@ -593,6 +596,10 @@ class PostgresHarness(Harness):
 
         return name, repair
 
+    def store_child(self, location: PostgresLocation) -> tuple[str, list[Any]]:
+        url = self._base_url.set(database=location.database)
+        return "cortex_spec.adapters.sql.harness:open_child_store", [url.render_as_string(hide_password=False), "FULL"]
+
     def gateway_child(self, location: str) -> tuple[str, list[Any]]:
         url = self._base_url.set(database=self._gateway_db or f"{self._prefix}_gateway")
         return ("cortex_spec.adapters.sql.gateway:open_postgres_gateway",
@@ -639,3 +646,12 @@ class PostgresHarness(Harness):
         """Terminate every server connection of the store's database."""
         self._terminate(store.engine.url.database)
         return True
+
+
+def open_child_store(url: str, synchronous: str = "FULL") -> Any:
+    """A child process's store on the database at ``url`` (feature ``kill-writer``)."""
+    from cortex_spec.clock import SystemClock
+
+    from . import SqlStore
+
+    return SqlStore(url, SystemClock(), synchronous=synchronous, pool_size=2)

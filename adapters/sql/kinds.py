@@ -95,7 +95,10 @@ _JSON_TEXT = (k.Json, k.JsonValue, k.FloatMap, k.Strings, k.Records, k.Record)
 
 
 def encode(kind: k.FieldKind, value: Any) -> Any:
-    """A field value as its column holds it."""
+    """A field value as its column holds it (a JSON value ``None`` is the
+    JSON text ``null``: the column is never NULL for it)."""
+    if isinstance(kind, k.JsonValue):
+        return dump_json(value)
     if value is None:
         return None
     inner = kind.inner if isinstance(kind, k.Optional) else kind
@@ -110,6 +113,8 @@ def encode(kind: k.FieldKind, value: Any) -> Any:
 
 def decode_value(kind: k.FieldKind, raw: Any) -> Any:
     """A column value back as the field's value (types kept)."""
+    if isinstance(kind, k.JsonValue):
+        return load_json(raw)
     if raw is None:
         return None
     inner = kind.inner if isinstance(kind, k.Optional) else kind
