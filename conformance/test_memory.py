@@ -20,7 +20,7 @@ import pytest
 from cortex_spec import Scope, ids
 from cortex_spec.errors import AlreadyExists, InvalidArgument, SessionNotFound, WorkingMemoryNotFound
 from cortex_spec.memory import Message, Session
-from cortex_spec.testing import clause, ctx, example, expect, expect_raises, race, strict_equal
+from cortex_spec.testing import clause, ctx, example, expect, expect_raises, expect_result, race, strict_equal
 
 from .examples import HOME, Examples
 
@@ -206,7 +206,9 @@ def test_a_batch_is_appended_in_order_with_one_time_and_the_counters(store, cloc
     s = _session(store)
     c = ctx(HOME)
     clock.advance(milliseconds=5)
-    first = _msgs("one", "two", "")
+    # timestamps running backwards, within the batch and against the later batches
+    first = [attrs.evolve(m, timestamp=clock.now() + timedelta_days(30 - i))
+             for i, m in enumerate(_msgs("one", "two", ""))]
     store.save_conversation(c, AGENT, s.id, first)
     t1 = clock.now()
     got = store.get_session(c, s.id)
@@ -305,6 +307,8 @@ def test_working_memory_is_keyed_by_scope(store, clock):
     run = ids.new_id(ids.RUN)
     store.save_working(ctx("ws=w1/proj=pB"), run, "k", "pB")
     store.save_working(ctx("ws=w1/proj=pA"), run, "k", "pA")  # the same instant
+    expect_result("MEM-WORK-3", lambda: store.load_working(ctx("ws=w1/proj=pB"), run, "k"), "pB",
+                  "pB's value after pA saved its own")
     expect("MC-GEN-9", store.load_working(ctx("ws=w1"), run, "k"), "pA",
            "equal depth and age: the smaller canonical scope")
     store.save_working(ctx("ws=w1/proj=pB"), run, "k", "pB again")  # a replacement keeps its age

@@ -36,6 +36,7 @@ __all__ = [
     "clause",
     "expect",
     "expect_raises",
+    "expect_result",
     "shorten",
     "ctx",
     "ZERO",
@@ -207,6 +208,16 @@ def expect(clause_id: str, observed: Any, expected: Any, what: str) -> None:
     """Fail ``clause_id`` unless ``observed == expected``."""
     if observed != expected:
         raise ClauseViolation(clause_id, what, expected, observed)
+
+
+def expect_result(clause_id: str, call: Callable[[], Any], expected: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``call()`` returns ``expected``: an error it
+    raises is the observation (charged to ``clause_id``, not to the test)."""
+    try:
+        observed = call()
+    except Exception as exc:  # noqa: BLE001 - the error is the observation
+        raise ClauseViolation(clause_id, what, expected, f"{type(exc).__name__}: {exc}") from exc
+    expect(clause_id, observed, expected, what)
 
 
 def expect_raises(clause_id: str, error: type[BaseException], call: Callable[[], Any],

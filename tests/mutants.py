@@ -48,7 +48,7 @@ from cortex_spec.errors import (
     SuspensionExpired,
 )
 from cortex_spec.errors import OverlayNotFound
-from cortex_spec.kinds import BY_NAME_ORDER, Crud
+from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.kinds import MemoryStorage
 from cortex_spec.reference.harness import ReferenceHarness
@@ -821,6 +821,155 @@ class NameUniqueEverywhere(_StorageMutant):
     storage = _GlobalNameStorage
 
 
+# -- class memory (the methods are written once: a mutant overrides one) ---------------------
+
+
+class CountReadThenWrite(MemoryStore):
+    """save_conversation appends the batch in one step and bumps
+    ``message_count`` in a second one, from the count it read before."""
+
+    def save_conversation(self, ctx, agent_id, session_id, messages):
+        from cortex_spec import memory as mem
+
+        scope = require_scope(ctx)
+        ids.check_id(agent_id, ids.AGENT, "agent_id")
+        ids.check_id(session_id, ids.SESSION, "session_id")
+        batch = mem._check_messages(messages)
+        if not batch:
+            return
+        now = self._now()
+        storage = self._crud.storage
+
+        def append(st):
+            session = mem._own_session(st, scope, agent_id, session_id)
+            last = st.select(mem.MESSAGES, Query(None, where=(("session_id", session_id),),
+                                                 order=(("id", True),), limit=1))
+            seq = last[0].seq if last else 0
+            for i, m in enumerate(batch, start=1):
+                st.insert(mem.MESSAGES, mem.StoredMessage(
+                    id=mem._message_key(session_id, seq + i), scope=session.scope, agent_id=agent_id,
+                    session_id=session_id, seq=seq + i, role=m.role, content=m.content,
+                    tool_calls=m.tool_calls, metadata=m.metadata, timestamp=m.timestamp, created_at=now))
+            return session
+
+        session = storage.atomic(append)
+        time.sleep(GAP)
+        spoken = [m.content for m in batch if m.content]
+        changes = {"message_count": session.message_count + len(batch)}
+        if spoken:
+            changes["last_message"] = spoken[-1]
+        storage.update(mem.SESSIONS, session_id, scope, changes, now)
+
+
+class LoadOldest(MemoryStore):
+    """load_conversation with a limit returns the oldest ``limit`` messages
+    (ORDER BY created_at LIMIT n) instead of the newest."""
+
+    def load_conversation(self, ctx, agent_id, session_id, limit=0):
+        everything = super().load_conversation(ctx, agent_id, session_id, 0)
+        limit, _ = check_page(limit)
+        return everything[:limit] if limit else everything
+
+
+class OrderByTimestamp(MemoryStore):
+    """load_conversation orders by each message's own ``timestamp`` (the
+    caller's clock) instead of the order the store saved them in."""
+
+    def load_conversation(self, ctx, agent_id, session_id, limit=0):
+        everything = super().load_conversation(ctx, agent_id, session_id, 0)
+        from datetime import datetime, timezone
+
+        floor = datetime.min.replace(tzinfo=timezone.utc)
+        everything.sort(key=lambda m: m.timestamp or floor)
+        limit, _ = check_page(limit)
+        return everything[-limit:] if limit else everything
+
+
+class DeleteLeavesMessages(MemoryStore):
+    """delete_session deletes the session row only: its messages stay (no
+    cascade, nothing in the same transaction)."""
+
+    def delete_session(self, ctx, session_id):
+        from cortex_spec.memory import SESSIONS
+
+        self._crud.delete(SESSIONS, ctx, session_id)
+
+
+class WorkingKeyedWithoutScope(MemoryStore):
+    """Working memory is unique per (run, key): a save at one scope
+    overwrites (and moves) the value another scope stored (an upsert on an
+    index that forgot the scope)."""
+
+    def save_working(self, ctx, run_id, key, value):
+        from cortex_spec import memory as mem
+
+        super().save_working(ctx, run_id, key, value)
+        scope = require_scope(ctx)
+        with self._tx() as t:
+            rows = getattr(t, f"kind_{mem.WORKING.name}")
+            mine = rows[mem._working_key(run_id, key, scope)]
+            for k, row in list(rows.items()):
+                if row.run_id == run_id and row.key == key and k != mine.id:
+                    del rows[k]
+
+
+class ClearKeepsLastMessage(MemoryStore):
+    """clear_conversation deletes the messages and zeroes the count but
+    leaves ``last_message`` as it was."""
+
+    def clear_conversation(self, ctx, agent_id, session_id):
+        from cortex_spec import memory as mem
+
+        scope = require_scope(ctx)
+        now = self._now()
+
+        def step(st):
+            mem._own_session(st, scope, agent_id, session_id)
+            st.delete_where(mem.MESSAGES, Query(None, where=(("agent_id", agent_id), ("session_id", session_id))))
+            st.update(mem.SESSIONS, session_id, scope, {"message_count": 0}, now)
+
+        self._crud.storage.atomic(step)
+
+
+class SaveIntoVisibleSession(MemoryStore):
+    """A save (and a clear) accept any session the caller can see, not only
+    one at exactly its scope: a parent writes into a child's conversation."""
+
+    def save_conversation(self, ctx, agent_id, session_id, messages):
+        from cortex_spec import memory as mem
+
+        own = mem._own_session
+        mem._own_session = _visible_session
+        try:
+            return super().save_conversation(ctx, agent_id, session_id, messages)
+        finally:
+            mem._own_session = own
+
+
+def _visible_session(storage, scope, agent, sid):
+    from cortex_spec.memory import SESSIONS
+
+    rows = storage.select(SESSIONS, Query(scope, where=(("id", sid), ("agent_id", agent))))
+    if not rows:
+        from cortex_spec.errors import SessionNotFound
+
+        raise SessionNotFound(f"session {sid} not found")
+    return rows[0]
+
+
+class UpdateWritesCounters(MemoryStore):
+    """update_session writes ``message_count`` and ``last_message`` from the
+    caller's object (upstream's UpdateSession): a stale object rolls them
+    back."""
+
+    def update_session(self, ctx, session):
+        from cortex_spec.memory import SESSIONS
+
+        stored = self._crud.update(SESSIONS, ctx, session)
+        counters = {"message_count": session.message_count, "last_message": session.last_message}
+        return self._crud.storage.update(SESSIONS, stored.id, require_scope(ctx), counters, self._now())
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -902,6 +1051,14 @@ MUTANTS: list[Mutant] = [
     _m("catalog-overlay-climbs", OverlayClimbs, ("CAT-OVL-3",)),
     _m("catalog-delete-cascades", DeleteCascades, ("CAT-GEN-10",)),
     _m("catalog-name-unique-everywhere", NameUniqueEverywhere, ("CAT-GEN-2",)),
+    _m("memory-count-read-then-write", CountReadThenWrite, ("MEM-RACE-1", "MEM-CONV-11")),
+    _m("memory-load-oldest", LoadOldest, ("MEM-CONV-6",)),
+    _m("memory-order-by-timestamp", OrderByTimestamp, ("MEM-CONV-8", "MEM-CONV-6")),
+    _m("memory-delete-leaves-messages", DeleteLeavesMessages, ("MEM-SES-9", "MEM-RACE-3")),
+    _m("memory-working-without-scope", WorkingKeyedWithoutScope, ("MEM-WORK-3",)),
+    _m("memory-clear-keeps-last-message", ClearKeepsLastMessage, ("MEM-CONV-9",)),
+    _m("memory-save-into-visible-session", SaveIntoVisibleSession, ("MEM-CONV-2",)),
+    _m("memory-update-writes-counters", UpdateWritesCounters, ("MEM-SES-6", "MEM-RACE-4")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
