@@ -28,6 +28,7 @@ from cortex_spec import ids
 from cortex_spec.classes import CLASSES
 from cortex_spec.errors import AlreadyExists, InvalidArgument, RunNotFound
 from cortex_spec.runs import (
+    FIRST_REVISION,
     TERMINAL_STATES,
     Lease,
     Run,
@@ -162,6 +163,7 @@ def full_run(**over: Any) -> Run:
         lease=Lease(owner="worker-9", expires_at=datetime(2030, 1, 1, tzinfo=UTC)),
         reclaim_count=7,
         notified_at=datetime(2024, 2, 2, tzinfo=UTC),
+        revision=77,
         created_at=datetime(2020, 1, 1, tzinfo=UTC),
         updated_at=datetime(2020, 1, 2, tzinfo=UTC),
     )
@@ -178,15 +180,17 @@ def stamped(obj: Run, c: Any, now: datetime) -> Run:
         lease=None,
         reclaim_count=0,
         notified_at=None,
+        revision=FIRST_REVISION,
         created_at=now,
         updated_at=now,
     )
 
 
 def updated(stored: Run, obj: Run, now: datetime) -> Run:
-    """What RUN-UPD-2/3 say ``update_run`` leaves: the object's written fields,
-    ``updated_at`` = clock now, everything else as stored."""
-    return attrs.evolve(stored, updated_at=now, **mutable(obj))
+    """What RUN-UPD-2/3 and RUN-REV-2 say ``update_run`` leaves: the object's
+    written fields, ``updated_at`` = clock now, the next revision, everything
+    else as stored."""
+    return attrs.evolve(stored, updated_at=now, revision=stored.revision + 1, **mutable(obj))
 
 
 def other_payload(run_id: str, **over: Any) -> Run:
@@ -212,6 +216,7 @@ def other_payload(run_id: str, **over: Any) -> Run:
         lease=Lease(owner="intruder", expires_at=datetime(2031, 1, 1, tzinfo=UTC)),
         reclaim_count=42,
         notified_at=datetime(2025, 1, 1, tzinfo=UTC),
+        revision=-5,
         created_at=datetime(2019, 1, 1, tzinfo=UTC),
         updated_at=datetime(2019, 1, 2, tzinfo=UTC),
     )
@@ -845,13 +850,13 @@ def test_last_update_wins(store, clock):
     a = other_payload(row.id, state=RunState.FAILED, error="boom")
     b = other_payload(row.id, state=RunState.CREATED, error="")
     clock.advance(milliseconds=1)
-    store.update_run(c, a)
+    first = store.update_run(c, a)
     clock.advance(milliseconds=1)
-    store.update_run(c, b)
-    assert_strict_equal(store.get_run(c, row.id), updated(row, b, clock.now()), "after a then b")
+    second = store.update_run(c, b)
+    assert_strict_equal(store.get_run(c, row.id), updated(first, b, clock.now()), "after a then b")
     clock.advance(milliseconds=1)
     store.update_run(c, a)
-    assert_strict_equal(store.get_run(c, row.id), updated(row, a, clock.now()), "after b then a")
+    assert_strict_equal(store.get_run(c, row.id), updated(second, a, clock.now()), "after b then a")
 
 
 def _race_payload(run_id: str, i: int) -> Run:
@@ -1694,3 +1699,74 @@ def test_list_tool_calls_shows_only_visible_calls(store):
 def test_list_tool_calls_invalid_step_id(store, bad):
     with pytest.raises(InvalidArgument):
         store.list_tool_calls(ctx(W1), bad)
+
+
+# -- the run revision (RUN-REV) ------------------------------------------------------------
+
+
+@pytest.mark.clause("RUN-REV-1", "RUN-CREATE-1")
+@pytest.mark.parametrize("carried", [0, 77, -5, "x", None], ids=["zero", "77", "negative", "str", "none"])
+def test_create_stores_revision_one_whatever_the_object_holds(store, carried):
+    from cortex_spec.testing import expect
+
+    c = ctx(P1)
+    made = store.create_run(c, attrs.evolve(make_run(), revision=carried))
+    expect("RUN-REV-1", made.revision, FIRST_REVISION, f"the revision create_run returned (object held {carried!r})")
+    expect("RUN-REV-1", store.get_run(c, made.id).revision, FIRST_REVISION, "the revision read back")
+
+
+@pytest.mark.clause("RUN-REV-2", "RUN-REV-3", "RUN-UPD-2")
+def test_every_update_advances_the_revision_by_one(store, clock):
+    """Successive updates from the run's scope and from an ancestor, each
+    carrying a garbage revision of its own, an update that writes exactly
+    what is stored, and refused updates in between: each success advances
+    the revision by one, each refusal leaves it."""
+    from cortex_spec.testing import expect, expect_raises
+
+    row = store.create_run(ctx(P1), make_run(state=RunState.RUNNING))
+    want = row.revision
+    for i, (caller, carried) in enumerate([(P1, 1), (W1, 10_000), (P1, -1), (W1, row.revision)]):
+        clock.advance(milliseconds=1)
+        got = store.update_run(ctx(caller), attrs.evolve(row, output=f"o{i % 2}", revision=carried))
+        want += 1
+        expect("RUN-REV-2", got.revision, want, f"update {i} from {caller} (object revision {carried!r})")
+        expect("RUN-REV-2", store.get_run(ctx(P1), row.id).revision, want, f"the revision read after update {i}")
+    expect_raises("RUN-REV-3", RunNotFound, lambda: store.update_run(ctx(P2), attrs.evolve(row, output="x")),
+                  "an update from a scope that cannot see the run")
+    expect_raises("RUN-REV-3", InvalidArgument, lambda: store.update_run(ctx(P1), attrs.evolve(row, step_count=-1)),
+                  "an update with an invalid field")
+    expect_raises("RUN-REV-3", InvalidArgument,
+                  lambda: store.update_run(ctx(P1), attrs.evolve(row, input="x" * (MAX_ENTITY_BYTES + 1))),
+                  "an update over the size limit")
+    expect("RUN-REV-3", store.get_run(ctx(P1), row.id).revision, want, "the revision after three refused updates")
+    other = store.create_run(ctx(P1), make_run())
+    expect("RUN-REV-3", store.get_run(ctx(P1), other.id).revision, FIRST_REVISION,
+           "another run's revision after the updates")
+
+
+@pytest.mark.clause("RUN-REV-4", "RUN-REV-2", "RUN-UPD-6")
+def test_concurrent_updates_advance_the_revision_once_each(store, clock, profile):
+    """``race_threads`` updaters race on one run, repeated: every update
+    returns a different revision, and the run ends at its revision plus the
+    number of updates — no increment is lost to a read-then-write."""
+    from cortex_spec.testing import ClauseViolation
+
+    for rnd in range(profile.race_rounds):
+        base = store.create_run(ctx(P1), make_run(state=RunState.RUNNING))
+        n = profile.race_threads
+        outcomes = race([lambda i=i, base=base: store.update_run(ctx(P1 if i % 2 else W1),
+                                                                 attrs.evolve(base, output=str(i)))
+                         for i in range(n)])
+        errors = [o.error for o in outcomes if not o.ok]
+        if errors:
+            raise ClauseViolation("RUN-REV-2", f"round {rnd}: concurrent updates", "every update succeeds",
+                                  errors)
+        seen = sorted(o.value.revision for o in outcomes)
+        wanted = list(range(base.revision + 1, base.revision + n + 1))
+        if seen != wanted:
+            raise ClauseViolation("RUN-REV-4", f"round {rnd}: the revisions {n} concurrent updates returned",
+                                  wanted, seen)
+        final = store.get_run(ctx(P1), base.id).revision
+        if final != base.revision + n:
+            raise ClauseViolation("RUN-REV-4", f"round {rnd}: the revision after {n} concurrent updates",
+                                  base.revision + n, final)

@@ -477,7 +477,7 @@ def test_by_run_methods_refuse_a_bad_run_id(store, clock, method, bad_run_id):
 # -- SUSP-CLAIM: the resume claim -------------------------------------------------------------
 
 
-@pytest.mark.clause("SUSP-CLAIM-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3", "SUSP-CLAIM-4", "SUSP-ENT-1")
+@pytest.mark.clause("SUSP-CLAIM-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3", "SUSP-CLAIM-4", "SUSP-ENT-1", "RUN-REV-2")
 @pytest.mark.parametrize("deadline", ["none", "ahead_1h", "ahead_1ms"])
 def test_claim_moves_run_to_running_and_returns_the_suspension(store, clock, deadline):
     c = ctx(W1P1)
@@ -504,7 +504,8 @@ def test_claim_moves_run_to_running_and_returns_the_suspension(store, clock, dea
     assert_strict_equal(claimed, seen, "claim result")  # SUSP-CLAIM-4
     assert_strict_equal(store.get_suspension(c, run.id), seen, "stored suspension")  # CLAIM-3
     after = store.get_run(c, run.id)
-    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=claim_at), "run")
+    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=claim_at,
+                                            revision=run.revision + 1), "run")
 
 
 @pytest.mark.clause("SUSP-CLAIM-10", "SUSP-CLAIM-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3", "SUSP-CLAIM-7", "SUSP-CLAIM-8", "RSC-GEN-12")
@@ -527,7 +528,8 @@ def test_concurrent_resume_claims_have_exactly_one_winner(store, clock, profile,
                 assert isinstance(o.error, NotSuspended), o.error
                 assert o.value is None
         assert_strict_equal(
-            store.get_run(c, run.id), attrs.evolve(run, state=RunState.RUNNING, updated_at=now), "run"
+            store.get_run(c, run.id),
+            attrs.evolve(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1), "run"
         )
         assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
         with pytest.raises(NotSuspended):
@@ -570,7 +572,8 @@ def test_mixed_resume_and_sweep_race(store, clock, profile, when):
             else:
                 assert isinstance(o.error, NotSuspended), o.error
         assert_strict_equal(
-            store.get_run(c, run.id), attrs.evolve(run, state=RunState.RUNNING, updated_at=t), "run"
+            store.get_run(c, run.id),
+            attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run"
         )
         assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
         clock.advance(seconds=2)
@@ -682,7 +685,7 @@ def test_claim_from_a_common_ancestor(store, clock, r_scope):
 # -- SUSP-XCLAIM: the sweep claim -----------------------------------------------------------------
 
 
-@pytest.mark.clause("SUSP-XCLAIM-1", "SUSP-XCLAIM-2", "SUSP-ENT-1", "RSC-GEN-3")
+@pytest.mark.clause("SUSP-XCLAIM-1", "SUSP-XCLAIM-2", "SUSP-ENT-1", "RSC-GEN-3", "RUN-REV-2")
 @pytest.mark.parametrize("cutoff", ["at_deadline", "after_deadline", "far_future"])
 def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff):
     c = ctx(W1)
@@ -696,7 +699,8 @@ def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff)
     assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
     after = store.get_run(c, run.id)
     assert after.updated_at == clock.now() != now_arg
-    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now()), "run")
+    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now(),
+                                            revision=run.revision + 1), "run")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-1", "SUSP-XCLAIM-3", "SUSP-PART-2")
@@ -847,7 +851,8 @@ def test_deadline_partition_exactly_one_side_is_eligible(store, clock, offset):
     else:
         claimed = store.claim_expired_suspension(c, run.id, t)
     assert_strict_equal(claimed, sus, "claimed")
-    assert_strict_equal(store.get_run(c, run.id), attrs.evolve(run, state=RunState.RUNNING, updated_at=t), "run")
+    assert_strict_equal(store.get_run(c, run.id),
+                        attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run")
 
 
 @pytest.mark.clause("SUSP-PART-4", "SUSP-XCLAIM-3", "SUSP-LIST-1")
@@ -1272,7 +1277,10 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
         if winners:
             w = winners[0].name
             # FOUR-3: the winner's state, S gone
-            assert_strict_equal(after, attrs.evolve(run, state=WINNER_STATE[w], updated_at=t), "run")
+            # RUN-REV-2: the claim, and the update of every winner but resume
+            writes = 1 if w == "resume" else 2
+            assert_strict_equal(after, attrs.evolve(run, state=WINNER_STATE[w], updated_at=t,
+                                                    revision=run.revision + writes), "run")
             with pytest.raises(NotSuspended):
                 store.get_suspension(c, run.id)
             assert sus.id not in _ids(store.list_expired_across_scopes(ZERO, FAR_FUTURE))

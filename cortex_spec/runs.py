@@ -47,6 +47,7 @@ __all__ = [
     "validate_run_filter",
     "validate_new_step",
     "validate_new_tool_call",
+    "FIRST_REVISION",
 ]
 
 
@@ -98,6 +99,9 @@ class Run:
     lease: Lease | None = None
     reclaim_count: int = 0
     notified_at: datetime | None = None
+    #: advanced by every write of the run through the runs and suspensions
+    #: methods (RUN-REV); never taken from an argument
+    revision: int = 0
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -153,6 +157,9 @@ class RunFilter:
 
 # -- validation (the store calls these before touching storage) --------------
 
+#: RUN-REV-1: the revision ``create_run`` stores.
+FIRST_REVISION = 1
+
 #: RUN-UPD-2: the fields ``update_run`` writes from its argument.
 RUN_MUTABLE_FIELDS = (
     "agent_id",
@@ -199,6 +206,7 @@ def validate_new_run(run: object, ctx: Context, now: datetime) -> Run:
         lease=None,
         reclaim_count=0,
         notified_at=None,
+        revision=FIRST_REVISION,
         created_at=now,
         updated_at=now,
         **_mutable_run_fields(run),
@@ -216,9 +224,10 @@ def validate_run_update(run: object) -> tuple[str, dict[str, Any]]:
 
 
 def apply_run_update(stored: Run, fields: dict[str, Any], now: datetime) -> Run:
-    """The run an update will store: ``stored`` with the written ``fields``
-    and ``updated_at = now``, refused if it breaks the size limit (RUN-UPD-7)."""
-    updated = attrs.evolve(stored, updated_at=now, **fields)
+    """The run an update will store: ``stored`` with the written ``fields``,
+    ``updated_at = now`` and the next revision (RUN-REV-2), refused if it
+    breaks the size limit (RUN-UPD-7)."""
+    updated = attrs.evolve(stored, updated_at=now, revision=stored.revision + 1, **fields)
     check_entity_size(updated, "run")
     return updated
 

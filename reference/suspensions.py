@@ -59,8 +59,8 @@ class SuspensionsMixin(StoreBase):
         run = t.runs.get(run_id)
         if run is None or not scope.covers(run.scope) or run.state != RunState.PAUSED:
             raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
-        # SUSP-CLAIM-2: only state and updated_at change.
-        t.runs[run_id] = replace(run, state=RunState.RUNNING, updated_at=now)
+        # SUSP-CLAIM-2: only state, updated_at and the revision (RUN-REV-2) change.
+        t.runs[run_id] = replace(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1)
 
     def claim_suspension(self, ctx, run_id):
         scope = require_scope(ctx)

@@ -81,9 +81,16 @@ def run_doc(run: Run) -> dict[str, Any]:
         "metadata": json_out(run.metadata),
         "principal": run.principal,
         "reply_route": json_out(run.reply_route),
+        "revision": run.revision,
         "created_at": dt_out(run.created_at),
         "updated_at": dt_out(run.updated_at),
     }
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"a stored count is a {type(value).__name__}")
+    return value
 
 
 def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
@@ -108,6 +115,7 @@ def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
         lease=None,
         reclaim_count=0,
         notified_at=None,
+        revision=_count(doc["revision"]),
         created_at=dt_in(doc["created_at"]),
         updated_at=dt_in(doc["updated_at"]),
     ))
@@ -221,10 +229,11 @@ class RunsMixin(MongoStoreBase):
             changes = {f"run.{name}": _run_field_out(name, value) for name, value in fields.items()}
             changes["run.updated_at"] = dt_out(now)
             # RUN-UPD-2..6: one single-document update, unconditional on the
-            # state, so it lands whole and the last writer wins.
+            # state, so it lands whole and the last writer wins; it advances
+            # the revision in the same operation (RUN-REV-2).
             slot = self._runs.find_one_and_update(
                 visible,
-                {"$set": changes},
+                {"$set": changes, "$inc": {"run.revision": 1}},
                 projection={"run": 1},
                 return_document=ReturnDocument.AFTER,
             )

@@ -23,7 +23,7 @@ and its suspension (``susp``), and a claim is a single
      "$or": [{"susp.expires_at": None}, {"susp.expires_at": {"$gt": now}}],
      "run.scope...": <visible to ctx.scope>,
      "run.state": "paused"}
-    -> {"$set": {"run.state": "running", "run.updated_at": now}}
+    -> {"$set": {"run.state": "running", "run.updated_at": now}, "$inc": {"run.revision": 1}}
 
 (the sweep claim uses ``{"susp.expires_at": {"$ne": None, "$lte": now}}``).
 The server evaluates the filter and applies the write to the one document
@@ -186,7 +186,8 @@ class SuspensionsMixin(RunsMixin):
             **scope_filter("run.scope", scope),
             "run.state": RunState.PAUSED.value,
         }
-        flip = {"$set": {"run.state": RunState.RUNNING.value, "run.updated_at": dt_out(clock_now)}}
+        flip = {"$set": {"run.state": RunState.RUNNING.value, "run.updated_at": dt_out(clock_now)},
+                "$inc": {"run.revision": 1}}  # RUN-REV-2, in the same operation
         for _ in range(_RETRIES):
             before = self._runs.find_one_and_update(
                 decision, flip, projection={"susp": 1}, return_document=ReturnDocument.BEFORE

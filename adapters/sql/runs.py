@@ -78,6 +78,7 @@ def _run_row(run: Run) -> dict[str, Any]:
         "lease_expires_at": None,
         "reclaim_count": 0,
         "notified_at": None,
+        "revision": run.revision,
         "created_at": ms(run.created_at),
         "updated_at": ms(run.updated_at),
     }
@@ -106,6 +107,7 @@ def run_from_row(row: Any) -> Run:
             lease=None,
             reclaim_count=0,
             notified_at=None,
+            revision=int(row.revision),
             created_at=instant(row.created_at),
             updated_at=instant(row.updated_at),
         )
@@ -199,10 +201,12 @@ def _get_run(depth: int) -> sa.Select:
 
 @lru_cache(maxsize=None)
 def _update_run(depth: int) -> sa.Update:
-    # the SET columns come from the parameters (the mutable fields only)
+    # the SET columns come from the parameters (the mutable fields only),
+    # and the revision advances in the same statement (RUN-REV-2)
     return (
         sa.update(runs)
         .where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
+        .values(revision=runs.c.revision + 1)
         .returning(runs)
     )
 

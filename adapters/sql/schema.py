@@ -56,7 +56,8 @@ __all__ = [
 
 #: Bump on any change of the tables below (there are no migrations yet).
 #: 2: the a2a tables.  3: the tables of the stored kinds (class catalog).
-SCHEMA_VERSION = 3
+#: 4: the runs' revision (RUN-REV) and the a2a exactly-once records.
+SCHEMA_VERSION = 4
 
 #: Scope depth the level columns hold (SCOPE-VAL-1).
 SCOPE_LEVELS = 3
@@ -120,6 +121,8 @@ runs = sa.Table(
     sa.Column("lease_expires_at", sa.BigInteger, nullable=True),
     sa.Column("reclaim_count", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("notified_at", sa.BigInteger, nullable=True),
+    # RUN-REV: advanced by every write of the run through runs and suspensions
+    sa.Column("revision", sa.BigInteger, nullable=False),
     *_stamps(),
     sa.CheckConstraint(
         "state IN ('created', 'running', 'paused', 'completed', 'failed', 'cancelled')",

@@ -152,8 +152,10 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
             visible(runs, depth),
             sa.exists().where(_mine(depth), eligible),
         )
-        # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
-        .values(state=RunState.RUNNING.value, updated_at=sa.bindparam("w_clock"))
+        # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state, updated_at and the
+        # revision (RUN-REV-2) change
+        .values(state=RunState.RUNNING.value, updated_at=sa.bindparam("w_clock"),
+                revision=runs.c.revision + 1)
     )
     # PostgreSQL: FOR SHARE, so a concurrent delete waits for our commit
     claimed = dialect.share_lock(sa.select(suspensions).where(_mine(depth), eligible))
