@@ -16,6 +16,8 @@ the :class:`A2AStore` protocol.  Clause ids (``A2A-…``) refer to
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from datetime import datetime, timezone
 from enum import Enum
@@ -24,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from . import ids
+from .clock import to_millis
 from .context import Context
 from .entities import entity
 from .errors import (
@@ -829,3 +832,108 @@ def check_list_args(limit: object, offset: object = 0, exact: object = False) ->
 
 
 __all__ += ["check_list_args", "format_text"]
+
+
+# -- exactly-once records (a2a.md, "Exactly-once records") ------------------------------------------
+#
+# The classes a2a_resolutions, a2a_replies and a2a_held write several a2a
+# rows in one atomic step.  Their methods are written once
+# (``cortex_spec.a2a_resolutions`` …) over two things a backend gives: the
+# kinds storage of the step (``Storage.atomic``: the records they keep are
+# stored kinds) and :class:`A2ARows`, the backend's access to the rows of
+# class a2a (and of runs and suspensions) inside that same step.
+
+
+def e_visible(ctx: Context, row: Any) -> bool:
+    """*E-visible*: the row's partition is ``ctx.partition`` and its scope
+    equals ``ctx.scope`` (exact, not the prefix rule)."""
+    return row.partition == ctx.partition and row.scope == ctx.scope
+
+
+def canonical(value: Any) -> str:
+    """The canonical encoding of a value made of lists, strings, ints, bools
+    and None (the caller turns instants into ms and scopes into their text)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def digest(value: Any) -> str:
+    """The lowercase hex SHA-256 of the canonical encoding's UTF-8 bytes."""
+    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+
+
+def instant_ms(value: datetime | None) -> int | None:
+    """An instant as its canonical encoding holds it (ms since the epoch)."""
+    return None if value is None else to_millis(value)
+
+
+#: A2A-RES-12, A2A-DEFER-2, A2A-AREPLY-2: the most rows one page returns.
+MAX_PAGE = 256
+
+
+def check_page_size(limit: object) -> int:
+    """A page bound: an ``int`` (not a ``bool``) from 1 to :data:`MAX_PAGE`."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArgument(f"limit must be an int, got {type(limit).__name__}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    return limit
+
+
+class A2ARows(Protocol):
+    """A backend's rows of classes a2a, runs and suspensions inside one
+    atomic step of the exactly-once methods (``store._a2a_rows(storage)``).
+
+    Keys are looked up over every scope and partition: the methods decide
+    visibility.  Inside a step, every read keeps what it read from changing
+    until the step ends (``SELECT … FOR UPDATE`` on PostgreSQL, SQLite's
+    write lock, a write of the document in a MongoDB transaction, the
+    reference's lock), so the step's writes are decided on what it read.
+    Outside a step each call is one atomic read."""
+
+    def ask(self, reply_with: str) -> PendingAsk | None: ...
+
+    def put_ask(self, ask: PendingAsk) -> None:
+        """Write the ask's ``claimed_at`` and ``updated_at``."""
+
+    def message(self, message_id: str) -> Envelope | None: ...
+
+    def conversation(self, conversation_id: str) -> Conversation | None: ...
+
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
+        """Write an admission of :func:`admit`: the conversation's
+        ``hops_used``, ``participants`` and ``updated_at``, and the envelope
+        (a taken id → ``AlreadyExists``)."""
+
+    def delivery(self, delivery_id: str) -> Delivery | None: ...
+
+    def put_delivery(self, delivery: Delivery) -> None:
+        """Write a finish: ``state``, ``error``, ``delivered_at``, ``updated_at``."""
+
+    def insert_delivery(self, delivery: Delivery) -> None:
+        """Store a new delivery (a taken id → ``AlreadyExists``)."""
+
+    def run(self, run_id: str) -> Any:
+        """The run (a :class:`cortex_spec.runs.Run`) or None."""
+
+    def suspension(self, run_id: str) -> Any:
+        """The run's suspension (a :class:`cortex_spec.suspensions.Suspension`) or None."""
+
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
+        """A2A-DEFER-1/2: ids of the bound, delivering deliveries of exactly
+        ``scope`` and ``partition``, after ``after``, in id order."""
+
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
+        """A2A-AREPLY-1/2, as one snapshot."""
+
+
+def check_address(value: object, field: str, *, need_agent: bool = False) -> Address:
+    """A well-formed :class:`Address` of short strings (A2A-ADDR-5), or ``InvalidArgument``."""
+    return _check_address(value, field, need_agent=need_agent)
+
+
+def check_performative(value: object) -> Performative:
+    """One of the 22 performatives (A2A-PERF-1), or ``InvalidPerformative``."""
+    return _performative(value)
+
+
+__all__ += ["check_address", "check_performative", "e_visible", "canonical", "digest", "instant_ms", "MAX_PAGE", "check_page_size", "A2ARows"]

@@ -16,6 +16,13 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from .a2a import A2AStore
+from .a2a_discovery import DISCOVERY_METHODS, ScopedDiscoveryStore
+from .a2a_held import TABLES as HELD_TABLES
+from .a2a_held import HeldAskStore
+from .a2a_replies import TABLES as REPLY_TABLES
+from .a2a_replies import ReservedReplyStore
+from .a2a_resolutions import TABLES as RESOLUTION_TABLES
+from .a2a_resolutions import AskResolutionStore
 from .catalog import CatalogStore
 from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
@@ -149,6 +156,37 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_asks_across_scopes", scoped=False)
             + _m("list_pending_asks_by_conversation"),
+        ),
+        ConformanceClass(
+            "a2a_resolutions",
+            "Ask resolutions: a pending ask claimed with its exact outcome in one commit",
+            AskResolutionStore,
+            _m(*protocol_methods(AskResolutionStore)),
+            requires=("a2a",),
+            tables=RESOLUTION_TABLES,
+        ),
+        ConformanceClass(
+            "a2a_replies",
+            "Reserved replies committed with their delivery, hop and reply queue; deferred recipients",
+            ReservedReplyStore,
+            _m(*protocol_methods(ReservedReplyStore)),
+            requires=("a2a",),
+            tables=REPLY_TABLES,
+        ),
+        ConformanceClass(
+            "a2a_held",
+            "Held asks released against their pinned pause; agent-reply runs",
+            HeldAskStore,
+            _m(*protocol_methods(HeldAskStore)),
+            requires=("runs", "suspensions", "a2a_resolutions"),
+            tables=HELD_TABLES,
+        ),
+        ConformanceClass(
+            "a2a_discovery",
+            "Queue discovery, stale reclaim and ask expiry at exactly one scope",
+            ScopedDiscoveryStore,
+            _m(*DISCOVERY_METHODS),
+            requires=("a2a",),
         ),
         ConformanceClass(
             "memory",

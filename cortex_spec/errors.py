@@ -29,6 +29,9 @@ __all__ = [
     "ConversationNotFound",
     "DeliveryNotFound",
     "AskNotFound",
+    "AskResolutionNotFound",
+    "ReplyCommitNotFound",
+    "HeldAskNotFound",
     "OrchestrationNotFound",
     "AgentNotFound",
     "SkillNotFound",
@@ -43,6 +46,9 @@ __all__ = [
     "SuspensionExpired",
     "InvalidState",
     "DeliveryAlreadyBound",
+    "AskResolutionConflict",
+    "ReplyCommitConflict",
+    "HeldAskConflict",
     "DeliveryAlreadyClaimed",
     "DeliveryClaimLost",
     "AskAlreadyClaimed",
@@ -116,6 +122,18 @@ class AskNotFound(NotFound):
     pass
 
 
+class AskResolutionNotFound(NotFound):
+    """No resolution was retained for that ask (A2A-RES-11)."""
+
+
+class ReplyCommitNotFound(NotFound):
+    """No reply was committed for that delivery (A2A-REPLY-8)."""
+
+
+class HeldAskNotFound(NotFound):
+    """No release receipt exists for that held question (A2A-HELD-9)."""
+
+
 class OrchestrationNotFound(NotFound):
     pass
 
@@ -173,6 +191,18 @@ class InvalidState(CortexError):
 
 class DeliveryAlreadyBound(InvalidState):
     """The delivery is already bound to another run (A2A-BIND-5)."""
+
+
+class AskResolutionConflict(InvalidState):
+    """The ask a seal names is not the ask it was decided about (A2A-RES-5)."""
+
+
+class ReplyCommitConflict(InvalidState):
+    """Another result, or another binding, already owns the delivery (A2A-REPLY-3/4)."""
+
+
+class HeldAskConflict(InvalidState):
+    """The held question or the pinned pause does not match the release (A2A-HELD-2..5)."""
 
 
 class DeliveryAlreadyClaimed(CortexError):

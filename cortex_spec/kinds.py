@@ -692,7 +692,9 @@ class Query:
     """What a read selects: rows visible to ``scope`` (prefix, or exactly
     ``scope`` when ``exact``; every scope when ``scope`` is None) whose
     fields equal ``where``, whose ``search`` field contains ``text``
-    (ASCII-folded), in ``order``, paged."""
+    (ASCII-folded), whose ``after`` field sorts strictly after its value
+    (keyset paging: strings by code point, RSC-GEN-11), in ``order``,
+    paged."""
 
     scope: Scope | None
     exact: bool = False
@@ -701,6 +703,7 @@ class Query:
     order: Order = (("id", False),)
     limit: int = 0
     offset: int = 0
+    after: tuple[str, Any] | None = None
 
 
 class Storage(Protocol):

@@ -8,11 +8,17 @@ code.
 
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
->>> sorted(store.capabilities)
-['a2a', 'catalog', 'checkpoints', 'gateway', 'memory', 'runs', 'suspensions']
+>>> sorted(store.capabilities)  # doctest: +NORMALIZE_WHITESPACE
+['a2a', 'a2a_discovery', 'a2a_held', 'a2a_replies', 'a2a_resolutions', 'catalog', 'checkpoints',
+ 'gateway', 'memory', 'runs', 'suspensions']
 """
 
+from cortex_spec.a2a_held import HeldMethods
+from cortex_spec.a2a_replies import ReplyMethods
+from cortex_spec.a2a_resolutions import ResolutionMethods
+
 from .a2a import A2AMixin
+from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
@@ -24,10 +30,11 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-                  GatewayMixin, StoreBase):
+class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
+                  DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayMixin, StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a``, ``memory``, ``catalog`` and ``gateway``.
+    ``a2a`` (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
+    ``a2a_discovery``), ``memory``, ``catalog`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -35,7 +42,8 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Memor
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

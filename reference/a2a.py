@@ -72,7 +72,7 @@ from cortex_spec.validation import (
 
 from .store import StoreBase
 
-__all__ = ["A2AMixin", "random_token"]
+__all__ = ["A2AMixin", "MemoryA2ARows", "random_token"]
 
 
 def random_token() -> str:
@@ -84,9 +84,108 @@ def _page(rows: list, limit: int, offset: int = 0) -> list:
     return [detach(r) for r in page(rows, limit, offset)]
 
 
+class MemoryA2ARows:
+    """:class:`cortex_spec.a2a.A2ARows` on the reference medium: every call
+    under the store's (re-entrant) lock, which an atomic step holds from its
+    start to its end; a step that raises puts every table back."""
+
+    def __init__(self, store: "A2AMixin") -> None:
+        self.store = store
+
+    def _get(self, table: str, key: str):
+        with self.store._tx() as t:
+            row = getattr(t, table).get(key)
+            return None if row is None else detach(row)
+
+    def ask(self, reply_with):
+        return self._get("a2a_asks", reply_with)
+
+    def put_ask(self, ask):
+        with self.store._tx() as t:
+            stored = t.a2a_asks[ask.reply_with]
+            t.a2a_asks[ask.reply_with] = replace(stored, claimed_at=ask.claimed_at, updated_at=ask.updated_at)
+
+    def message(self, message_id):
+        return self._get("a2a_messages", message_id)
+
+    def conversation(self, conversation_id):
+        return self._get("a2a_conversations", conversation_id)
+
+    def admit(self, conversation, envelope):
+        with self.store._tx() as t:
+            if envelope.id in t.a2a_messages:
+                raise AlreadyExists(f"message {envelope.id} already exists")
+            stored = t.a2a_conversations[conversation.id]
+            t.a2a_conversations[conversation.id] = replace(
+                stored, hops_used=conversation.hops_used, participants=conversation.participants,
+                updated_at=conversation.updated_at)
+            t.a2a_messages[envelope.id] = detach(envelope)
+
+    def delivery(self, delivery_id):
+        return self._get("a2a_deliveries", delivery_id)
+
+    def put_delivery(self, delivery):
+        with self.store._tx() as t:
+            stored = t.a2a_deliveries[delivery.id]
+            t.a2a_deliveries[delivery.id] = replace(
+                stored, state=delivery.state, error=delivery.error, delivered_at=delivery.delivered_at,
+                updated_at=delivery.updated_at)
+
+    def insert_delivery(self, delivery):
+        with self.store._tx() as t:
+            if delivery.id in t.a2a_deliveries:
+                raise AlreadyExists(f"delivery {delivery.id} already exists")
+            t.a2a_deliveries[delivery.id] = delivery
+
+    def run(self, run_id):
+        return self._get("runs", run_id)
+
+    def suspension(self, run_id):
+        return self._get("suspensions", run_id)
+
+    def deferred(self, scope, partition, after, limit):
+        """A2A-DEFER-1/2."""
+        with self.store._tx() as t:
+            found = sorted(
+                d.id for d in t.a2a_deliveries.values()
+                if d.partition == partition and d.scope == scope and d.state == DeliveryState.DELIVERING
+                and d.run_id is not None and (after is None or d.id > after)
+            )
+        return found[:limit]
+
+    def agent_reply_runs(self, scope, partition, after, limit):
+        """A2A-AREPLY-1/2: saved pauses, and running askers of a resolved ask
+        whose pause was removed — read under one hold of the lock."""
+        from cortex_spec.a2a_resolutions import RESOLUTIONS
+        from cortex_spec.runs import RunState
+        from cortex_spec.suspensions import SuspensionReason
+
+        from .kinds import medium_table_name
+
+        with self.store._tx() as t:
+            resolved = {r.asker_run_id for r in getattr(t, medium_table_name(RESOLUTIONS)).values()
+                        if r.scope == scope and r.partition == partition}
+
+            def listed(run) -> bool:
+                pause = t.suspensions.get(run.id)
+                if run.state == RunState.PAUSED:
+                    return (pause is not None and pause.scope == scope
+                            and pause.reason == SuspensionReason.AGENT_REPLY)
+                return run.state == RunState.RUNNING and pause is None and run.id in resolved
+
+            found = sorted(r.id for r in t.runs.values()
+                           if r.scope == scope and (after is None or r.id > after) and listed(r))
+        return found[:limit]
+
+
 class A2AMixin(StoreBase):
     #: ``() -> str``: where claim tokens come from (see the module docstring).
     token_source: Callable[[], str] = staticmethod(random_token)
+
+    def _a2a_rows(self, storage=None) -> MemoryA2ARows:
+        """The a2a rows of the exactly-once classes (any storage: the lock
+        is the reference's one atomic step)."""
+        return MemoryA2ARows(self)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -360,21 +459,25 @@ class A2AMixin(StoreBase):
         return cutoff, limit
 
     @staticmethod
-    def _candidates(t, partition: str, cutoff, limit: int) -> list[tuple[str, str]]:
-        """A2A-RCL-4: ``(id, token)`` of the first ``limit`` stale rows."""
+    def _candidates(t, partition: str, cutoff, limit: int, scope=None) -> list[tuple[str, str]]:
+        """A2A-RCL-4: ``(id, token)`` of the first ``limit`` stale rows (of
+        exactly ``scope`` when given, A2A-ROUTE-2)."""
         rows = [
             d for d in t.a2a_deliveries.values()
-            if d.partition == partition and is_stale(d, cutoff)
+            if d.partition == partition and is_stale(d, cutoff) and (scope is None or d.scope == scope)
         ]
         rows.sort(key=lambda d: (d.claimed_at, d.id))
         return [(d.id, d.claim_token) for d in page(rows, limit, 0)]
 
-    def _move(self, t, partition: str, cutoff, delivery_id: str, token: str, now) -> bool:
+    def _move(self, t, partition: str, cutoff, delivery_id: str, token: str, now, scope=None) -> bool:
         """A2A-RCL-5: move one candidate iff it is still stale and still holds
-        the token it was selected with."""
+        the token it was selected with (and is of exactly ``scope`` when
+        given, A2A-ROUTE-3)."""
         d = t.a2a_deliveries.get(delivery_id)
         if d is None or d.partition != partition or d.claim_token != token or not is_stale(d, cutoff):
             return False  # A2A-RCL-6: skipped, not counted
+        if scope is not None and d.scope != scope:
+            return False
         t.a2a_deliveries[delivery_id] = replace(
             d, state=DeliveryState.QUEUED, claim_token=None, claimed_at=None, updated_at=now,
         )

@@ -16,7 +16,7 @@ import attrs
 
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists
-from cortex_spec.kinds import Query, Table, check_size, matches_search, sort_rows, unique_conflict, visible
+from cortex_spec.kinds import Query, Table, _sort_value, check_size, matches_search, sort_rows, unique_conflict, visible
 from cortex_spec.scope import Scope
 from cortex_spec.validation import page
 
@@ -33,6 +33,8 @@ def _matches(query: Query, row: Any) -> bool:
     if not visible(query.scope, query.exact, row.scope):
         return False
     if any(getattr(row, name) != value for name, value in query.where):
+        return False
+    if query.after is not None and not _sort_value(getattr(row, query.after[0])) > query.after[1]:
         return False
     if query.search is not None:
         name, text = query.search

@@ -36,7 +36,12 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from cortex_spec.a2a_held import HeldMethods
+from cortex_spec.a2a_replies import ReplyMethods
+from cortex_spec.a2a_resolutions import ResolutionMethods
+
 from .a2a import A2AMixin
+from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
@@ -47,11 +52,12 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
-                 MongoStoreBase):
+class MongoStore(SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
+                 DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin, MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a`` and ``memory`` (only where the deployment has transactions),
-    ``catalog`` and ``gateway``.
+    ``a2a`` with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
+    ``a2a_discovery``, and ``memory`` (those only where the deployment has
+    transactions), ``catalog`` and ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -60,7 +66,8 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:

@@ -100,7 +100,7 @@ from .store import (
     scope_out,
 )
 
-__all__ = ["A2AMixin", "A2A_COLLECTIONS"]
+__all__ = ["A2AMixin", "MongoA2ARows", "A2A_COLLECTIONS"]
 
 #: a2a collection names, after the store's prefix
 A2A_COLLECTIONS = {
@@ -315,7 +315,135 @@ def _page_kwargs(limit: int, offset: int = 0) -> dict[str, Any]:
     return out
 
 
+class MongoA2ARows:
+    """:class:`cortex_spec.a2a.A2ARows` on MongoDB: with ``session``, the
+    operations of one multi-document transaction; without, each read is one
+    operation of its own.
+
+    Inside a transaction a document the step decides on is read with a
+    write (``$inc`` of a private ``_lk`` counter that no codec reads): a
+    server then makes any concurrent write of it conflict with the
+    transaction until it ends (``with_transaction`` retries the loser), so
+    the step's writes are decided on what it read even where it writes
+    nothing else to that document (the ask and the run slot of a release).
+    Messages are immutable and read plainly."""
+
+    def __init__(self, store: "A2AMixin", session: Any = None) -> None:
+        self.store = store
+        self.session = session
+
+    def _s(self) -> dict[str, Any]:
+        return {} if self.session is None else {"session": self.session}
+
+    def _locked(self, collection: Any, key: str) -> Any:
+        from pymongo import ReturnDocument
+
+        with self.store._guard():
+            if self.session is None:
+                return collection.find_one({"_id": key})
+            return collection.find_one_and_update({"_id": key}, {"$inc": {"_lk": 1}},
+                                                  return_document=ReturnDocument.AFTER, session=self.session)
+
+    def ask(self, reply_with):
+        doc = self._locked(self.store._a2a_asks, reply_with)
+        return None if doc is None else _ask_in(doc)
+
+    def put_ask(self, ask):
+        with self.store._guard():
+            self.store._a2a_asks.update_one({"_id": ask.reply_with}, {"$set": {
+                "claimed_at": dt_out(ask.claimed_at), "updated_at": dt_out(ask.updated_at)}}, **self._s())
+
+    def message(self, message_id):
+        with self.store._guard():
+            doc = self.store._a2a_messages.find_one({"_id": message_id}, **self._s())
+        return None if doc is None else _message_in(doc)
+
+    def conversation(self, conversation_id):
+        doc = self._locked(self.store._a2a_conversations, conversation_id)
+        return None if doc is None else _conversation_in(doc)
+
+    def admit(self, conversation, envelope):
+        with self.store._guard():
+            self.store._a2a_conversations.update_one({"_id": conversation.id}, {"$set": {
+                "hops_used": conversation.hops_used,
+                "participants": [_addr_out(a) for a in conversation.participants],
+                "updated_at": dt_out(conversation.updated_at)}}, **self._s())
+            self.store._a2a_messages.insert_one(_message_doc(envelope), **self._s())  # a taken id: AlreadyExists
+
+    def delivery(self, delivery_id):
+        doc = self._locked(self.store._a2a_deliveries, delivery_id)
+        return None if doc is None else _delivery_in(doc)
+
+    def put_delivery(self, delivery):
+        with self.store._guard():
+            self.store._a2a_deliveries.update_one({"_id": delivery.id}, {"$set": {
+                "state": DeliveryState(delivery.state).value, "error": delivery.error,
+                "delivered_at": dt_out(delivery.delivered_at), "updated_at": dt_out(delivery.updated_at)}},
+                **self._s())
+
+    def insert_delivery(self, delivery):
+        with self.store._guard():
+            self.store._a2a_deliveries.insert_one(_delivery_doc(delivery), **self._s())
+
+    def _slot(self, run_id: str) -> Any:
+        return self._locked(self.store._runs, run_id)
+
+    def run(self, run_id):
+        from .runs import run_from_doc
+
+        slot = self._slot(run_id)
+        return None if slot is None or "run" not in slot else run_from_doc(run_id, slot["run"])
+
+    def suspension(self, run_id):
+        from .suspensions import susp_from_doc
+
+        slot = self._slot(run_id)
+        return None if slot is None or "susp" not in slot else susp_from_doc(run_id, slot["susp"])
+
+    def deferred(self, scope, partition, after, limit):
+        query: dict[str, Any] = {"partition": partition, **scope_filter("scope", scope, exact=True),
+                                 "state": _DELIVERING, "run_id": {"$ne": None}}
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        with self.store._guard():
+            docs = self.store._find(self.store._a2a_deliveries, query, projection={"_id": 1}, sort=[("_id", 1)],
+                                    limit=limit)
+        return [d["_id"] for d in docs]
+
+    def agent_reply_runs(self, scope, partition, after, limit):
+        """A2A-AREPLY-1/2 in one read-only transaction (one snapshot of the
+        run slots and the resolutions)."""
+        from cortex_spec.a2a_resolutions import RESOLUTIONS
+        from cortex_spec.runs import RunState
+        from cortex_spec.suspensions import SuspensionReason
+
+        resolutions = self.store.database[self.store.collection_prefix + RESOLUTIONS.name]
+
+        def read(session: Any) -> list[str]:
+            resolved = sorted({d["asker_run_id"] for d in resolutions.find(
+                {**scope_filter("scope", scope, exact=True), "partition": partition},
+                projection={"asker_run_id": 1}, session=session)})
+            query: dict[str, Any] = {**scope_filter("run.scope", scope, exact=True), "$or": [
+                {"run.state": RunState.PAUSED.value, "susp.reason": SuspensionReason.AGENT_REPLY.value,
+                 **scope_filter("susp.scope", scope, exact=True)},
+                {"run.state": RunState.RUNNING.value, "susp": {"$exists": False}, "_id": {"$in": resolved}},
+            ]}
+            if after is not None:
+                query["_id"] = {"$gt": after}
+            docs = self.store._runs.find(query, projection={"_id": 1}, sort=[("_id", 1)], limit=limit,
+                                         session=session)
+            return [d["_id"] for d in docs]
+
+        with self.store._guard():
+            return self.store._txn(read)  # type: ignore[no-any-return]
+
+
 class A2AMixin(MongoStoreBase):
+    def _a2a_rows(self, storage: Any = None) -> MongoA2ARows:
+        """The a2a rows of the exactly-once classes, in the transaction of
+        ``storage`` (a :class:`.kinds.MongoStorage` of ``Storage.atomic``)."""
+        return MongoA2ARows(self, getattr(storage, "session", None))
+
     def __init__(self, database: Any, clock: Any = None, **options: Any) -> None:
         prefix = options.get("collection_prefix", "cortex_")
         self._a2a_messages = database[prefix + A2A_COLLECTIONS["messages"]]
@@ -324,8 +452,12 @@ class A2AMixin(MongoStoreBase):
         self._a2a_asks = database[prefix + A2A_COLLECTIONS["asks"]]
         super().__init__(database, clock, **options)
         if not self._transactions:
-            # hop admission needs a multi-document transaction: no a2a here
-            self.capabilities = frozenset(type(self).capabilities - {"a2a"})
+            # hop admission needs a multi-document transaction: no a2a here,
+            # nor any class that requires it (their commits are transactions too)
+            from cortex_spec.classes import CLASSES, closure
+
+            needs = {name for name in CLASSES if "a2a" in closure({name})}
+            self.capabilities = frozenset(type(self).capabilities - needs)
 
     def ensure_indexes(self) -> None:
         super().ensure_indexes()

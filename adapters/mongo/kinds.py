@@ -210,6 +210,11 @@ class MongoStorage:
         if query.search is not None:
             name, text = query.search
             found[f"f_{name}"] = {"$regex": re.escape(ascii_fold(text))}
+        if query.after is not None:  # keyset paging (strings: BSON binary order, by code point)
+            name, value = query.after
+            path = "_id" if name == "id" else name
+            bound = {"$gt": _encode(table.fields[name].kind, value)}
+            found[path] = {"$eq": found[path], **bound} if path in found else bound
         return found
 
     def insert(self, table: Table, entity: Any) -> None:

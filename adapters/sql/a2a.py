@@ -90,7 +90,7 @@ from cortex_spec.scope import Scope
 from cortex_spec.validation import check_bool, check_instant, check_page, check_short_str
 
 from .dialect import Dialect
-from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages
+from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages, runs, suspensions
 from .store import (
     SqlStoreBase,
     db_int,
@@ -105,7 +105,7 @@ from .store import (
     visible,
 )
 
-__all__ = ["A2AMixin"]
+__all__ = ["A2AMixin", "SqlA2ARows"]
 
 #: A claim whose classifying read keeps finding it possible gives up after
 #: this many UPDATEs (only under sustained concurrent writes to the row).
@@ -489,8 +489,148 @@ class _Again(Exception):
     """Internal: a claim's classifying read found it possible after all."""
 
 
+# -- the rows of the exactly-once classes (cortex_spec.a2a.A2ARows) -----------------------------
+
+
+@lru_cache(maxsize=None)
+def _row_of(table_name: str, lock: Dialect | None) -> sa.Select:
+    """One row by its key, over every scope and partition; ``lock``: ``FOR
+    UPDATE`` (the rows a step decides on stay as read until it commits)."""
+    t = _ROW_TABLES[table_name]
+    key = t.c.reply_with if t is a2a_asks else (t.c.run_id if t is suspensions else t.c.id)
+    stmt = sa.select(t).where(key == sa.bindparam("w_id"))
+    return lock.row_lock(stmt) if lock is not None else stmt
+
+
+_ROW_TABLES = {**_TABLES, runs.name: runs, suspensions.name: suspensions}
+_PUT_ASK = (sa.update(a2a_asks).where(a2a_asks.c.reply_with == sa.bindparam("w_id"))
+            .values(claimed_at=sa.bindparam("w_claimed"), updated_at=sa.bindparam("w_now")))
+_PUT_CHARGE = (sa.update(a2a_conversations).where(a2a_conversations.c.id == sa.bindparam("w_id"))
+               .values(hops_used=sa.bindparam("w_hops"), participants=sa.bindparam("w_participants"),
+                       updated_at=sa.bindparam("w_now")))
+_PUT_FINISH = (sa.update(a2a_deliveries).where(a2a_deliveries.c.id == sa.bindparam("w_id"))
+               .values(state=sa.bindparam("w_state"), error=sa.bindparam("w_error"),
+                       delivered_at=sa.bindparam("w_delivered"), updated_at=sa.bindparam("w_now")))
+
+
+@lru_cache(maxsize=None)
+def _deferred(depth: int, after: bool) -> sa.Select:
+    """A2A-DEFER-1/2: one SELECT of ids."""
+    d = a2a_deliveries
+    conds = [_seen(d, depth, exact=True), d.c.state == _DELIVERING, d.c.run_id.is_not(None)]
+    if after:
+        conds.append(d.c.id > sa.bindparam("w_after"))
+    return sa.select(d.c.id).where(*conds).order_by(d.c.id).limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+
+
+@lru_cache(maxsize=None)
+def _agent_reply_runs(depth: int, after: bool) -> sa.Select:
+    """A2A-AREPLY-1/2: one SELECT (one snapshot) over runs, suspensions and
+    the resolutions of class a2a_resolutions."""
+    from cortex_spec.a2a_resolutions import RESOLUTIONS
+    from cortex_spec.runs import RunState
+    from cortex_spec.suspensions import SuspensionReason
+
+    from .schema import KIND_TABLES
+
+    r, s, res = runs, suspensions, KIND_TABLES[RESOLUTIONS.name]
+    pause = sa.exists().where(s.c.run_id == r.c.id)
+    saved = sa.exists().where(s.c.run_id == r.c.id, visible(s, depth, exact=True),
+                              s.c.reason == SuspensionReason.AGENT_REPLY.value)
+    resolved = sa.exists().where(res.c.asker_run_id == r.c.id, visible(res, depth, exact=True),
+                                 res.c.partition == _PART)
+    conds = [visible(r, depth, exact=True), sa.or_(
+        sa.and_(r.c.state == RunState.PAUSED.value, saved),
+        sa.and_(r.c.state == RunState.RUNNING.value, ~pause, resolved),
+    )]
+    if after:
+        conds.append(r.c.id > sa.bindparam("w_after"))
+    return sa.select(r.c.id).where(*conds).order_by(r.c.id).limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+
+
+class SqlA2ARows:
+    """:class:`cortex_spec.a2a.A2ARows` on SQL: with ``conn``, the statements
+    of one open transaction, whose reads are ``SELECT … FOR UPDATE`` on
+    PostgreSQL (SQLite's transaction holds the write lock from ``BEGIN
+    IMMEDIATE``); without, each read is one statement of its own."""
+
+    def __init__(self, store: Any, conn: sa.Connection | None = None) -> None:
+        self.store = store
+        self.conn = conn
+
+    def _run(self, fn: Callable[[sa.Connection], Any], write: bool = False) -> Any:
+        if self.conn is not None:
+            return fn(self.conn)
+        return self.store._write1(fn) if write else self.store._read(fn)
+
+    def _get(self, table: sa.Table, key: str, decode_row: Callable) -> Any:
+        stmt = _row_of(table.name, self.store._dialect if self.conn is not None else None)
+        row = self._run(lambda conn: conn.execute(stmt, {"w_id": key}).one_or_none())
+        return None if row is None else decode_row(row)
+
+    def ask(self, reply_with):
+        return self._get(a2a_asks, reply_with, _ask_from_row)
+
+    def put_ask(self, ask):
+        self._run(lambda conn: conn.execute(_PUT_ASK, {"w_id": ask.reply_with, "w_claimed": ms(ask.claimed_at),
+                                                       "w_now": ms(ask.updated_at)}), write=True)
+
+    def message(self, message_id):
+        return self._get(a2a_messages, message_id, _message_from_row)
+
+    def conversation(self, conversation_id):
+        return self._get(a2a_conversations, conversation_id, _conversation_from_row)
+
+    def admit(self, conversation, envelope):
+        def write(conn):
+            conn.execute(_PUT_CHARGE, {"w_id": conversation.id, "w_hops": conversation.hops_used,
+                                       "w_participants": _addresses_out(conversation.participants),
+                                       "w_now": ms(conversation.updated_at)})
+            conn.execute(_INSERT[a2a_messages.name], _message_row(envelope))  # a taken id: AlreadyExists
+
+        self._run(write, write=True)
+
+    def delivery(self, delivery_id):
+        return self._get(a2a_deliveries, delivery_id, _delivery_from_row)
+
+    def put_delivery(self, delivery):
+        self._run(lambda conn: conn.execute(_PUT_FINISH, {
+            "w_id": delivery.id, "w_state": DeliveryState(delivery.state).value, "w_error": delivery.error,
+            "w_delivered": ms(delivery.delivered_at), "w_now": ms(delivery.updated_at)}), write=True)
+
+    def insert_delivery(self, delivery):
+        self._run(lambda conn: conn.execute(_INSERT[a2a_deliveries.name], _delivery_row(delivery)), write=True)
+
+    def run(self, run_id):
+        from .runs import run_from_row
+
+        return self._get(runs, run_id, run_from_row)
+
+    def suspension(self, run_id):
+        from .suspensions import _suspension_from_row
+
+        return self._get(suspensions, run_id, _suspension_from_row)
+
+    def _ids(self, stmt: sa.Select, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
+        params = {"w_part": partition, **scope_params(scope), "w_limit": db_int(limit)}
+        if after is not None:
+            params["w_after"] = after
+        return self._run(lambda conn: [row.id for row in conn.execute(stmt, params)])  # type: ignore[no-any-return]
+
+    def deferred(self, scope, partition, after, limit):
+        return self._ids(_deferred(scope.depth, after is not None), scope, partition, after, limit)
+
+    def agent_reply_runs(self, scope, partition, after, limit):
+        return self._ids(_agent_reply_runs(scope.depth, after is not None), scope, partition, after, limit)
+
+
 class A2AMixin(SqlStoreBase):
     # -- helpers -------------------------------------------------------------------------
+
+    def _a2a_rows(self, storage: Any = None) -> SqlA2ARows:
+        """The a2a rows of the exactly-once classes, in the transaction of
+        ``storage`` (a :class:`.kinds.SqlStorage` of ``Storage.atomic``)."""
+        return SqlA2ARows(self, getattr(storage, "conn", None))
 
     @staticmethod
     def _a2a_params(ctx: Any, **extra: Any) -> dict[str, Any]:

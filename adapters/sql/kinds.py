@@ -178,11 +178,13 @@ def _column(t: sa.Table, name: str, dialect: Any) -> Any:
 
 
 def _conditions(t: sa.Table, depth: int | None, exact: bool, where: tuple[str, ...],
-                search: str | None, dialect: Any) -> list[Any]:
+                search: str | None, dialect: Any, after: str | None = None) -> list[Any]:
     conds: list[Any] = []
     if depth is not None:
         conds.append(visible(t, depth, exact))
     conds += [t.c[name] == sa.bindparam(f"w_{name}") for name in where]
+    if after is not None:  # keyset paging: the column's binary collation orders by code point
+        conds.append(t.c[after] > sa.bindparam("w_after"))
     if search is not None:
         conds.append(dialect.contains(dialect.ascii_lower(t.c[search]), sa.bindparam("w_search")))
     return conds
@@ -190,9 +192,10 @@ def _conditions(t: sa.Table, depth: int | None, exact: bool, where: tuple[str, .
 
 @lru_cache(maxsize=None)
 def _select(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], search: str | None,
-            order: k.Order, offset: bool, limit: bool, count: bool, dialect: Any, lock: bool) -> Any:
+            order: k.Order, offset: bool, limit: bool, count: bool, dialect: Any, lock: bool,
+            after: str | None = None) -> Any:
     t = KIND_TABLES[tname]
-    conds = _conditions(t, depth, exact, where, search, dialect)
+    conds = _conditions(t, depth, exact, where, search, dialect, after)
     if count:
         return sa.select(sa.func.count()).select_from(t).where(*conds)
     stmt = sa.select(t).where(*conds).order_by(
@@ -205,9 +208,10 @@ def _select(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], 
 
 
 @lru_cache(maxsize=None)
-def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], dialect: Any) -> Any:
+def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, ...], dialect: Any,
+                  after: str | None = None) -> Any:
     t = KIND_TABLES[tname]
-    return sa.delete(t).where(*_conditions(t, depth, exact, where, None, dialect))
+    return sa.delete(t).where(*_conditions(t, depth, exact, where, None, dialect, after))
 
 
 @lru_cache(maxsize=None)
@@ -263,7 +267,10 @@ class SqlStorage:
         params: dict[str, Any] = {} if query.scope is None else scope_params(query.scope)
         for name, value in query.where:
             params[f"w_{name}"] = encode(table.fields[name].kind, value)
-        stmt = _delete_where(table.name, depth, query.exact, tuple(n for n, _ in query.where), self.store._dialect)
+        if query.after is not None:
+            params["w_after"] = encode(table.fields[query.after[0]].kind, query.after[1])
+        stmt = _delete_where(table.name, depth, query.exact, tuple(n for n, _ in query.where), self.store._dialect,
+                             None if query.after is None else query.after[0])
         return int(self._write1(lambda conn: conn.execute(stmt, params).rowcount))
 
     def _query(self, table: Table, query: Query, count: bool) -> tuple[Any, dict[str, Any]]:
@@ -275,6 +282,9 @@ class SqlStorage:
         if query.search is not None:
             search, text = query.search
             params["w_search"] = ascii_fold(text)
+        if query.after is not None:
+            name, value = query.after
+            params["w_after"] = encode(table.fields[name].kind, value)
         paged = not count
         if paged and query.offset > 0:
             params["w_offset"] = db_int(query.offset)
@@ -282,7 +292,8 @@ class SqlStorage:
             params["w_limit"] = db_int(query.limit)
         stmt = _select(table.name, depth, query.exact, tuple(n for n, _ in query.where), search,
                        query.order, paged and query.offset > 0, paged and query.limit > 0, count,
-                       self.store._dialect, self.conn is not None and not count)
+                       self.store._dialect, self.conn is not None and not count,
+                       None if query.after is None else query.after[0])
         return stmt, params
 
     def insert(self, table: Table, entity: Any) -> None:

@@ -365,7 +365,9 @@ def kind_table(table: Any) -> sa.Table:
     checks: list[Any] = []
     for field_name, spec in table.fields.items():
         if spec.role == k.KEY:
-            columns.append(sa.Column(field_name, id_type(), primary_key=True))
+            # an internal table's key is any short string its class derives
+            # (a reply_with token, a delivery id): up to 255 code points
+            columns.append(sa.Column(field_name, id_type(255 if table.internal else 64), primary_key=True))
         elif spec.role == k.SCOPE:
             columns += _scope_columns()
             columns.append(sa.Column("scope_key", sa.String(64), nullable=False))

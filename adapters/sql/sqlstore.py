@@ -2,7 +2,12 @@
 
 from typing import Any
 
+from cortex_spec.a2a_held import HeldMethods
+from cortex_spec.a2a_replies import ReplyMethods
+from cortex_spec.a2a_resolutions import ResolutionMethods
+
 from .a2a import A2AMixin
+from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
@@ -14,9 +19,11 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-               GatewayOpenerMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
+class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
+               DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``
+    (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
+    ``a2a_discovery``: each commit of those is one transaction),
     ``memory``, ``catalog`` and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
@@ -27,7 +34,8 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMi
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
