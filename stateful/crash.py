@@ -4,6 +4,9 @@ It is the differential machine with the faults a real deployment adds, for
 the claims and sweeps the classes declare (:attr:`~.plugin.ClassMachines.claims`,
 :attr:`~.plugin.ClassMachines.sweeps`):
 
+* ``worker_commits_and_dies`` — a worker commits an exactly-once write
+  and dies before the acknowledgment: the retry returns the record with
+  ``fresh`` false and nothing happens twice (MACH-CRASH-3);
 * ``worker_claims_and_dies`` — a worker (its own store object on the same
   storage where the harness can reopen, else the shared one) wins a claim
   and is abandoned without finishing; no second claim of that row may
@@ -98,6 +101,47 @@ class CrashMachineBase(DifferentialMachineBase):
                     f"already holds the claim it made with {op.render()}", "MACH-CRASH-1"
                 )
 
+    # -- MACH-CRASH-3 ---------------------------------------------------------------------
+
+    @property
+    def redos(self) -> list[Any]:
+        return [r for m in self.plugins for r in m.redos]
+
+    @precondition(lambda self: bool(self.redos))
+    @rule(data=st.data())
+    def worker_commits_and_dies(self, data: st.DataObject) -> None:
+        self.stats.rules["worker_commits_and_dies"] += 1
+        redo = data.draw(st.sampled_from(tuple(self.redos)), "exactly-once write")
+        op = attrs.evolve(redo.make(self, data), at=self.clock.now())
+        clauses = ("MACH-CRASH-3", *redo.clauses)
+        worker = self.sut
+        own = "reopen" in self.harness.features
+        if own:
+            worker = self.harness.open(self.location, self.clock)
+        got = outcome_of(lambda: op(worker))  # committed; its acknowledgment is lost
+        if own:
+            worker.close()  # the worker is gone before it learned of its commit
+        ref_op = self.opaque.translate_op(op)
+        want = outcome_of(lambda: ref_op(self.ref))
+        if got.ok and want.ok:
+            self.opaque.bind(got.value, want.value)
+        self.stats.operations += 1
+        compare(op, self.opaque.translate_outcome(got), want, "the dying worker's commit", clause=clauses[0])
+        # the recovery: the same request again, at a later instant
+        self.clock.advance(milliseconds=1)
+        retry = attrs.evolve(op, at=self.clock.now())
+        again, expected = self.run_both(retry)
+        self.stats.operations += 1
+        if again != expected:
+            raise Mismatch(f"MACH-CRASH-3: the retry of a commit whose acknowledgment was lost differs from "
+                           f"the reference:\n  call:      {retry.render()}\n  backend:   {again.describe()}\n"
+                           f"  reference: {expected.describe()}", *clauses)
+        try:
+            self.whole_state_views_agree()
+        except Mismatch as exc:
+            raise Mismatch(f"MACH-CRASH-3: after a commit and its retry the store differs from the reference "
+                           f"after one commit:\n{exc}", *clauses) from None
+
     # -- MACH-CRASH-2 ---------------------------------------------------------------------
 
     @precondition(lambda self: bool(self.sweeps))
@@ -184,7 +228,7 @@ def _is_write(rule_name: str) -> bool:
 def has_faults(focus: str) -> bool:
     """Whether the machines of class ``focus`` (with the classes it requires)
     have any claim or sweep to fault."""
-    return any(m.claims or m.sweeps for m in plugins_for(closure({focus})))
+    return any(m.claims or m.sweeps or m.redos for m in plugins_for(closure({focus})))
 
 
 def run_crash(
@@ -226,6 +270,8 @@ def run_crash(
         plugged = plugins_for(classes)
         if not any(m.claims for m in plugged):
             skip.add("worker_claims_and_dies")
+        if not any(m.redos for m in plugged):
+            skip.add("worker_commits_and_dies")
         if not any(m.sweeps for m in plugged):
             skip.add("clock_jumps_and_sweeper_runs")
         budget = share(profile.crash_examples, machines.weight)

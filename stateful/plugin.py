@@ -34,9 +34,11 @@ What a class gives, and which machine uses it:
 * ``families`` — scenario families of the class's own (the A2A-RACE list,
   the four writers of a paused run, one GW-RACE each), each certified by a
   test of its own.
-* ``claims`` / ``sweeps`` — the crash machine's faults: a worker that wins
-  a claim and dies (no second claim may succeed while it stands,
-  MACH-CRASH-1), and a clock that jumps past every deadline before a
+* ``claims`` / ``redos`` / ``sweeps`` — the crash machine's faults: a
+  worker that wins a claim and dies (no second claim may succeed while it
+  stands, MACH-CRASH-1), a worker that dies between a commit and its
+  acknowledgment (the retry returns the record, nothing happens twice,
+  MACH-CRASH-3), and a clock that jumps past every deadline before a
   sweeper runs (it takes exactly what is due, MACH-CRASH-2).
 * ``tests`` — certification tests of the class's own that are neither
   (the gateway's driver model and its double opens).
@@ -63,6 +65,7 @@ __all__ = [
     "Race",
     "Family",
     "Claim",
+    "Redo",
     "Sweep",
     "MachineTest",
     "Builder",
@@ -147,6 +150,23 @@ class Claim:
 
 
 @attrs.frozen
+class Redo:
+    """An exactly-once write whose worker dies after the commit and before
+    its acknowledgment (MACH-CRASH-3).
+
+    ``make(machine, data)`` returns the write (creating what it needs
+    through ``machine.both`` first); the crash machine commits it on a
+    worker's own store, loses the result, closes the worker, and retries
+    the same call: the retry must equal the reference's retry (the recorded
+    result with ``fresh`` false), and the whole-state views must equal the
+    reference's after one commit.  A violation fails ``clauses`` too."""
+
+    name: str
+    make: Callable[[Any, Any], "Op"]
+    clauses: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class Sweep:
     """A sweeper that runs after the clock jumped by one of ``jumps`` past
     every instant the machine has used: ``run(machine)`` lists what is due
@@ -196,6 +216,8 @@ class ClassMachines:
     storm_ops: Callable[[World], list[Builder]] | None = None
     families: tuple[Family, ...] = ()
     claims: tuple[Claim, ...] = ()
+    #: exactly-once writes whose worker dies between commit and acknowledgment
+    redos: tuple[Redo, ...] = ()
     sweeps: tuple[Sweep, ...] = ()
     tests: tuple[MachineTest, ...] = ()
     #: the class's share of each machine budget of the profile

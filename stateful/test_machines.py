@@ -32,15 +32,16 @@ def _run(request: Any, name: str, body: Callable[[MachineStats], Any]) -> None:
 
 
 def _params(clauses: tuple[str, ...], cost: float, requires: tuple[str, ...] = (),
-            only: Callable[[str], bool] = lambda name: True) -> list:
+            only: Callable[[str], bool] = lambda name: True,
+            more: Callable[[str], tuple[str, ...]] = lambda name: ()) -> list:
     """One parameter per class with machines (that ``only`` accepts): its
-    clause, class, feature and cost marks (the cost scales with the class's
-    weight and differential cost)."""
+    clause (and ``more(name)``), class, feature and cost marks (the cost
+    scales with the class's weight and differential cost)."""
     out = []
     for name, machines in plugins().items():
         if not only(name):
             continue
-        marks = [pytest.mark.clause(*clauses), pytest.mark.cortex_classes(name),
+        marks = [pytest.mark.clause(*clauses, *more(name)), pytest.mark.cortex_classes(name),
                  pytest.mark.cortex_cost(round(cost * machines.cost * machines.weight, 1))]
         if requires:
             marks.append(pytest.mark.cortex_requires(*requires))
@@ -65,7 +66,16 @@ def test_concurrent(request, cls, cortex_harness, cortex_profile, cortex_declare
         cortex_harness, cortex_profile, cortex_declared, "mixed", stats, focus={cls}))
 
 
-@pytest.mark.parametrize("cls", _params(("MACH-CRASH-1", "MACH-CRASH-2"), 0.6, only=has_faults))
+def _redo_clauses(name: str) -> tuple[str, ...]:
+    """The clauses of the exactly-once writes the class's crash machine redoes."""
+    from cortex_spec.classes import closure
+    from cortex_spec.stateful.classes import plugins_for
+
+    return tuple(dict.fromkeys(c for m in plugins_for(closure({name})) for r in m.redos for c in r.clauses))
+
+
+@pytest.mark.parametrize("cls", _params(("MACH-CRASH-1", "MACH-CRASH-2", "MACH-CRASH-3"), 0.6, only=has_faults,
+                                        more=_redo_clauses))
 def test_crash(request, cls, cortex_harness, cortex_profile, cortex_declared):
     """Workers that claim and die, clock jumps and sweeps, in between ordinary
     traffic compared with the reference (for the classes with a claim or a
