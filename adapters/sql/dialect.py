@@ -104,6 +104,13 @@ class Dialect:
         """Set up a connection for one statement that is atomic on its own
         (every read of the store, and the writes that are one statement)."""
 
+    def driver_begin(self, dbapi_conn: Any) -> None:
+        """Begin a write transaction on a DBAPI connection (the driver path)."""
+
+    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
+        """Enter (``on``) or leave the mode in which a DBAPI connection runs
+        one statement atomically without BEGIN/COMMIT (the driver path)."""
+
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
 
@@ -175,6 +182,11 @@ class _Sqlite(Dialect):
             if conn.get_execution_options().get(WRITE_OPTION, False):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
 
+    def driver_begin(self, dbapi_conn: Any) -> None:
+        # the connection is in autocommit (isolation_level None): a statement
+        # outside BEGIN is its own transaction, which is the single mode
+        dbapi_conn.execute("BEGIN IMMEDIATE")
+
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         orig = exc.orig
         name = getattr(orig, "sqlite_errorname", "") or ""
@@ -230,6 +242,11 @@ class _Postgres(Dialect):
     def prepare_single(self, conn: sa.Connection) -> None:
         # one statement needs no BEGIN/COMMIT round trips
         conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
+        # psycopg: a local switch, no round trip; the driver begins a
+        # transaction with the first statement when it is off
+        dbapi_conn.autocommit = on
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})

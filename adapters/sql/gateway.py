@@ -362,6 +362,7 @@ class SqlGateway(SqlStoreBase):
         self._lock_timeout = lock_timeout
         self._schema_ready = False
         self._closed = False
+        self._init_driver()
         self._lock = lock
         self._lost = False
         self.namespace = namespace
@@ -427,7 +428,7 @@ class SqlGateway(SqlStoreBase):
                 found = GATEWAY_SCHEMA_VERSION
             return found
 
-        version = self._run(prepare, TX)
+        version = self._run_core(prepare, TX)
         if version != GATEWAY_SCHEMA_VERSION:
             raise StoreError(f"the gateway location has schema version {version}; "
                              f"this adapter reads version {GATEWAY_SCHEMA_VERSION}")

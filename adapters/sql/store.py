@@ -30,6 +30,7 @@ database (conditional statements and transactions).
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 import weakref
@@ -46,6 +47,7 @@ from cortex_spec.validation import INT64_MAX
 
 from . import dialect as dialects
 from .dialect import WRITE_OPTION, ErrorKind
+from .driver import DriverConnection, Statements
 from .schema import SCHEMA_VERSION, SCOPE_LEVELS, metadata, schema_info
 
 __all__ = ["SqlStoreBase"]
@@ -128,6 +130,7 @@ class SqlStoreBase:
             )
             self._owns_engine = True if owns_engine is None else owns_engine
         self._dialect = dialects.prepare_engine(self._engine)
+        self._init_driver()
         self._create_schema = create_schema
         self._lock_timeout = lock_timeout
         self._schema_ready = False
@@ -137,6 +140,11 @@ class SqlStoreBase:
     def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any):
         """``SqlStore.from_url("sqlite:////tmp/cortex.db", clock)``."""
         return cls(url, clock, **options)
+
+    def _init_driver(self) -> None:
+        """The driver path's state: prepared statements, the driver's errors."""
+        self._statements = Statements(self._engine)
+        self._dbapi_error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -196,7 +204,7 @@ class SqlStoreBase:
                 return None
             return conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
 
-        version = self._run(read_version, READ)
+        version = self._run_core(read_version, READ)
         if version is None:
             if not self._create_schema:
                 raise StoreError("the database has no cortex-spec schema (create_schema=False)")
@@ -210,7 +218,7 @@ class SqlStoreBase:
                     found = SCHEMA_VERSION
                 return found
 
-            version = self._run(create, TX)
+            version = self._run_core(create, TX)
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"the database has cortex-spec schema version {version}; "
@@ -266,11 +274,70 @@ class SqlStoreBase:
         self.ensure_schema()
         return self._run(fn, mode)
 
-    def _run(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
-        """The driver-facing loop of :meth:`_read`, :meth:`_write1`, :meth:`_tx`."""
+    def _run(self, fn: Callable[[Any], T], mode: str) -> T:
+        """The driver-facing loop of :meth:`_read`, :meth:`_write1`, :meth:`_tx`.
+
+        ``fn`` gets a :class:`.driver.DriverConnection` on a pooled DBAPI
+        connection (see :mod:`.driver`): no SQLAlchemy ``Connection``, no
+        execution events.  A write transaction is begun, committed and rolled
+        back on the DBAPI connection itself (SQLite ``BEGIN IMMEDIATE``; on
+        PostgreSQL the driver begins it with the first statement); a single
+        statement runs without one (SQLite's own statement transaction,
+        PostgreSQL autocommit).
+        """
         started = time.monotonic()
-        busy_attempts = 0
-        disconnects = 0
+        tries = [0, 0]  # lock contention, lost connections
+        ops = self._dialect
+        log = self._engine.logger if self._engine.logger.isEnabledFor(logging.INFO) else None
+        while True:
+            committing = False
+            fairy: Any = None
+            conn: DriverConnection | None = None
+            try:
+                fairy = self._engine.raw_connection()
+                dbapi = fairy.dbapi_connection
+                conn = DriverConnection(dbapi, self._statements, log)
+                if mode == TX:
+                    ops.driver_begin(dbapi)
+                    try:
+                        result = fn(conn)
+                        committing = True
+                        dbapi.commit()
+                    except BaseException:
+                        _rollback(fairy)
+                        raise
+                else:
+                    ops.driver_single(dbapi, True)
+                    try:
+                        committing = mode == WRITE1  # the statement is its own commit
+                        result = fn(conn)
+                    finally:
+                        try:
+                            ops.driver_single(dbapi, False)
+                        except Exception:  # noqa: BLE001 - a broken connection: never reused
+                            fairy.invalidate()
+                return result
+            except CortexError:
+                raise  # a refusal from fn: the transaction rolled back
+            except ControlFlow:
+                raise  # internal signal of a mixin (the transaction rolled back)
+            except self._dbapi_error as raw:
+                self._retry_or_raise(self._wrap(raw, fairy, conn), mode, committing, started, tries)
+            except sa.exc.DBAPIError as exc:  # the pool's own wrapping (connect errors)
+                self._retry_or_raise(exc, mode, committing, started, tries)
+            except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
+                raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
+            finally:
+                if conn is not None:
+                    conn.close()
+                if fairy is not None:
+                    fairy.close()
+
+    def _run_core(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
+        """:meth:`_run` on a SQLAlchemy ``Connection``, for the work that needs
+        one (creating the schema: inspection, ``create_all``)."""
+        started = time.monotonic()
+        tries = [0, 0]
         while True:
             committing = False
             try:
@@ -288,35 +355,68 @@ class SqlStoreBase:
             except CortexError:
                 raise  # a refusal from fn: the transaction rolled back
             except sa.exc.DBAPIError as exc:
-                kind = self._dialect.classify(exc)
-                if kind is ErrorKind.UNIQUE:
-                    raise AlreadyExists("an entity with this key already exists") from exc
-                if kind is ErrorKind.DISCONNECT:
-                    if committing and mode != READ:
-                        raise StoreError(
-                            "the database connection was lost while the write was being "
-                            "committed; it happened entirely or not at all"
-                        ) from exc
-                    disconnects += 1
-                    if disconnects <= _DISCONNECT_RETRIES:
-                        continue  # nothing was committed: retry on a fresh connection
-                    raise StoreError(f"the database connection keeps failing: {exc.orig}") from exc
-                if kind is ErrorKind.BUSY:
-                    busy_attempts += 1
-                    waited = time.monotonic() - started
-                    if waited < self._lock_timeout:
-                        delay = min(0.002 * 2 ** min(busy_attempts, 6), 0.1)
-                        time.sleep(delay * (0.5 + random.random()))
-                        continue  # rolled back: retry the whole transaction
-                    raise StoreError(
-                        f"the database stayed locked for {waited:.1f}s "
-                        f"({busy_attempts} attempts): {exc.orig}"
-                    ) from exc
-                raise StoreError(f"database error: {exc.orig}") from exc
+                self._retry_or_raise(exc, mode, committing, started, tries)
             except ControlFlow:
                 raise  # internal signal of a mixin (the transaction rolled back)
             except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
+
+    def _wrap(self, raw: Exception, fairy: Any, conn: "DriverConnection | None") -> sa.exc.DBAPIError:
+        """A raw driver error as SQLAlchemy's ``Connection`` would raise it; a
+        lost connection invalidates the pool, as ``Connection`` does."""
+        dialect = self._engine.dialect
+        dbapi = None if fairy is None else fairy.dbapi_connection
+        try:
+            lost = bool(dialect.is_disconnect(raw, dbapi, None))
+        except Exception:  # noqa: BLE001 - cannot tell: treat as any other error
+            lost = False
+        if lost and fairy is not None and fairy.is_valid:
+            self._engine.pool._invalidate(fairy, raw)
+        wrapped = sa.exc.DBAPIError.instance(
+            None if conn is None else conn.last_sql, None if conn is None else conn.last_params,
+            raw, dialect.loaded_dbapi.Error, hide_parameters=self._engine.hide_parameters,
+            connection_invalidated=lost, dialect=dialect)
+        if not isinstance(wrapped, sa.exc.DBAPIError):  # never: every driver error is wrapped
+            raise StoreError(f"database error: {raw}") from raw
+        return wrapped
+
+    def _retry_or_raise(self, exc: sa.exc.DBAPIError, mode: str, committing: bool,
+                        started: float, tries: list[int]) -> None:
+        """Map a driver error: return to retry the call, or raise."""
+        kind = self._dialect.classify(exc)
+        if kind is ErrorKind.UNIQUE:
+            raise AlreadyExists("an entity with this key already exists") from exc
+        if kind is ErrorKind.DISCONNECT:
+            if committing and mode != READ:
+                raise StoreError(
+                    "the database connection was lost while the write was being "
+                    "committed; it happened entirely or not at all"
+                ) from exc
+            tries[1] += 1
+            if tries[1] <= _DISCONNECT_RETRIES:
+                return  # nothing was committed: retry on a fresh connection
+            raise StoreError(f"the database connection keeps failing: {exc.orig}") from exc
+        if kind is ErrorKind.BUSY:
+            # SQLite: the busy handler already waited busy_timeout for the lock
+            tries[0] += 1
+            waited = time.monotonic() - started
+            if waited < self._lock_timeout:
+                delay = min(0.002 * 2 ** min(tries[0], 6), 0.1)
+                time.sleep(delay * (0.5 + random.random()))
+                return  # rolled back: retry the whole transaction
+            raise StoreError(
+                f"the database stayed locked for {waited:.1f}s "
+                f"({tries[0]} attempts): {exc.orig}"
+            ) from exc
+        raise StoreError(f"database error: {exc.orig}") from exc
+
+
+def _rollback(fairy: Any) -> None:
+    """Roll back a failed transaction; a connection that cannot is never reused."""
+    try:
+        fairy.dbapi_connection.rollback()
+    except Exception:  # noqa: BLE001 - the original error is what the caller sees
+        fairy.invalidate()
 
 
 # -- row codecs shared by the mixins ----------------------------------------------------
