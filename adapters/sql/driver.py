@@ -57,7 +57,7 @@ class Prepared:
     parameters from the call's dict, and how to build its rows."""
 
     __slots__ = ("sql", "names", "defaults", "processors", "positional", "returns_rows",
-                 "column_names", "result_processors", "row_type")
+                 "column_names", "result_processors", "row_type", "reads_only")
 
     def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None) -> None:
         dialect = engine.dialect
@@ -79,6 +79,8 @@ class Prepared:
             raise StoreError(f"statement not supported on the driver path (escaped parameter "
                              f"names): {compiled.string}")
         self.sql: str = compiled.string
+        #: a plain SELECT (no data-modifying WITH): it never changes a row
+        self.reads_only = isinstance(stmt, sa.Select) and self.sql.lstrip()[:4].upper() != "WITH"
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         self.positional = bool(dialect.positional)
         if self.positional:
@@ -189,7 +191,7 @@ class DriverConnection:
     on the call's pooled DBAPI connection.  Driver errors propagate raw;
     :meth:`.store.SqlStoreBase._run` wraps and maps them."""
 
-    __slots__ = ("dbapi", "_statements", "_cursor", "_log", "last_sql", "last_params")
+    __slots__ = ("dbapi", "_statements", "_cursor", "_log", "last_sql", "last_params", "changed")
 
     def __init__(self, dbapi: Any, statements: Statements, log: Any = None) -> None:
         self.dbapi = dbapi
@@ -199,6 +201,9 @@ class DriverConnection:
         #: the statement being run (for the wrapped error's message)
         self.last_sql: str | None = None
         self.last_params: Any = None
+        #: whether a statement may have changed a row (a refused transaction
+        #: that changed none is ended with COMMIT, see SqlStoreBase._run)
+        self.changed = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
         prepared = self._statements.get(stmt, params)
@@ -210,13 +215,19 @@ class DriverConnection:
         if cursor is None:
             cursor = self._cursor = self.dbapi.cursor()
         cursor.execute(prepared.sql, args)
-        if cursor.description is not None:
+        if cursor.description is None:
+            result = Result([], cursor.rowcount)
+            fetched = None
+        else:
             fetched = cursor.fetchall()
-            rowcount = len(fetched)
+            result = Result([], len(fetched))
+        if not prepared.reads_only and result.rowcount != 0:
+            self.changed = True  # -1 (unknown) counts as a change
+        if fetched is not None:
             if prepared.row_type is None or len(cursor.description) != len(prepared.column_names):
                 raise StoreError(f"unexpected result columns from: {prepared.sql}")
-            return Result(prepared.rows(fetched), rowcount)
-        return Result([], cursor.rowcount)
+            result._rows = prepared.rows(fetched)
+        return result
 
     def close(self) -> None:
         cursor, self._cursor = self._cursor, None

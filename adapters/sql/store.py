@@ -301,7 +301,14 @@ class SqlStoreBase:
                     ops.driver_begin(dbapi)
                     try:
                         result = fn(conn)
-                        committing = True
+                    except (CortexError, ControlFlow):
+                        _end_refused(fairy, conn.changed)
+                        raise
+                    except BaseException:
+                        _rollback(fairy)
+                        raise
+                    committing = True
+                    try:
                         dbapi.commit()
                     except BaseException:
                         _rollback(fairy)
@@ -409,6 +416,21 @@ class SqlStoreBase:
                 f"({tries[0]} attempts): {exc.orig}"
             ) from exc
         raise StoreError(f"database error: {exc.orig}") from exc
+
+
+def _end_refused(fairy: Any, changed: bool) -> None:
+    """End a transaction that ``fn`` refused: roll back what it changed; one
+    that changed no row is committed instead, to the same effect — psycopg
+    answers every ROLLBACK by discarding the connection's prepared
+    statements (``DEALLOCATE ALL``, one more round trip, and every statement
+    planned afresh), which made each refused claim cost two."""
+    if changed:
+        _rollback(fairy)
+        return
+    try:
+        fairy.dbapi_connection.commit()
+    except Exception:  # noqa: BLE001 - nothing was written either way; the refusal stands
+        _rollback(fairy)
 
 
 def _rollback(fairy: Any) -> None:
