@@ -15,14 +15,16 @@ the scope levels.  How each promise is kept:
   stored envelope; a reused id with other fields is the primary key's
   ``AlreadyExists``.
 * **Claims** (delivery claim, bind, finish, read mark, ask claim) are one
-  conditional ``UPDATE`` whose ``WHERE`` holds the whole decision — state,
-  claim token, ``run_id IS NULL``, ``claimed_at IS NULL`` … — followed by a
-  read of the row in the same transaction (the row lock is ours until the
-  commit, so the row returned is the row the claim wrote, A2A-DLV-5).  A
-  claim that matched nothing is classified by a read of the row in the same
-  transaction; if that read finds the claim possible after all (PostgreSQL
-  READ COMMITTED: the row changed between the two statements), the
-  ``UPDATE`` runs again.
+  conditional ``UPDATE ... RETURNING`` whose ``WHERE`` holds the whole
+  decision — state, claim token, ``run_id IS NULL``, ``claimed_at IS NULL``
+  … — run as one statement without an explicit transaction (atomic on its
+  own); the row it returns is the row the claim wrote (A2A-DLV-5).  A claim
+  that matched nothing wrote nothing and is classified by a read of the row
+  (a later snapshot); if that read finds the claim possible after all (the
+  row changed between the two statements), the ``UPDATE`` runs again.
+  (Measured, issue 14: the former transaction — UPDATE, read, COMMIT — was
+  four round trips on PostgreSQL where this is one, and held SQLite's write
+  lock across the Python between its statements.)
 * **Stale reclaim** (A2A-RCL-5) selects the candidates (id and claim token)
   in one read, then moves each with its own ``UPDATE ... WHERE id = :id AND
   claim_token = :token AND state = 'delivering' AND run_id IS NULL AND
@@ -460,8 +462,13 @@ def _pending_by_conversation(depth: int) -> sa.Select:
 
 @lru_cache(maxsize=None)
 def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
-    """The claims: one UPDATE whose WHERE is the whole decision."""
+    """The claims: one UPDATE whose WHERE is the whole decision, returning
+    the row as it wrote it."""
     t = _TABLES[table_name]
+    return _conditional_update_of(t, depth, what).returning(*t.c)
+
+
+def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     key = t.c.reply_with if t is a2a_asks else t.c.id
     mine = [key == sa.bindparam("w_id"), _seen(t, depth)]
     now = sa.bindparam("w_now")
@@ -502,24 +509,29 @@ class A2AMixin(SqlStoreBase):
 
     def _a2a_claim(self, table: sa.Table, ctx: Any, key: str, what: str, params: dict[str, Any],
                decode_row: Callable, classify: Callable[[Any], Any]):
-        """Run the conditional UPDATE ``what``; on a win return the row as
-        written; on a loss ``classify(row or None)`` returns the row to give
-        back (a repeat), raises the refusal, or returns ``_Again``."""
+        """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
+        no explicit transaction); on a win return the row as written; on a
+        loss ``classify(row or None)``, with the row read afresh, returns the
+        row to give back (a repeat), raises the refusal, or returns ``_Again``."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
         read = _by_key(table.name, ctx.scope.depth)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
-        def attempt(conn):
-            for _ in range(_ATTEMPTS):
-                if conn.execute(update, params).rowcount == 1:
-                    return decode_row(conn.execute(read, params).one())
-                row = conn.execute(read, params).one_or_none()
-                verdict = classify(None if row is None else decode_row(row))
-                if verdict is not _Again:
-                    return verdict
-            raise StoreError(f"the {what} of {key} kept racing concurrent writes")
+        def claim(conn):
+            return conn.execute(update, params).one_or_none()
 
-        return self._tx(attempt)
+        def reread(conn):
+            return conn.execute(read, params).one_or_none()
+
+        for _ in range(_ATTEMPTS):
+            row = self._write1(claim)
+            if row is not None:
+                return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
+            row = self._read(reread)
+            verdict = classify(None if row is None else decode_row(row))
+            if verdict is not _Again:
+                return verdict
+        raise StoreError(f"the {what} of {key} kept racing concurrent writes")
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
 

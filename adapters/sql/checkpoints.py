@@ -1,9 +1,12 @@
 """Class ``checkpoints`` on SQL (spec: checkpoints.md).
 
-``resolve`` is one conditional UPDATE ``... WHERE id = :id AND <visible> AND
-state = 'pending'``: of concurrent resolves exactly one matches the row
-(CP-RESOLVE-4).  A loser is classified by a read in the same transaction:
-no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
+``resolve`` is one conditional ``UPDATE ... WHERE id = :id AND <visible> AND
+state = 'pending' RETURNING ...``, run as one statement without an explicit
+transaction: of concurrent resolves exactly one matches the row
+(CP-RESOLVE-4), and it returns the row as written.  A loser wrote nothing
+and is classified by a read of the row (a later snapshot): no visible row →
+``CheckpointNotFound``, a resolved one → ``InvalidState``, a pending one
+(the row changed between the two statements) → the UPDATE runs again.
 """
 
 from __future__ import annotations
@@ -199,20 +202,23 @@ class CheckpointsMixin(SqlStoreBase):
         resolve, read_state = _resolve_statements(scope.depth)
 
         def write(conn):
-            for _ in range(_RESOLVE_ATTEMPTS):
-                row = conn.execute(resolve, params).one_or_none()
-                if row is not None:
-                    return _checkpoint_from_row(row)  # the winner: as stored
-                state = conn.execute(read_state, params).scalar_one_or_none()
-                if state is None:
-                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
-                if state != _PENDING:
-                    # CP-RESOLVE-3: the first decision stays
-                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-                # created between the two statements (READ COMMITTED): try again
-            raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
+            return conn.execute(resolve, params).one_or_none()
 
-        return self._tx(write)
+        def read(conn):
+            return conn.execute(read_state, params).scalar_one_or_none()
+
+        for _ in range(_RESOLVE_ATTEMPTS):
+            row = self._write1(write)
+            if row is not None:
+                return _checkpoint_from_row(row)  # the winner: as stored
+            state = self._read(read)
+            if state is None:
+                raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
+            if state != _PENDING:
+                # CP-RESOLVE-3: the first decision stays
+                raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
+            # created between the two statements: try again
+        raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
     def _pending_query(self, ctx, filter):
         scope = require_scope(ctx)

@@ -8,8 +8,8 @@ SQLAlchemy Core.  What they cannot say portably lives here:
   PostgreSQL isolation level and pre-ping;
 * the column type of ids and other ordered text (binary collation:
   ``COLLATE "C"`` on PostgreSQL, SQLite's default ``BINARY``);
-* the lock a schema creation takes, and the share lock the resume claim
-  takes on the suspension it returns;
+* the lock a schema creation takes, and the one statement that claims a
+  run and returns its suspension (:meth:`Dialect.claim_returning`);
 * classifying driver errors: unique violation, lock contention to retry,
   lost connection.
 
@@ -114,16 +114,19 @@ class Dialect:
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
 
-    def share_lock(self, stmt: sa.Select) -> sa.Select:
-        """``stmt`` that also keeps the selected rows from being deleted until
-        the transaction ends (no-op where the write lock already does)."""
-        return stmt
-
     def row_lock(self, stmt: sa.Select) -> sa.Select:
         """``stmt`` that also locks the selected rows for update until the
         transaction ends, so a decision read and the write it leads to see
         one state (no-op where the write lock already serialises writers)."""
         return stmt
+
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        """One statement that runs the conditional UPDATE ``claim`` and, when
+        it changed a row, returns the row ``read`` selects (at most one row,
+        of another table) as it is when the statement commits, which no
+        concurrent statement can delete before then.  No row returned: the
+        claim changed nothing."""
+        raise NotImplementedError
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         if exc.connection_invalidated:
@@ -186,6 +189,15 @@ class _Sqlite(Dialect):
         # the connection is in autocommit (isolation_level None): a statement
         # outside BEGIN is its own transaction, which is the single mode
         dbapi_conn.execute("BEGIN IMMEDIATE")
+
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
+        # statement holds the write lock from its start to its commit, so the
+        # row read is the row at the claim's instant
+        return claim.returning(*[
+            read.with_only_columns(col).scalar_subquery().label(col.key)
+            for col in read.selected_columns
+        ])
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         orig = exc.orig
@@ -251,8 +263,16 @@ class _Postgres(Dialect):
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
 
-    def share_lock(self, stmt: sa.Select) -> sa.Select:
-        return stmt.with_for_update(read=True)  # FOR SHARE
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        # WITH read AS (SELECT ... FOR SHARE), claim AS (UPDATE ... AND
+        # EXISTS (SELECT FROM read) RETURNING 1) SELECT read.* WHERE EXISTS
+        # (SELECT FROM claim): the read row is share-locked before the UPDATE
+        # (a concurrent DELETE waits for the commit; one that committed first
+        # leaves "read" empty, and then the UPDATE matches nothing)
+        locked = read.with_for_update(read=True).cte("cortex_read")
+        changed = claim.where(sa.exists().select_from(locked)).returning(sa.literal(1)).cte(
+            "cortex_claim")
+        return sa.select(*locked.c).where(sa.exists().select_from(changed))
 
     def row_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update()  # FOR UPDATE: waits, then reads the committed row
