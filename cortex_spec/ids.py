@@ -11,6 +11,8 @@ True
 
 from __future__ import annotations
 
+import re
+
 from typeid import TypeID
 
 from .errors import InvalidArgument
@@ -64,12 +66,21 @@ def new_id(prefix: str) -> str:
     return str(TypeID(prefix=prefix))
 
 
+#: A TypeID suffix the library accepts: 26 characters of its base32 alphabet
+#: (``0-9a-z`` without ``i l o u``), the first at most ``7`` (128 bits).
+_SUFFIX = re.compile(r"[0-7][0-9a-hjkmnp-tv-z]{25}")
+
+
 def is_id(value: object, prefix: str) -> bool:
     """True iff ``value`` is a well-formed TypeID string with ``prefix``."""
     if not isinstance(value, str) or len(value) != len(prefix) + 27:
         return False
     if not value.startswith(prefix + "_"):
         return False
+    # the library's own checks, as one match (parsing costs ~6 us per id on
+    # every store call); anything it does not match gets the library's verdict
+    if _SUFFIX.fullmatch(value, len(prefix) + 1) is not None:
+        return True
     try:
         return TypeID.from_string(value).prefix == prefix
     except Exception:  # the library raises several unrelated classes

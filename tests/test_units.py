@@ -59,6 +59,32 @@ def test_check_id_refuses(value):
         ids.check_id(value, ids.RUN, "run_id")
 
 
+def test_is_id_fast_path_agrees_with_the_typeid_library():
+    """ids.is_id accepts by one regular expression; it must accept exactly
+    what TypeID.from_string accepts (with the prefix)."""
+    import random
+
+    from typeid import TypeID
+
+    def library(value):
+        try:
+            return TypeID.from_string(value).prefix == ids.RUN
+        except Exception:  # noqa: BLE001 - any refusal
+            return False
+
+    rng = random.Random(14)
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCZ_-\x00 "
+    good = ids.new_id(ids.RUN)
+    samples = [good, good[:-1] + "u", good[:-1] + "i", good[:-1] + "L", good.replace("_", "_8", 1)[:-1]]
+    for _ in range(3000):
+        chars = list(good)
+        for _ in range(rng.randint(1, 3)):
+            chars[rng.randrange(len("arun_"), len(chars))] = rng.choice(alphabet)
+        samples.append("".join(chars))
+    for value in samples:
+        assert ids.is_id(value, ids.RUN) == library(value), value
+
+
 def test_optional_id():
     assert ids.check_optional_id(None, ids.RUN, "x") is None
     with pytest.raises(errors.InvalidArgument):
