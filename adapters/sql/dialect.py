@@ -111,6 +111,11 @@ class Dialect:
         """Enter (``on``) or leave the mode in which a DBAPI connection runs
         one statement atomically without BEGIN/COMMIT (the driver path)."""
 
+    def driver_usable(self, dbapi_conn: Any) -> bool:
+        """Whether an idle connection kept checked out may serve a call (what
+        the engine's checkout event checks, see :class:`.driver.IdleConnections`)."""
+        return True
+
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
 
@@ -160,6 +165,9 @@ class _Sqlite(Dialect):
             "pool_size": pool_size,
             "max_overflow": pool_size,
             "pool_timeout": 60,
+            # the store ends every transaction itself (commit, rollback or a
+            # discarded connection): no ROLLBACK on every return to the pool
+            "pool_reset_on_return": None,
             "connect_args": {"timeout": busy_timeout, "check_same_thread": False},
         }
 
@@ -237,6 +245,7 @@ class _Postgres(Dialect):
             "pool_size": pool_size,
             "max_overflow": pool_size,
             "pool_timeout": 60,
+            "pool_reset_on_return": None,  # see the SQLite engine
             "isolation_level": "READ COMMITTED",
             "connect_args": {"application_name": application_name, "connect_timeout": 10},
         }
@@ -248,8 +257,11 @@ class _Postgres(Dialect):
             # restart) has its socket readable while idle: refuse it here and
             # the pool connects afresh, instead of failing the next statement.
             # A local poll, not a round trip (unlike a pre-ping).
-            if dbapi_conn.closed or _socket_readable(dbapi_conn):
+            if not self.driver_usable(dbapi_conn):
                 raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+    def driver_usable(self, dbapi_conn: Any) -> bool:
+        return not (dbapi_conn.closed or _socket_readable(dbapi_conn))
 
     def prepare_single(self, conn: sa.Connection) -> None:
         # one statement needs no BEGIN/COMMIT round trips
@@ -356,4 +368,7 @@ def create_engine(
     )
     ops.configure(engine, synchronous=synchronous)
     _CONFIGURED.add(engine)
+    from .driver import install_idle  # the driver path's idle connections
+
+    install_idle(engine, ops.driver_usable)
     return engine

@@ -36,6 +36,7 @@ statement object itself.
 
 from __future__ import annotations
 
+import copy
 import keyword
 from collections import namedtuple
 from typing import Any, Callable, Iterator
@@ -45,22 +46,39 @@ from sqlalchemy.engine import Engine
 
 from cortex_spec.errors import StoreError
 
-__all__ = ["Prepared", "Statements", "DriverConnection", "Result"]
+__all__ = ["DriverConnection", "IdleConnections", "Prepared", "Result", "Statements", "idle_of",
+           "install_idle", "named_dialect"]
 
 #: A store's prepared statements stop growing past this many (a statement
 #: built per call is a bug, not something to cache forever).
 _MAX_PREPARED = 4096
 
 
+def named_dialect(dialect: Any) -> Any:
+    """``dialect`` compiling named parameters: SQLite's ``?`` becomes ``:name``
+    (``sqlite3`` takes a dict), so a call's parameters are its dict, merged
+    with the statement's constants, instead of a list built name by name (a
+    claim repeats its parameters dozens of times).  PostgreSQL's
+    ``%(name)s`` already is."""
+    if not dialect.positional:
+        return dialect
+    if dialect.name != "sqlite":
+        raise StoreError(f"the driver path supports SQLite and PostgreSQL, not {dialect.name!r}")
+    named = copy.copy(dialect)  # shares the type caches; only the placeholders differ
+    named.paramstyle, named.positional = "named", False
+    return named
+
+
 class Prepared:
     """One Core statement rendered for one engine: SQL text, how to build its
     parameters from the call's dict, and how to build its rows."""
 
-    __slots__ = ("sql", "names", "defaults", "processors", "positional", "returns_rows",
-                 "column_names", "result_processors", "row_type", "reads_only")
+    __slots__ = ("sql", "defaults", "required", "processors", "returns_rows",
+                 "column_names", "result_processors", "row_type", "reads_only", "checked")
 
-    def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None) -> None:
-        dialect = engine.dialect
+    def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None,
+                 dialect: Any = None) -> None:
+        dialect = dialect if dialect is not None else named_dialect(engine.dialect)
         translate = engine.get_execution_options().get("schema_translate_map")
         kwargs: dict[str, Any] = {}
         if keys is not None:
@@ -75,40 +93,43 @@ class Prepared:
         if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None):
             raise StoreError(f"statement not supported on the driver path (client-side column "
                              f"defaults): {compiled.string}")
-        if getattr(compiled, "escaped_bind_names", None):
-            raise StoreError(f"statement not supported on the driver path (escaped parameter "
-                             f"names): {compiled.string}")
+        if getattr(compiled, "escaped_bind_names", None) or compiled.positional:
+            raise StoreError(f"statement not supported on the driver path (escaped or positional "
+                             f"parameters): {compiled.string}")
         self.sql: str = compiled.string
         #: a plain SELECT (no data-modifying WITH): it never changes a row
         self.reads_only = isinstance(stmt, sa.Select) and self.sql.lstrip()[:4].upper() != "WITH"
         binds = {name: bind for bind, name in compiled.bind_names.items()}
-        self.positional = bool(dialect.positional)
-        if self.positional:
-            names = list(compiled.positiontup or ())
-        else:
-            names = list(dict.fromkeys(compiled.bind_names.values()))
-        self.names: tuple[str, ...] = tuple(names)
-        self.defaults: tuple[Any, ...] = tuple(binds[n].effective_value for n in names)
-        processors = [binds[n].type.dialect_impl(dialect).bind_processor(dialect) for n in names]
-        self.processors: tuple[Callable[[Any], Any] | None, ...] | None = (
-            tuple(processors) if any(p is not None for p in processors) else None)
+        #: the statement's own values (constants, literals); a call's
+        #: parameter of the same name wins, as with SQLAlchemy
+        self.defaults: dict[str, Any] = {
+            n: b.effective_value for n, b in binds.items() if not b.required}
+        self.required: frozenset[str] = frozenset(n for n, b in binds.items() if b.required)
+        processors = ((n, b.type.dialect_impl(dialect).bind_processor(dialect)) for n, b in binds.items())
+        self.processors: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+            (n, p) for n, p in processors if p is not None)
         columns = list(getattr(stmt, "exported_columns", ()) or ())
         self.returns_rows = bool(columns)
         self.column_names = tuple(_field_name(c, i) for i, c in enumerate(columns))
         result = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
         self.result_processors = tuple(result) if any(p is not None for p in result) else None
         self.row_type: Any = namedtuple("Row", self.column_names, rename=True) if columns else None
+        #: the driver's result columns were compared with the statement's once
+        self.checked = False
 
-    def parameters(self, params: dict[str, Any] | None) -> Any:
-        """The driver's parameters (a list for ``?``, a dict for ``%(name)s``)."""
+    def parameters(self, params: dict[str, Any] | None) -> dict[str, Any]:
+        """The driver's parameters: the call's, over the statement's own."""
         if params is None:
             params = {}
-        values = [params.get(n, d) for n, d in zip(self.names, self.defaults)]
-        if self.processors is not None:
-            values = [v if p is None or v is None else p(v) for p, v in zip(self.processors, values)]
-        if self.positional:
-            return values
-        return dict(zip(self.names, values))
+        if not self.required <= params.keys():
+            missing = ", ".join(sorted(self.required - params.keys()))
+            raise StoreError(f"no value for the parameter(s) {missing} of: {self.sql}")
+        merged = {**self.defaults, **params} if self.defaults or self.processors else params
+        for name, process in self.processors:
+            value = merged.get(name)
+            if value is not None:
+                merged[name] = process(value)
+        return merged
 
     def rows(self, fetched: list[tuple]) -> list[Any]:
         make = self.row_type._make
@@ -127,26 +148,131 @@ def _field_name(column: Any, i: int) -> str:
 
 
 class Statements:
-    """A store's prepared statements, by statement object (and, for INSERT
-    and UPDATE, the parameter names, which decide the columns written)."""
+    """A store's prepared statements, by statement object (and, for an
+    INSERT or UPDATE whose columns come from the call's parameters, by the
+    parameter names, which decide the columns written — as SQLAlchemy's
+    ``column_keys``)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._cache: dict[Any, Prepared] = {}
+        self.dialect = named_dialect(engine.dialect)
+        self._plain: dict[Any, Prepared] = {}  # by statement
+        self._keyed: dict[tuple[Any, tuple[str, ...]], Prepared] = {}  # by statement and names
 
     def get(self, stmt: Any, params: dict[str, Any] | None) -> Prepared:
-        if isinstance(stmt, sa.sql.dml.ValuesBase) and params:
-            key: Any = (stmt, tuple(sorted(params)))
-            keys: tuple[str, ...] | None = key[1]
-        else:
-            key, keys = stmt, None
-        prepared = self._cache.get(key)
+        prepared = self._plain.get(stmt)
+        if prepared is not None:
+            return prepared
+        if not _columns_from_parameters(stmt) or not params:
+            prepared = self._plain[stmt] = self._prepare(stmt, None)
+            return prepared
+        keys = tuple(sorted(params))
+        prepared = self._keyed.get((stmt, keys))
         if prepared is None:
-            prepared = Prepared(stmt, self.engine, keys)
-            if len(self._cache) >= _MAX_PREPARED:
-                self._cache.clear()
-            self._cache[key] = prepared
+            prepared = self._keyed[(stmt, keys)] = self._prepare(stmt, keys)
         return prepared
+
+    def _prepare(self, stmt: Any, keys: tuple[str, ...] | None) -> Prepared:
+        if len(self._plain) + len(self._keyed) >= _MAX_PREPARED:
+            self._plain.clear()
+            self._keyed.clear()
+        return Prepared(stmt, self.engine, keys, self.dialect)
+
+
+def _columns_from_parameters(stmt: Any) -> bool:
+    """An INSERT or UPDATE without ``.values()`` (nor ``from_select``) takes
+    its columns from the parameters it is executed with."""
+    return (isinstance(stmt, sa.sql.dml.ValuesBase) and not stmt._values
+            and getattr(stmt, "select", None) is None)
+
+
+class IdleConnections:
+    """Pooled connections kept checked out between calls, last in first out.
+
+    Checking a connection out of SQLAlchemy's ``QueuePool`` and back in
+    (``_ConnectionFairy``, the queue's condition variable, the weak
+    reference, the reset) cost about 11 µs a call, a quarter of a refused
+    claim's Python; taking it from this list is a ``list.pop``.  It lives on
+    the pool object (so every store on an engine shares it, and a disposed
+    pool's connections are never reused), holds at most ``limit``
+    connections (the pool's ``pool_size``: the overflow stays available to
+    the engine's other users), and is only installed on engines the store
+    configured itself (:func:`.dialect.create_engine`), whose only checkout
+    event is the one ``usable`` repeats: PostgreSQL's local socket poll that
+    refuses a connection the server closed.  A lost connection empties it
+    (as it invalidates the pool).
+    """
+
+    def __init__(self, limit: int, usable: Callable[[Any], bool]) -> None:
+        self.limit = limit
+        self._usable = usable
+        self._idle: list[Any] = []
+
+    def get(self) -> Any:
+        """An idle checked-out connection that is still usable, or None."""
+        idle = self._idle
+        while True:
+            try:
+                fairy = idle.pop()
+            except IndexError:
+                return None
+            if fairy.is_valid and self._usable(fairy.dbapi_connection):
+                return fairy
+            _discard(fairy)
+
+    def put(self, fairy: Any) -> bool:
+        """Keep ``fairy`` for the next call; False: full, close it instead."""
+        if len(self._idle) >= self.limit or not fairy.is_valid:
+            return False
+        self._idle.append(fairy)
+        return True
+
+    def drain(self, discard: bool = False) -> None:
+        """Give every idle connection back to the pool (``discard``: close them)."""
+        while True:
+            try:
+                fairy = self._idle.pop()
+            except IndexError:
+                return
+            if discard:
+                _discard(fairy)
+            else:
+                fairy.close()
+
+
+def _discard(fairy: Any) -> None:
+    try:
+        fairy.invalidate()
+    finally:
+        fairy.close()
+
+
+_IDLE = "_cortex_idle_connections"
+
+
+def install_idle(engine: Engine, usable: Callable[[Any], bool]) -> None:
+    """Give ``engine``'s pool (now, and after every ``dispose``) an
+    :class:`IdleConnections`; a disposed pool's idle connections are closed."""
+    def attach() -> None:
+        size = engine.pool.size() if isinstance(engine.pool, sa.pool.QueuePool) else 0
+        if size > 0:
+            setattr(engine.pool, _IDLE, IdleConnections(size, usable))
+
+    attach()
+    old: list[Any] = [engine.pool]
+
+    @sa.event.listens_for(engine, "engine_disposed")
+    def _on_dispose(_engine: Any) -> None:
+        cache = getattr(old[0], _IDLE, None)
+        if cache is not None:
+            cache.drain(discard=True)
+        old[0] = engine.pool
+        attach()
+
+
+def idle_of(engine: Engine) -> IdleConnections | None:
+    """The idle connections of ``engine``'s pool (None: not installed)."""
+    return getattr(engine.pool, _IDLE, None)
 
 
 class Result:
@@ -191,12 +317,15 @@ class DriverConnection:
     on the call's pooled DBAPI connection.  Driver errors propagate raw;
     :meth:`.store.SqlStoreBase._run` wraps and maps them."""
 
-    __slots__ = ("dbapi", "_statements", "_cursor", "_log", "last_sql", "last_params", "changed")
+    __slots__ = ("dbapi", "_statements", "_cursor", "_log", "last_sql", "last_params", "changed",
+                 "writing")
 
-    def __init__(self, dbapi: Any, statements: Statements, log: Any = None) -> None:
+    def __init__(self, dbapi: Any, statements: Statements, log: Any = None, cursor: Any = None) -> None:
         self.dbapi = dbapi
         self._statements = statements
-        self._cursor: Any = None
+        #: the connection's cursor, reused from call to call (psycopg builds
+        #: an adapter map for every new cursor: ~5 us)
+        self._cursor: Any = cursor
         self._log = log
         #: the statement being run (for the wrapped error's message)
         self.last_sql: str | None = None
@@ -204,6 +333,8 @@ class DriverConnection:
         #: whether a statement may have changed a row (a refused transaction
         #: that changed none is ended with COMMIT, see SqlStoreBase._run)
         self.changed = False
+        #: whether the statement running (or the last one, if it failed) writes
+        self.writing = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
         prepared = self._statements.get(stmt, params)
@@ -214,22 +345,31 @@ class DriverConnection:
         cursor = self._cursor
         if cursor is None:
             cursor = self._cursor = self.dbapi.cursor()
+        self.writing = not prepared.reads_only
         cursor.execute(prepared.sql, args)
-        if cursor.description is None:
-            result = Result([], cursor.rowcount)
-            fetched = None
-        else:
+        if prepared.returns_rows:
             fetched = cursor.fetchall()
-            result = Result([], len(fetched))
-        if not prepared.reads_only and result.rowcount != 0:
+            rowcount = len(fetched)
+        else:
+            fetched, rowcount = None, cursor.rowcount
+        if self.writing and rowcount != 0:
             self.changed = True  # -1 (unknown) counts as a change
-        if fetched is not None:
-            if prepared.row_type is None or len(cursor.description) != len(prepared.column_names):
+        self.writing = False
+        if fetched is None:
+            return Result([], rowcount)
+        if not prepared.checked:  # once: psycopg builds ``description`` anew on every access
+            if len(cursor.description or ()) != len(prepared.column_names):
                 raise StoreError(f"unexpected result columns from: {prepared.sql}")
-            result._rows = prepared.rows(fetched)
-        return result
+            prepared.checked = True
+        return Result(prepared.rows(fetched), rowcount)
+
+    @property
+    def cursor(self) -> Any:
+        """The cursor this call used (None: it ran no statement)."""
+        return self._cursor
 
     def close(self) -> None:
+        """Close the cursor (the connection will not be reused)."""
         cursor, self._cursor = self._cursor, None
         if cursor is not None:
             try:

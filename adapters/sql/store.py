@@ -8,20 +8,28 @@ once, and then runs one function against the database in one of three ways:
 * :meth:`SqlStoreBase._read` — one SELECT, atomic on its own (no
   BEGIN/COMMIT round trips);
 * :meth:`SqlStoreBase._write1` — one writing statement (an INSERT, a
-  DELETE), atomic on its own;
+  DELETE, a conditional UPDATE), atomic on its own, possibly followed by
+  reads that classify its outcome (each its own snapshot);
 * :meth:`SqlStoreBase._tx` — several statements in one transaction that
   takes the write lock first where the dialect needs it (SQLite
   ``BEGIN IMMEDIATE``); committed on return, rolled back on any exception,
-  so a call that raises writes nothing.
+  so a call that raises writes nothing (a refused transaction that changed
+  no row is ended with COMMIT, to the same effect, see :func:`_end_refused`).
 
 All three map driver errors the same way: a unique-key violation becomes
 ``AlreadyExists``; lock contention (SQLite "database is locked", PostgreSQL
 serialization failures) is retried with backoff and, if it persists past
 ``lock_timeout``, raised as ``StoreError``; a lost connection is retried on
-a fresh one when nothing can have been committed (a read, a transaction
+a fresh one when nothing can have been committed (a read, a write statement
+that had not started and no earlier one that changed a row, a transaction
 before ``COMMIT``), otherwise the call raises ``StoreError`` and the write
 happened entirely or not at all; everything else is ``StoreError`` with the
 driver error chained.  No raw driver exception ever leaves the store.
+
+The statements run as driver SQL on the pooled DBAPI connection (see
+:mod:`.driver` for why and what was measured): SQLite's busy handler (the
+``busy_timeout``) does the waiting for its write lock; the Python back-off
+below only retries what SQLite still reports locked after that.
 
 There is no Python lock around database work: atomicity comes from the
 database (conditional statements and transactions).
@@ -47,7 +55,7 @@ from cortex_spec.validation import INT64_MAX
 
 from . import dialect as dialects
 from .dialect import WRITE_OPTION, ErrorKind
-from .driver import DriverConnection, Statements
+from .driver import DriverConnection, Statements, idle_of
 from .schema import SCHEMA_VERSION, SCOPE_LEVELS, metadata, schema_info
 
 __all__ = ["SqlStoreBase"]
@@ -73,6 +81,10 @@ def db_int(value: int) -> int:
 
 #: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
 READ, WRITE1, TX = "read", "write1", "tx"
+
+#: Key of a pooled connection's reused cursor in its ``info`` (with the DBAPI
+#: connection it belongs to, so a reconnected record never reuses a stale one).
+_CURSOR = "cortex_cursor"
 
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
@@ -165,6 +177,9 @@ class SqlStoreBase:
         if self._closed:
             return
         self._closed = True
+        idle = idle_of(self._engine)
+        if idle is not None:
+            idle.drain()  # idle connections go back to the pool
         if self._owns_engine:
             self._engine.dispose()
 
@@ -254,9 +269,11 @@ class SqlStoreBase:
         return self._read(read)
 
     def _write1(self, fn: Callable[[sa.Connection], T]) -> T:
-        """``fn`` runs exactly one writing statement, atomic on its own.
+        """``fn`` runs exactly one writing statement, atomic on its own, and
+        possibly reads after it (each its own snapshot).
 
-        A lost connection is *not* retried: the statement may have committed
+        A lost connection during or after the writing statement is *not*
+        retried (unless the statement changed no row): it may have committed
         before the connection died, so the call raises ``StoreError`` and the
         write happened entirely or not at all.
         """
@@ -289,14 +306,20 @@ class SqlStoreBase:
         tries = [0, 0]  # lock contention, lost connections
         ops = self._dialect
         log = self._engine.logger if self._engine.logger.isEnabledFor(logging.INFO) else None
+        idle = idle_of(self._engine)
         while True:
             committing = False
+            reusable = False
             fairy: Any = None
             conn: DriverConnection | None = None
             try:
-                fairy = self._engine.raw_connection()
+                fairy = idle.get() if idle is not None else None
+                if fairy is None:
+                    fairy = self._engine.raw_connection()
                 dbapi = fairy.dbapi_connection
-                conn = DriverConnection(dbapi, self._statements, log)
+                cached = fairy.info.get(_CURSOR)
+                conn = DriverConnection(dbapi, self._statements, log,
+                                        cached[1] if cached is not None and cached[0] is dbapi else None)
                 if mode == TX:
                     ops.driver_begin(dbapi)
                     try:
@@ -316,28 +339,41 @@ class SqlStoreBase:
                 else:
                     ops.driver_single(dbapi, True)
                     try:
-                        committing = mode == WRITE1  # the statement is its own commit
                         result = fn(conn)
+                    except BaseException:
+                        # a writing statement is its own commit: it may have
+                        # happened if it was running, or changed a row earlier
+                        committing = conn.writing or conn.changed
+                        raise
                     finally:
                         try:
                             ops.driver_single(dbapi, False)
                         except Exception:  # noqa: BLE001 - a broken connection: never reused
                             fairy.invalidate()
+                reusable = True
                 return result
-            except CortexError:
-                raise  # a refusal from fn: the transaction rolled back
-            except ControlFlow:
-                raise  # internal signal of a mixin (the transaction rolled back)
+            except (CortexError, ControlFlow):
+                # a refusal from fn, or a mixin's internal signal: the
+                # transaction was ended, the connection is fine
+                reusable = True
+                raise
             except self._dbapi_error as raw:
-                self._retry_or_raise(self._wrap(raw, fairy, conn), mode, committing, started, tries)
+                wrapped = self._wrap(raw, fairy, conn)
+                if wrapped.connection_invalidated and idle is not None:
+                    idle.drain()  # the pool was invalidated: so are these
+                self._retry_or_raise(wrapped, mode, committing, started, tries)
             except sa.exc.DBAPIError as exc:  # the pool's own wrapping (connect errors)
                 self._retry_or_raise(exc, mode, committing, started, tries)
             except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
             finally:
                 if conn is not None:
-                    conn.close()
-                if fairy is not None:
+                    if reusable and conn.cursor is not None:
+                        fairy.info[_CURSOR] = (fairy.dbapi_connection, conn.cursor)
+                    else:
+                        conn.close()
+                        fairy.info.pop(_CURSOR, None)
+                if fairy is not None and not (reusable and idle is not None and idle.put(fairy)):
                     fairy.close()
 
     def _run_core(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
