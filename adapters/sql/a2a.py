@@ -496,6 +496,10 @@ class _Again(Exception):
     """Internal: a claim's classifying read found it possible after all."""
 
 
+#: Internal: a claim's classifying read found the call a repeat; the row is the answer.
+_REPEAT = object()
+
+
 class A2AMixin(SqlStoreBase):
     # -- helpers -------------------------------------------------------------------------
 
@@ -511,26 +515,28 @@ class A2AMixin(SqlStoreBase):
                decode_row: Callable, classify: Callable[[Any], Any]):
         """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
         no explicit transaction); on a win return the row as written; on a
-        loss ``classify(row or None)``, with the row read afresh, returns the
-        row to give back (a repeat), raises the refusal, or returns ``_Again``."""
+        loss ``classify(row or None)``, with the row read afresh (raw
+        columns: a refusal decodes nothing), returns ``_REPEAT`` (give the
+        row back decoded), raises the refusal, or returns ``_Again``."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
         read = _by_key(table.name, ctx.scope.depth)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
-        def claim(conn):
-            return conn.execute(update, params).one_or_none()
-
-        def reread(conn):
-            return conn.execute(read, params).one_or_none()
+        def attempt(conn):
+            row = conn.execute(update, params).one_or_none()
+            if row is not None:
+                return True, row
+            return False, conn.execute(read, params).one_or_none()  # a loss wrote nothing
 
         for _ in range(_ATTEMPTS):
-            row = self._write1(claim)
-            if row is not None:
+            won, row = self._write1(attempt)
+            if won:
                 return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
-            row = self._read(reread)
-            verdict = classify(None if row is None else decode_row(row))
+            verdict = classify(row)
+            if verdict is _REPEAT:
+                return decode_row(row)
             if verdict is not _Again:
-                return verdict
+                raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
         raise StoreError(f"the {what} of {key} kept racing concurrent writes")
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
@@ -672,7 +678,7 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
-            if d.state != DeliveryState.QUEUED:
+            if d.state != _QUEUED:
                 raise DeliveryAlreadyClaimed(f"delivery {delivery_id} is not queued")  # A2A-DLV-7
             return _Again
 
@@ -690,10 +696,10 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
+            if d.state != _DELIVERING or d.claim_token != claim_token:
                 raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-BIND-3
             if d.run_id == run_id:
-                return d  # A2A-BIND-4: a repeat
+                return _REPEAT  # A2A-BIND-4: a repeat
             if d.run_id is not None:
                 raise DeliveryAlreadyBound(f"delivery {delivery_id} is bound to another run")
             return _Again
@@ -713,9 +719,9 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.claim_token == claim_token and d.state == state and d.error == error:
-                return d  # A2A-DLV-12: a repeat
-            if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
+            if d.claim_token == claim_token and d.state == state.value and d.error == error:
+                return _REPEAT  # A2A-DLV-12: a repeat
+            if d.state != _DELIVERING or d.claim_token != claim_token:
                 raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-DLV-13
             return _Again
 
@@ -744,10 +750,10 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+            if d.state != _DELIVERED:
+                raise InvalidState(f"delivery {delivery_id} is {d.state}, not delivered")
             if d.read_at is not None:
-                return d  # A2A-READ-2: the first read time stays
+                return _REPEAT  # A2A-READ-2: the first read time stays
             return _Again
 
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "read", {"w_now": now}, _delivery_from_row,

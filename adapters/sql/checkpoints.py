@@ -201,17 +201,16 @@ class CheckpointsMixin(SqlStoreBase):
         }
         resolve, read_state = _resolve_statements(scope.depth)
 
-        def write(conn):
-            return conn.execute(resolve, params).one_or_none()
-
-        def read(conn):
-            return conn.execute(read_state, params).scalar_one_or_none()
+        def attempt(conn):
+            row = conn.execute(resolve, params).one_or_none()
+            if row is not None:
+                return row, None
+            return None, conn.execute(read_state, params).scalar_one_or_none()  # wrote nothing
 
         for _ in range(_RESOLVE_ATTEMPTS):
-            row = self._write1(write)
+            row, state = self._write1(attempt)
             if row is not None:
                 return _checkpoint_from_row(row)  # the winner: as stored
-            state = self._read(read)
             if state is None:
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
             if state != _PENDING:

@@ -213,17 +213,16 @@ class SuspensionsMixin(SqlStoreBase):
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
                   **scope_params(scope)}
 
-        def claim(conn):
-            return conn.execute(claimed, params).one_or_none()
-
-        def classify(conn):
-            return conn.execute(probe, params).one()
+        def attempt(conn):
+            row = conn.execute(claimed, params).one_or_none()
+            if row is not None:
+                return row, None
+            return None, conn.execute(probe, params).one()  # a loss wrote nothing
 
         for _ in range(_CLAIM_ATTEMPTS):
-            row = self._write1(claim)
+            row, verdict = self._write1(attempt)
             if row is not None:
                 return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
-            verdict = self._read(classify)
             if not verdict.has_s:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
             if not verdict.eligible:
