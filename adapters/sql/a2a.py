@@ -492,6 +492,19 @@ def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     raise ValueError(what)
 
 
+@lru_cache(maxsize=None)
+def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
+    """The read that classifies a lost claim ``what``: the row, or only the
+    column the refusal depends on where a loss is never a repeat (the
+    delivery claim: ``state``; the ask claim: ``claimed_at``)."""
+    t = _TABLES[table_name]
+    column = {"claim": "state", "ask": "claimed_at"}.get(what)
+    if column is None:
+        return _by_key(table_name, depth)
+    key = t.c.reply_with if t is a2a_asks else t.c.id
+    return sa.select(t.c[column]).where(key == sa.bindparam("w_id"), _seen(t, depth))
+
+
 class _Again(Exception):
     """Internal: a claim's classifying read found it possible after all."""
 
@@ -519,7 +532,7 @@ class A2AMixin(SqlStoreBase):
         columns: a refusal decodes nothing), returns ``_REPEAT`` (give the
         row back decoded), raises the refusal, or returns ``_Again``."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
-        read = _by_key(table.name, ctx.scope.depth)
+        read = _classify_read(table.name, ctx.scope.depth, what)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
         def attempt(conn):

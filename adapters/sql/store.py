@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import random
 import time
 import weakref
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Callable, TypeVar
 
 import sqlalchemy as sa
@@ -525,18 +527,31 @@ def visible(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElemen
 
 def read_scope(row: Any) -> Scope:
     """SCOPE-CANON-5: the stored scope, or ``StoreError`` if it cannot be rebuilt."""
+    return _stored_scope(*_SCOPE_COLUMNS(row))
+
+
+#: The scope columns of a row, in :func:`_stored_scope`'s order.
+_SCOPE_COLUMNS = operator.attrgetter("scope", "scope_depth", *(
+    f"scope_{kv}{i}" for i in range(1, SCOPE_LEVELS + 1) for kv in ("k", "v")))
+
+
+@lru_cache(maxsize=4096)
+def _stored_scope(text: Any, depth: Any, *columns: Any) -> Scope:
+    """:func:`read_scope` of the scope columns (cached: a ``Scope`` is
+    immutable and rows of one scope repeat; parsing and checking one cost a
+    decoded row ~10 us)."""
     try:
-        scope = Scope.parse(row.scope)
+        scope = Scope.parse(text)
     except (InvalidArgument, TypeError) as exc:
-        raise StoreError(f"a stored scope cannot be parsed: {row.scope!r}") from exc
+        raise StoreError(f"a stored scope cannot be parsed: {text!r}") from exc
     levels = []
-    for i in range(1, SCOPE_LEVELS + 1):
-        key, value = getattr(row, f"scope_k{i}"), getattr(row, f"scope_v{i}")
+    for i in range(SCOPE_LEVELS):
+        key, value = columns[2 * i], columns[2 * i + 1]
         if key is None and value is None:
             break
         levels.append((key, value))
-    if tuple(levels) != scope.levels or row.scope_depth != scope.depth:
-        raise StoreError(f"a stored scope is inconsistent with its level columns: {row.scope!r}")
+    if tuple(levels) != scope.levels or depth != scope.depth:
+        raise StoreError(f"a stored scope is inconsistent with its level columns: {text!r}")
     return scope
 
 
