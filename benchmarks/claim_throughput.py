@@ -57,10 +57,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's code
 
-from cortex_spec import ManualClock, errors  # noqa: E402
-from cortex_spec.adapters.sql import SqlStore  # noqa: E402
-from cortex_spec.clock import to_millis  # noqa: E402
-from cortex_spec.testing import ctx, make_delivery, make_message, make_run, make_suspension  # noqa: E402
+from cortex_spec.adapters.sql import SqlStore
+
+from cortex_spec import ManualClock, errors
+from cortex_spec.clock import to_millis
+from cortex_spec.testing import (
+    ctx,
+    make_delivery,
+    make_message,
+    make_run,
+    make_suspension,
+)
 
 SCOPE = ctx("ws=bench")
 SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}

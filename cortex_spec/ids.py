@@ -18,21 +18,21 @@ from typeid import TypeID
 from .errors import InvalidArgument
 
 __all__ = [
-    "RUN",
-    "STEP",
-    "TOOL_CALL",
-    "SUSPENSION",
-    "CHECKPOINT",
     "AGENT",
-    "SESSION",
+    "CHECKPOINT",
+    "CONVERSATION",
     "DELIVERY",
     "MESSAGE",
-    "CONVERSATION",
     "PREFIXES",
-    "new_id",
+    "RUN",
+    "SESSION",
+    "STEP",
+    "SUSPENSION",
+    "TOOL_CALL",
     "check_id",
     "check_optional_id",
     "is_id",
+    "new_id",
 ]
 
 RUN = "arun"
@@ -83,7 +83,7 @@ def is_id(value: object, prefix: str) -> bool:
         return True
     try:
         return TypeID.from_string(value).prefix == prefix
-    except Exception:  # the library raises several unrelated classes
+    except Exception:  # noqa: BLE001 - the library raises several unrelated classes
         return False
 
 

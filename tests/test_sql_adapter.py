@@ -19,20 +19,22 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 sa = pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
 
-from cortex_spec import ManualClock, Scope, errors  # noqa: E402
-from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore  # noqa: E402
-from cortex_spec.adapters.sql import schema as sql_schema  # noqa: E402
-from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402
-from cortex_spec.clock import from_millis, to_millis  # noqa: E402
-from cortex_spec.checkpoints import CheckpointFilter  # noqa: E402
-from cortex_spec.runs import RunFilter  # noqa: E402
-from cortex_spec.testing import (  # noqa: E402
+from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore
+from cortex_spec.adapters.sql import schema as sql_schema
+from cortex_spec.adapters.sql.harness import PostgresHarness
+from sql_harnesses import postgres_unavailable
+
+from cortex_spec import ManualClock, Scope, errors
+from cortex_spec.checkpoints import CheckpointFilter
+from cortex_spec.clock import from_millis, to_millis
+from cortex_spec.runs import RunFilter
+from cortex_spec.testing import (
     ZERO,
     ctx,
     make_checkpoint,
@@ -40,11 +42,6 @@ from cortex_spec.testing import (  # noqa: E402
     make_suspension,
     race,
 )
-
-from sql_harnesses import postgres_unavailable  # noqa: E402
-
-UTC = timezone.utc
-
 
 # -- fixtures (the harnesses come from sql_harnesses.py, through conftest) ------------------
 
@@ -222,8 +219,8 @@ def test_json_keeps_types(store):
     run = store.create_run(c, make_run(metadata=meta))
     got = store.get_run(c, run.id).metadata
     assert json.dumps(got, sort_keys=True) == json.dumps(meta, sort_keys=True)
-    for key in meta:
-        assert type(got[key]) is type(meta[key]), key
+    for key, value in meta.items():
+        assert type(got[key]) is type(value), key
 
 
 @pytest.mark.parametrize("n", [2**31, 2**63 - 1, 2**63, 2**80])
@@ -313,7 +310,7 @@ def test_claim_race_on_many_runs_has_exactly_one_winner_each(store):
     for _ in range(5):
         run = store.create_run(c, make_run(state="paused"))
         store.create_suspension(c, make_suspension(run.id))
-        outcomes = race([lambda: store.claim_suspension(c, run.id)] * 8)
+        outcomes = race([lambda rid=run.id: store.claim_suspension(c, rid)] * 8)
         assert sum(o.ok for o in outcomes) == 1
         assert all(isinstance(o.error, errors.NotSuspended) for o in outcomes if not o.ok)
         assert store.get_run(c, run.id).state.value == "running"
@@ -429,7 +426,7 @@ def _run_cli(args, tmp_path, **env):
     full_env = {**os.environ, **env}
     full_env.pop("PYTEST_XDIST_WORKER", None)
     full_env.pop("PYTEST_XDIST_TESTRUNUID", None)
-    return subprocess.run(args, cwd=tmp_path, env=full_env, capture_output=True, text=True,
+    return subprocess.run(args, check=False, cwd=tmp_path, env=full_env, capture_output=True, text=True,
                           timeout=300)
 
 
@@ -513,6 +510,7 @@ def test_a2a_hop_admission_is_one_transaction(store, monkeypatch):
     """The envelope INSERT fails after the conversation was charged: the
     transaction rolls the charge back, nothing is written (both dialects)."""
     from cortex_spec.adapters.sql import a2a as sql_a2a
+
     from cortex_spec.testing import make_conversation, make_envelope
 
     c = ctx("ws=w1")

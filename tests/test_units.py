@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -98,7 +98,7 @@ def test_truncate_ms_drops_microseconds_and_converts_to_utc():
     plus2 = timezone(timedelta(hours=2))
     t = datetime(2026, 5, 1, 12, 0, 0, 123999, tzinfo=plus2)
     got = truncate_ms(t)
-    assert got == datetime(2026, 5, 1, 10, 0, 0, 123000, tzinfo=timezone.utc)
+    assert got == datetime(2026, 5, 1, 10, 0, 0, 123000, tzinfo=UTC)
     assert got.utcoffset() == timedelta(0)
 
 
@@ -110,8 +110,8 @@ def test_to_instant_refuses_naive_and_non_datetimes():
 
 
 def test_millis_round_trip_exact():
-    for t in (EPOCH, datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc),
-              datetime(2999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)):
+    for t in (EPOCH, datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+              datetime(2999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)):
         assert from_millis(to_millis(t)) == t
 
 
@@ -228,7 +228,7 @@ def test_json_object_rules():
         {"x": 2**63},
         {"x": -(2**63) - 1},
         {"x": b"bytes"},
-        {"x": datetime.now(timezone.utc)},
+        {"x": datetime.now(UTC)},
         {"k\x00": 1},
         {"k": "\ud800"},
     ):

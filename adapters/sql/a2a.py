@@ -41,8 +41,9 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -89,7 +90,12 @@ from cortex_spec.errors import (
     StoreError,
 )
 from cortex_spec.scope import Scope
-from cortex_spec.validation import check_bool, check_instant, check_page, check_short_str
+from cortex_spec.validation import (
+    check_bool,
+    check_instant,
+    check_page,
+    check_short_str,
+)
 
 from .dialect import Dialect
 from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages
@@ -329,7 +335,7 @@ def _page_params(params: dict[str, Any], limit: int, offset: int = 0) -> tuple[b
     return offset > 0, limit > 0
 
 
-@lru_cache(maxsize=None)
+@cache
 def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select:
     table = _TABLES[table_name]
     key = table.c.reply_with if table is a2a_asks else table.c.id
@@ -363,7 +369,7 @@ _UPDATE_CONVERSATION = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
     t = a2a_messages
     conds = [_seen(t, depth, exact)]
@@ -372,7 +378,7 @@ def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: boo
     return _paged(sa.select(t).where(*conds).order_by(t.c.created_at, t.c.id), offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select:
     t = a2a_conversations
     conds = [_seen(t, depth, exact)]
@@ -382,7 +388,7 @@ def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, lim
     return _paged(stmt, offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _by_peer(depth: int) -> sa.Select:
     t = a2a_conversations
     return (
@@ -394,7 +400,7 @@ def _by_peer(depth: int) -> sa.Select:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
     d, m = a2a_deliveries, a2a_messages
     conds = [
@@ -412,7 +418,7 @@ def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> s
     return _paged(sa.select(d).where(*conds).order_by(d.c.created_at, d.c.id), offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _queued(limit: bool) -> sa.Select:
     d = a2a_deliveries
     stmt = sa.select(d).where(d.c.partition == _PART, d.c.state == _QUEUED).order_by(d.c.created_at, d.c.id)
@@ -425,7 +431,7 @@ def _stale(d: sa.Table) -> sa.ColumnElement[bool]:
                    d.c.claimed_at < sa.bindparam("w_cut", type_=sa.BigInteger))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reclaim_candidates(limit: bool) -> sa.Select:
     d = a2a_deliveries
     stmt = sa.select(d.c.id, d.c.claim_token).where(_stale(d)).order_by(d.c.claimed_at, d.c.id)
@@ -440,7 +446,7 @@ _RECLAIM_ONE = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
     a = a2a_asks
     conds = [a.c.partition == _PART] if depth is None else [_seen(a, depth)]
@@ -450,7 +456,7 @@ def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
     return _paged(stmt, False, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pending_by_conversation(depth: int) -> sa.Select:
     a = a2a_asks
     return (
@@ -460,7 +466,7 @@ def _pending_by_conversation(depth: int) -> sa.Select:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
     """The claims: one UPDATE whose WHERE is the whole decision, returning
     the row as it wrote it."""
@@ -492,7 +498,7 @@ def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     raise ValueError(what)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
     """The read that classifies a lost claim ``what``: the row, or only the
     column the refusal depends on where a loss is never a repeat (the

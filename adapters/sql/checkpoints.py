@@ -11,7 +11,7 @@ and is classified by a read of the row (a later snapshot): no visible row →
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -107,12 +107,12 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
     return sa.and_(checkpoints.c.id == sa.bindparam("w_id"), visible(checkpoints, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get(depth: int) -> sa.Select:
     return sa.select(checkpoints).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _resolve_statements(depth: int):
     resolve = (
         sa.update(checkpoints)
@@ -140,7 +140,7 @@ def _pending_conds(depth: int | None, run: bool) -> list:
     return conds
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
     stmt = (
         sa.select(checkpoints)
@@ -154,12 +154,12 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
     return stmt
 
 
-@lru_cache(maxsize=None)
+@cache
 def _count_pending(depth: int, run: bool) -> sa.Select:
     return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _across_scopes(after: bool, limit: bool) -> sa.Select:
     stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
     if after:

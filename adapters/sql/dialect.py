@@ -27,16 +27,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
 __all__ = [
-    "ErrorKind",
-    "Dialect",
-    "SQLITE",
     "POSTGRES",
-    "normalize_url",
+    "SQLITE",
+    "WRITE_OPTION",
+    "Dialect",
+    "ErrorKind",
     "create_engine",
     "dialect_of",
-    "prepare_engine",
     "id_type",
-    "WRITE_OPTION",
+    "normalize_url",
+    "prepare_engine",
 ]
 
 #: Execution option set on a connection whose transaction will write.
@@ -325,7 +325,7 @@ def dialect_of(engine: Engine) -> Dialect:
     raise ValueError(f"unsupported SQL dialect {engine.dialect.name!r} (use sqlite or postgresql)")
 
 
-_CONFIGURED: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def prepare_engine(engine: Engine, *, synchronous: str = "FULL") -> Dialect:

@@ -36,10 +36,12 @@ statement object itself.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import keyword
 from collections import namedtuple
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -73,8 +75,18 @@ class Prepared:
     """One Core statement rendered for one engine: SQL text, how to build its
     parameters from the call's dict, and how to build its rows."""
 
-    __slots__ = ("sql", "defaults", "required", "processors", "returns_rows",
-                 "column_names", "result_processors", "row_type", "reads_only", "checked")
+    __slots__ = (
+        "checked",
+        "column_names",
+        "defaults",
+        "processors",
+        "reads_only",
+        "required",
+        "result_processors",
+        "returns_rows",
+        "row_type",
+        "sql",
+    )
 
     def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None,
                  dialect: Any = None) -> None:
@@ -317,8 +329,16 @@ class DriverConnection:
     on the call's pooled DBAPI connection.  Driver errors propagate raw;
     :meth:`.store.SqlStoreBase._run` wraps and maps them."""
 
-    __slots__ = ("dbapi", "_statements", "_cursor", "_log", "last_sql", "last_params", "changed",
-                 "writing")
+    __slots__ = (
+        "_cursor",
+        "_log",
+        "_statements",
+        "changed",
+        "dbapi",
+        "last_params",
+        "last_sql",
+        "writing",
+    )
 
     def __init__(self, dbapi: Any, statements: Statements, log: Any = None, cursor: Any = None) -> None:
         self.dbapi = dbapi
@@ -372,7 +392,5 @@ class DriverConnection:
         """Close the cursor (the connection will not be reused)."""
         cursor, self._cursor = self._cursor, None
         if cursor is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection's cursor: nothing to release
                 cursor.close()
-            except Exception:  # noqa: BLE001 - a broken connection's cursor: nothing to release
-                pass

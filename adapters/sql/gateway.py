@@ -55,20 +55,28 @@ feature ``cross-process``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import select
 import threading
 import zlib
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from cortex_spec.context import require_context
-from cortex_spec.errors import CortexError, InvalidArgument, StoreClosed, StoreError, StoreLocked
+from cortex_spec.errors import (
+    CortexError,
+    InvalidArgument,
+    StoreClosed,
+    StoreError,
+    StoreLocked,
+)
 from cortex_spec.gateway import (
     InboxItem,
     ItemStatus,
@@ -90,13 +98,13 @@ from .store import READ, TX, WRITE1, SqlStoreBase, db_int, instant, ms
 
 __all__ = [
     "GATEWAY_SCHEMA_VERSION",
-    "gateway_metadata",
-    "SqlGateway",
     "GatewayOpenerMixin",
-    "open_sqlite_gateway",
-    "open_postgres_gateway",
+    "SqlGateway",
     "check_directory",
     "check_namespace",
+    "gateway_metadata",
+    "open_postgres_gateway",
+    "open_sqlite_gateway",
 ]
 
 #: Version of the gateway tables (row ``gw_meta.id = 1``).
@@ -203,7 +211,7 @@ _BUMP = sa.update(gw_meta).where(gw_meta.c.id == 1, gw_meta.c.last_seq < sa.bind
     last_seq=sa.bindparam("w_seq"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _accept(dialect_name: str) -> Any:
     """INSERT the item numbered ``last_seq + 1``, reading (and on PostgreSQL
     locking) the counter row in the same statement; nothing on a duplicate."""
@@ -219,7 +227,7 @@ def _accept(dialect_name: str) -> Any:
             .returning(gw_items.c.seq))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _queue(status: str, limit: bool, offset: bool) -> sa.Select:
     stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
         gw_items.c.received_at, gw_items.c.seq)
@@ -230,14 +238,14 @@ def _queue(status: str, limit: bool, offset: bool) -> sa.Select:
     return stmt
 
 
-@lru_cache(maxsize=None)
+@cache
 def _set_offset(dialect_name: str) -> Any:
     stmt = _insert(dialect_name)(gw_offsets).values(
         channel=sa.bindparam("w_channel"), value=sa.bindparam("w_value", type_=sa.BigInteger))
     return stmt.on_conflict_do_update(index_elements=["channel"], set_={"value": stmt.excluded.value})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _set_selection(dialect_name: str, field: str) -> Any:
     stmt = _insert(dialect_name)(gw_selections).values(
         channel=sa.bindparam("w_channel"), conversation=sa.bindparam("w_conv"),
@@ -352,7 +360,7 @@ class _AdvisoryLock:
     def acquire(self) -> None:
         try:
             dbapi = self._try()
-        except Exception as exc:  # noqa: BLE001 - driver errors: the open failed
+        except Exception as exc:
             raise StoreError(f"cannot take the gateway lock of {self.namespace!r}: {exc}") from exc
         if dbapi is None:
             raise StoreLocked(f"gateway location {self.namespace!r} is held by another open store")
@@ -364,9 +372,8 @@ class _AdvisoryLock:
             dbapi, self.dbapi = self.dbapi, None
         if dbapi is not None:
             try:
-                dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
-            except Exception:  # noqa: BLE001 - closing the session releases it anyway
-                pass
+                with contextlib.suppress(Exception):  # closing the session releases it anyway
+                    dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
             finally:
                 dbapi.close()
 
@@ -437,7 +444,7 @@ class SqlGateway(SqlStoreBase):
 
     @classmethod
     def open_sqlite(cls, directory: object, *, synchronous: str = "FULL",
-                    busy_timeout: float = 5.0, pool_size: int = 8) -> "SqlGateway":
+                    busy_timeout: float = 5.0, pool_size: int = 8) -> SqlGateway:
         path = check_directory(directory)
         try:
             os.makedirs(path, exist_ok=True)  # GW-OPEN-1: create the location
@@ -450,13 +457,13 @@ class SqlGateway(SqlStoreBase):
                 "sqlite:///" + os.path.abspath(os.path.join(path, "gateway.db")),
                 pool_size=pool_size, busy_timeout=busy_timeout, synchronous=synchronous,
                 application_name="cortex-spec gateway")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             lock.release()
             raise StoreError(f"cannot open the gateway database in {path!r}: {exc}") from exc
         return cls._finish(cls(engine, lock, owns_engine=True, namespace=None))
 
     @classmethod
-    def open_postgres(cls, engine: Engine, namespace: object) -> "SqlGateway":
+    def open_postgres(cls, engine: Engine, namespace: object) -> SqlGateway:
         ns = check_namespace(namespace)
         translated = engine.execution_options(schema_translate_map={None: ns})
         lock = _AdvisoryLock(translated, ns)
@@ -464,7 +471,7 @@ class SqlGateway(SqlStoreBase):
         return cls._finish(cls(translated, lock, owns_engine=False, namespace=ns))
 
     @classmethod
-    def _finish(cls, store: "SqlGateway") -> "SqlGateway":
+    def _finish(cls, store: SqlGateway) -> SqlGateway:
         try:
             store.ensure_schema()
         except BaseException as exc:

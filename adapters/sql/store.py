@@ -43,15 +43,22 @@ import operator
 import random
 import time
 import weakref
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from cortex_spec.clock import Clock, SystemClock, from_millis, to_millis, truncate_ms
-from cortex_spec.errors import AlreadyExists, CortexError, InvalidArgument, StoreClosed, StoreError
+from cortex_spec.errors import (
+    AlreadyExists,
+    CortexError,
+    InvalidArgument,
+    StoreClosed,
+    StoreError,
+)
 from cortex_spec.scope import Scope
 from cortex_spec.validation import INT64_MAX
 
@@ -65,7 +72,7 @@ __all__ = ["SqlStoreBase"]
 T = TypeVar("T")
 
 #: Engines on which some store has already found (or made) the schema.
-_SCHEMA_READY: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_SCHEMA_READY: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 class ControlFlow(Exception):
     """Base of a mixin's internal signals that :meth:`SqlStoreBase._run`
@@ -366,7 +373,7 @@ class SqlStoreBase:
                 self._retry_or_raise(wrapped, mode, committing, started, tries)
             except sa.exc.DBAPIError as exc:  # the pool's own wrapping (connect errors)
                 self._retry_or_raise(exc, mode, committing, started, tries)
-            except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
+            except Exception as exc:
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
             finally:
                 if conn is not None:
@@ -403,10 +410,10 @@ class SqlStoreBase:
                 self._retry_or_raise(exc, mode, committing, started, tries)
             except ControlFlow:
                 raise  # internal signal of a mixin (the transaction rolled back)
-            except Exception as exc:  # noqa: BLE001 - nothing raw leaves the store
+            except Exception as exc:
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
 
-    def _wrap(self, raw: Exception, fairy: Any, conn: "DriverConnection | None") -> sa.exc.DBAPIError:
+    def _wrap(self, raw: Exception, fairy: Any, conn: DriverConnection | None) -> sa.exc.DBAPIError:
         """A raw driver error as SQLAlchemy's ``Connection`` would raise it; a
         lost connection invalidates the pool, as ``Connection`` does."""
         dialect = self._engine.dialect

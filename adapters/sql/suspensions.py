@@ -43,7 +43,7 @@ lock only while SQLite runs it.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -134,17 +134,17 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
     return sa.and_(suspensions.c.run_id == sa.bindparam("w_run"), visible(suspensions, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get(depth: int) -> sa.Select:
     return sa.select(suspensions).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _delete(depth: int) -> sa.Delete:
     return sa.delete(suspensions).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _claim_statements(depth: int, side: str, dialect: Dialect):
     """The two statements of a claim (see the module docstring)."""
     eligible = _eligible(side)
@@ -176,7 +176,7 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
     return claimed, probe
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expired(depth: int | None, limit: bool) -> sa.Select:
     conds = [] if depth is None else [visible(suspensions, depth)]
     stmt = (
