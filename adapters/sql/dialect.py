@@ -3,9 +3,13 @@
 The store, the schema and the class mixins are written once against
 SQLAlchemy Core.  What they cannot say portably lives here:
 
-* building the engine: drivers, pool, SQLite pragmas (WAL, busy timeout,
+* building the engine: drivers, pool (no reset on return: the store ends
+  every transaction itself; idle connections kept checked out, see
+  :class:`.driver.IdleConnections`), SQLite pragmas (WAL, busy timeout,
   synchronous), SQLite's ``BEGIN IMMEDIATE`` for write transactions, the
-  PostgreSQL isolation level and pre-ping;
+  PostgreSQL isolation level and the dead-connection check at checkout;
+* beginning, committing and leaving autocommit on the DBAPI connection for
+  the store's driver path (:mod:`.driver`);
 * the column type of ids and other ordered text (binary collation:
   ``COLLATE "C"`` on PostgreSQL, SQLite's default ``BINARY``);
 * the lock a schema creation takes, and the one statement that claims a

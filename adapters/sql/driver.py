@@ -4,34 +4,50 @@ The mixins write every statement once with SQLAlchemy Core, and the store
 runs it on the pooled DBAPI connection (``sqlite3`` / ``psycopg``) as the
 exact SQL text SQLAlchemy compiles it to, rendered **once** per statement
 and engine (:class:`Prepared`).  What a call then costs in Python is what a
-hand-written driver call costs: building the parameter list, one
-``cursor.execute``, the rows as named tuples.
+hand-written driver call costs: merging the call's parameters with the
+statement's constants, one ``cursor.execute``, the rows as named tuples.
 
-Why (measured with ``benchmarks/claim_throughput.py`` and cProfile, issue
-14): through ``Connection.execute`` one cached statement cost 65–85 µs of
-Python on the benchmark machine against 7–8 µs for the same SQL on the
-``sqlite3`` cursor, and checking out a ``Connection`` and running
-``begin``/``commit`` with the store's ``begin`` hook another 160 µs — a
-resume claim spent about 540 µs in SQLAlchemy for 40 µs of database work.
-Under 8 threads that Python runs while the claim holds SQLite's write lock
-and competes for the GIL with the lock's holder, which is why the adapter
-reached 0.11–0.67 of the driver's throughput.  SQLAlchemy's statement cache
-(``compiled_cache``) already avoided recompilation; the cost was the
-execution machinery around each statement (execution context, parameter
-processing, result metadata, event dispatch), which this module leaves out.
+Why — measured with ``benchmarks/claim_throughput.py``, cProfile and a
+sampler of the 8 racing threads (issue 14; a 2-core machine shared with
+other work, so single figures vary by ±50 %):
+
+* through ``Connection.execute`` one cached statement cost 65–85 µs of
+  Python against 7–8 µs for the same SQL on the ``sqlite3`` cursor, and
+  checking out a ``Connection`` and running ``begin``/``commit`` with the
+  store's ``begin`` hook another 160 µs: a resume claim spent ~540 µs in
+  SQLAlchemy for ~40 µs of database work.  SQLAlchemy's statement cache
+  (``compiled_cache``) already avoided recompilation; the cost was the
+  execution machinery around each statement (execution context, parameter
+  processing, result metadata, event dispatch), which this module leaves
+  out;
+* after that, the pool's checkout and checkin (~11 µs a call), positional
+  parameter lists (a SQLite claim binds ~70 values; SQLite statements are
+  now compiled with named placeholders and take the call's dict), a new
+  psycopg cursor per call (~5 µs, now reused per connection) and psycopg's
+  ``cursor.description`` (rebuilt on every access; now read once per
+  statement) were the largest Python costs;
+* under 8 threads the Python is not only slower but *in the way*: while a
+  winning SQLite claim holds the write lock between its first step and the
+  fetch that finishes it, its thread must take the GIL back, and every
+  other claimant sleeps in SQLite's busy handler (1, 2, 5, 10 … ms).  The
+  less Python the other threads run, the shorter that window (measured on
+  delivery claims: 330 µs on average, 1.1 ms at p90, through the store
+  against 150 µs and 0.56 ms through the driver).  That is why the store's
+  p99 stays above the driver's although its claims are the same statements.
 
 What is kept from SQLAlchemy: the statements (Core, compiled by the
-engine's dialect, with its parameter style, bind casts and schema
-translation), the bind and result processors of the column types (e.g.
-SQLite's booleans), the pool (checkout hooks included), and its exception
-classes: a driver error is wrapped with :meth:`sqlalchemy.exc.DBAPIError.instance`
-exactly as ``Connection`` wraps it, so the store maps it the same way.
+engine's dialect, with its bind casts and schema translation), the bind and
+result processors of the column types (e.g. SQLite's booleans), the pool
+(its checkout hooks, and :class:`IdleConnections` in front of it), and its
+exception classes: a driver error is wrapped with
+:meth:`sqlalchemy.exc.DBAPIError.instance` exactly as ``Connection`` wraps
+it, so the store maps it the same way.
 
 Statements this path refuses, with a clear error when first prepared:
 expanding ``IN`` lists and other post-compile parameters, and client-side
-column defaults (the schema has none).  A statement must be built once and
-reused (the mixins cache them): the prepared form is cached by the
-statement object itself.
+column defaults (the schema has none); a missing parameter is refused when
+run.  A statement must be built once and reused (the mixins cache them):
+the prepared form is cached by the statement object itself.
 """
 
 from __future__ import annotations
