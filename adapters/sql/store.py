@@ -377,7 +377,7 @@ class SqlStoreBase:
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
             finally:
                 if conn is not None:
-                    if reusable and conn.cursor is not None:
+                    if reusable and conn.cursor is not None and fairy.is_valid:
                         fairy.info[_CURSOR] = (fairy.dbapi_connection, conn.cursor)
                     else:
                         conn.close()
