@@ -45,8 +45,8 @@ it, so the store maps it the same way.
 
 Statements this path refuses, with a clear error when first prepared:
 expanding ``IN`` lists and other post-compile parameters, and client-side
-column defaults (the schema has none); a missing parameter is refused when
-run.  A statement must be built once and reused (the mixins cache them):
+column defaults (the schema has none); a missing parameter is the
+driver's error when run.  A statement must be built once and reused (the mixins cache them):
 the prepared form is cached by the statement object itself.
 """
 
@@ -97,7 +97,6 @@ class Prepared:
         "defaults",
         "processors",
         "reads_only",
-        "required",
         "result_processors",
         "returns_rows",
         "row_type",
@@ -132,7 +131,6 @@ class Prepared:
         #: parameter of the same name wins, as with SQLAlchemy
         self.defaults: dict[str, Any] = {
             n: b.effective_value for n, b in binds.items() if not b.required}
-        self.required: frozenset[str] = frozenset(n for n, b in binds.items() if b.required)
         processors = ((n, b.type.dialect_impl(dialect).bind_processor(dialect)) for n, b in binds.items())
         self.processors: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
             (n, p) for n, p in processors if p is not None)
@@ -149,9 +147,9 @@ class Prepared:
         """The driver's parameters: the call's, over the statement's own."""
         if params is None:
             params = {}
-        if not self.required <= params.keys():
-            missing = ", ".join(sorted(self.required - params.keys()))
-            raise StoreError(f"no value for the parameter(s) {missing} of: {self.sql}")
+        # a missing required parameter is the driver's clear error ("You did
+        # not supply a value for binding parameter :w_id" / "query parameter
+        # missing: w_id"), wrapped as StoreError: not checked here as well
         merged = {**self.defaults, **params} if self.defaults or self.processors else params
         for name, process in self.processors:
             value = merged.get(name)

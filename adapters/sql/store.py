@@ -503,7 +503,13 @@ def scope_values(scope: Scope) -> dict[str, Any]:
 
 
 def scope_params(scope: Scope) -> dict[str, Any]:
-    """The bound parameters of :func:`visible` for the caller's ``scope``."""
+    """The bound parameters of :func:`visible` for the caller's ``scope``
+    (a new dict: callers add their own)."""
+    return dict(_scope_params(scope))
+
+
+@lru_cache(maxsize=4096)
+def _scope_params(scope: Scope) -> dict[str, Any]:
     params: dict[str, Any] = {"s_depth": scope.depth}
     for i, (key, value) in enumerate(scope.levels, start=1):
         params[f"s_k{i}"] = key
