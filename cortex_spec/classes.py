@@ -21,6 +21,7 @@ from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
+from .leases import LeaseStore
 from .memory import TABLES as MEMORY_TABLES
 from .memory import AgentMemoryStore
 from .runs import RunStore
@@ -105,6 +106,14 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_across_scopes", scoped=False),
             requires=("runs",),
+        ),
+        ConformanceClass(
+            "leases",
+            "Run leases, takeovers and continuation discovery",
+            LeaseStore,
+            _m("hold_lease", "mark_notified")
+            + _m("list_lapsed_across_scopes", "list_continuable_across_scopes", scoped=False),
+            requires=("runs", "suspensions"),
         ),
         ConformanceClass(
             "checkpoints",

@@ -9,13 +9,14 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'catalog', 'checkpoints', 'gateway', 'memory', 'runs', 'suspensions']
+['a2a', 'catalog', 'checkpoints', 'gateway', 'leases', 'memory', 'runs', 'suspensions']
 """
 
 from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
@@ -24,9 +25,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
                   GatewayMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
+    """In-memory store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a``, ``memory``, ``catalog`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
@@ -35,7 +36,7 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Memor
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

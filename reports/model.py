@@ -105,6 +105,8 @@ def build_report(
                 for o in ("passed", "failed", "not claimed", "skipped")
             },
         }
+        if clause.provenance:
+            entry["provenance"] = clause.provenance
         failures = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome_for(clause.id) == "failed"]
         skips = [
             f"{t.nodeid}: " + (t.message if t.outcome == "skipped" else

@@ -44,6 +44,7 @@ from cortex_spec.errors import (
     DeliveryClaimLost,
     HopCeilingExceeded,
     InvalidState,
+    LeaseHeld,
     NotSuspended,
     SuspensionExpired,
 )
@@ -970,6 +971,165 @@ class UpdateWritesCounters(MemoryStore):
         return self._crud.storage.update(SESSIONS, stored.id, require_scope(ctx), counters, self._now())
 
 
+# -- class leases ------------------------------------------------------------------------------
+
+
+class HoldReadThenWrite(MemoryStore):
+    """hold_lease decides on the run it read, lets go of the lock, then
+    writes: two holders both see an unleased run and both win."""
+
+    def hold_lease(self, ctx, run_id, lease):
+        from cortex_spec.leases import Hold, check_lease, hold_decision
+
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        lease = check_lease(lease)
+        with self._tx() as t:
+            now = self._now()
+            run = self._visible_run(t, ctx, run_id)
+            if run.state != RunState.RUNNING:
+                raise InvalidState("not running")
+            decision = hold_decision(run.lease, lease.owner, now)
+            if decision is Hold.HELD:
+                raise LeaseHeld("held")
+        time.sleep(GAP)
+        with self._tx() as t:
+            run = t.runs[run_id]
+            t.runs[run_id] = replace(run, lease=lease,
+                                     reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+
+
+def _leases_with(decide):
+    """A reference store whose hold decides with ``decide`` instead of
+    :func:`cortex_spec.leases.hold_decision` (the rest as the reference)."""
+
+    class Store(MemoryStore):
+        def hold_lease(self, ctx, run_id, lease):
+            from cortex_spec.leases import Hold, check_lease
+
+            require_scope(ctx)
+            ids.check_id(run_id, ids.RUN, "run_id")
+            lease = check_lease(lease)
+            with self._tx() as t:
+                now = self._now()
+                run = self._visible_run(t, ctx, run_id)
+                if run.state != RunState.RUNNING:
+                    raise InvalidState("not running")
+                decision = decide(run.lease, lease.owner, now)
+                if decision is Hold.HELD:
+                    raise LeaseHeld("held")
+                t.runs[run_id] = replace(run, lease=lease,
+                                         reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+
+    return Store
+
+
+def _strict_expiry(current, owner, now):
+    from cortex_spec.leases import Hold
+
+    if current is None or current.owner == owner:
+        return Hold.TAKE
+    return Hold.RECLAIM if current.expires_at < now else Hold.HELD
+
+
+class ExpiryOnHolderSide(_leases_with(_strict_expiry)):
+    """A lease compares its expiry with ``<``: at the expiry instant the dead
+    owner still holds it and nobody can take the run over."""
+
+
+def _uncounted(current, owner, now):
+    from cortex_spec.leases import Hold, hold_decision
+
+    decision = hold_decision(current, owner, now)
+    return Hold.TAKE if decision is Hold.RECLAIM else decision
+
+
+class TakeoverNotCounted(_leases_with(_uncounted)):
+    """A takeover of a lapsed foreign lease leaves ``reclaim_count`` as it was."""
+
+
+def _counts_renewals(current, owner, now):
+    from cortex_spec.leases import Hold, hold_decision
+
+    decision = hold_decision(current, owner, now)
+    return Hold.RECLAIM if decision is Hold.TAKE and current is not None else decision
+
+
+class RenewalCounted(_leases_with(_counts_renewals)):
+    """Every hold that replaces a lease counts as a reclaim, the owner's own
+    renewals included."""
+
+
+class LapsedExcludesTheInstant(MemoryStore):
+    """list_lapsed_across_scopes compares ``expires_at < now``: a lease that
+    expires exactly at ``now`` is not listed."""
+
+    def list_lapsed_across_scopes(self, ctx, now, limit=0):
+        rows = super().list_lapsed_across_scopes(ctx, now, 0)
+        rows = [r for r in rows if r.lease.expires_at < check_instant(now, "now")]
+        limit, _ = check_page(limit)
+        return rows[:limit] if limit else rows
+
+
+class ContinuableIgnoresMarks(MemoryStore):
+    """list_continuable_across_scopes ignores ``notified_before``: a waiting
+    run is announced again on every sweep."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        check_instant(notified_before, "notified_before")
+        from cortex_spec.testing import FAR_FUTURE
+
+        return super().list_continuable_across_scopes(ctx, FAR_FUTURE, limit)
+
+
+class ContinuableIgnoresDeadline(MemoryStore):
+    """A paused run counts as ready whenever it has a suspension, even one
+    whose deadline has passed (which belongs to the expiry sweeper)."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        from cortex_spec.entities import detach
+        from cortex_spec.leases import lapsed, notified_since
+
+        require_context(ctx)
+        before = check_instant(notified_before, "notified_before")
+        limit, _ = check_page(limit)
+        with self._tx() as t:
+            now = self._now()
+            rows = [r for r in t.runs.values()
+                    if ((r.state == RunState.PAUSED and r.id in t.suspensions) or lapsed(r, now))
+                    and not notified_since(r, before)]
+        rows.sort(key=lambda r: r.id)
+        return [detach(r) for r in page(rows, limit, 0)]
+
+
+class MarkMovesBack(MemoryStore):
+    """mark_notified writes ``at`` unconditionally: a late sweeper moves the
+    mark back and the run is announced again."""
+
+    def mark_notified(self, ctx, run_id, at):
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        at = check_instant(at, "at")
+        with self._tx() as t:
+            run = self._visible_run(t, ctx, run_id)
+            t.runs[run_id] = replace(run, notified_at=at)
+
+
+class StoppedRunKeepsLease(MemoryStore):
+    """update_run leaves the lease of a run that stops running (no clearing
+    in the update statement)."""
+
+    def update_run(self, ctx, run):
+        run_id, _ = validate_run_update(run)
+        with self._tx() as t:
+            before = t.runs.get(run_id)
+            updated = super().update_run(ctx, run)
+            if before is not None and before.lease is not None:
+                t.runs[run_id] = replace(t.runs[run_id], lease=before.lease)
+                updated = detach(t.runs[run_id])
+            return updated
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -1059,6 +1219,16 @@ MUTANTS: list[Mutant] = [
     _m("memory-clear-keeps-last-message", ClearKeepsLastMessage, ("MEM-CONV-9",)),
     _m("memory-save-into-visible-session", SaveIntoVisibleSession, ("MEM-CONV-2",)),
     _m("memory-update-writes-counters", UpdateWritesCounters, ("MEM-SES-6", "MEM-RACE-4")),
+    _m("leases-hold-read-then-write", HoldReadThenWrite, ("LEASE-RACE-1", "LEASE-HOLD-8", "LEASE-RACE-3",
+                                                          "LEASE-EXCL-1", "MACH-LIN-1")),
+    _m("leases-expiry-on-holder-side", ExpiryOnHolderSide, ("LEASE-HOLD-6", "LEASE-HOLD-1", "LEASE-HOLD-5")),
+    _m("leases-takeover-not-counted", TakeoverNotCounted, ("LEASE-HOLD-6", "LEASE-RECLAIM-1")),
+    _m("leases-renewal-counted", RenewalCounted, ("LEASE-HOLD-6", "LEASE-RECLAIM-1")),
+    _m("leases-lapsed-excludes-the-instant", LapsedExcludesTheInstant, ("LEASE-LAPSED-1",)),
+    _m("leases-continuable-ignores-marks", ContinuableIgnoresMarks, ("LEASE-CONT-1", "LEASE-NOTIFY-5")),
+    _m("leases-continuable-ignores-deadline", ContinuableIgnoresDeadline, ("LEASE-CONT-1",)),
+    _m("leases-mark-moves-back", MarkMovesBack, ("LEASE-NOTIFY-1", "LEASE-RACE-5")),
+    _m("leases-stopped-run-keeps-lease", StoppedRunKeepsLease, ("LEASE-CLEAR-1", "LEASE-INV-1")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -40,6 +40,7 @@ from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .store import MongoStoreBase
 from .suspensions import SuspensionsMixin
@@ -47,9 +48,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
+class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
                  MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` and ``memory`` (only where the deployment has transactions),
     ``catalog`` and ``gateway``.
 
@@ -60,7 +61,7 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:

@@ -6,6 +6,7 @@ from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
@@ -14,9 +15,9 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
                GatewayOpenerMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
+    """SQL store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``, ``a2a``,
     ``memory``, ``catalog`` and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
@@ -27,7 +28,7 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMi
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
