@@ -5,8 +5,16 @@ Options::
     --cortex-store NAME|module:factory   the store to certify (default: reference)
     --cortex-profile quick|full          how hard to push (default: quick)
     --cortex-postgres-url URL            the server of ``--cortex-store postgres``
+    --cortex-classes a,b                 certify only these declared classes
     --cortex-report PATH                 write the JSON certification report here
     --cortex-report-dir DIR              ... or as DIR/<store>-<profile>.json
+    --cortex-output FORMAT=PATH          also as markdown, junit, github, html, text
+    --cortex-waivers FILE                TOML waivers of known failures
+    --hypothesis-seed N                  the seed of the state machines (replays a run)
+
+A failure is charged to the clause whose check failed (see
+:mod:`cortex_spec.attribution`) and its text leads with that clause's rule,
+expected and observed, and a command that replays the test.
 
 Fixtures: ``cortex_harness`` (session; the started backend),
 ``cortex_clock`` (a fresh :class:`~cortex_spec.ManualClock` per test),
