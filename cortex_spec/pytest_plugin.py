@@ -324,6 +324,8 @@ class CertificationRun:
         #: True once the session got past pytest_sessionstart
         self.collected = False
         self.outputs: list[tuple[str, str]] = []
+        #: every failed test of the session, certification test or not
+        self.failed_tests: set[str] = set()
         #: tests --cortex-classes left out: (node id, clauses, reason); an
         #: xdist worker sends them with its first report
         self.dropped: list[tuple[str, tuple[str, ...], str]] = []
@@ -451,10 +453,11 @@ class CertificationRun:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Put ``CORTEX_SPEC_SEED`` back as it was (pytester runs sessions in one process)."""
-        if getattr(self, "_seed_env", None) is None:
+        previous: str | None = getattr(self, "_seed_env", None)
+        if previous is None:
             os.environ.pop("CORTEX_SPEC_SEED", None)
         else:
-            os.environ["CORTEX_SPEC_SEED"] = self._seed_env
+            os.environ["CORTEX_SPEC_SEED"] = previous
 
     def stop_backend(self) -> None:
         if self.harness is not None:
@@ -509,7 +512,7 @@ class CertificationRun:
         if self.dropped and hasattr(self.config, "workerinput"):
             report.user_properties = list(report.user_properties) + [(_DROPPED_KEY, self.dropped)]
             self.dropped = []
-        props = dict(item.user_properties)
+        props: dict[str, Any] = dict(item.user_properties)
         if call.excinfo is None or _CLAUSES_KEY not in props or not report.failed:
             return
         from .attribution import attribute
@@ -528,7 +531,9 @@ class CertificationRun:
                            + _short_traceback(item, call.excinfo))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
+        if report.failed:
+            self.failed_tests.add(report.nodeid)
+        props: dict[str, Any] = dict(report.user_properties)
         if _DROPPED_KEY in props:
             self.record_dropped(props[_DROPPED_KEY])
         if _CLAUSES_KEY not in props:
@@ -633,7 +638,10 @@ class CertificationRun:
         given = os.environ.get("CORTEX_SPEC_COMMAND")
         if given:
             return given
-        args = [os.path.basename(sys.argv[0]) or "pytest", *self.config.invocation_params.args]
+        program = os.path.basename(sys.argv[0]) or "pytest"
+        if program == "__main__.py":  # python -m pytest
+            program = "python -m pytest"
+        args = [*program.split(), *self.config.invocation_params.args]
         return " ".join(shlex.quote(str(a)) for a in args)
 
     def timings(self) -> dict[str, Any]:
@@ -702,10 +710,24 @@ class CertificationRun:
             return
         if report["gate"] == "fail" and session.exitstatus == 0:
             session.exitstatus = 1
-        elif report["gate"] == "pass" and session.exitstatus == 1:
+        elif report["gate"] == "pass" and session.exitstatus == 1 and self.only_waived_failures(report):
             session.exitstatus = 0  # every failure is charged to a waived clause
         if self.unavailable is not None:
             session.exitstatus = EXIT_NOT_CERTIFIED
+
+    def only_waived_failures(self, report: dict[str, Any]) -> bool:
+        """Whether every failed test of the session is a certification test
+        whose failure is charged only to clauses the report shows waived (a
+        failure of any other test keeps pytest's exit status)."""
+        waived = {c["id"] for c in report["clauses"] if c["outcome"] == "waived"}
+        for nodeid in self.failed_tests:
+            record = self.records.get(nodeid)
+            if record is None or record[0] != "failed":
+                return False
+            charged = record[4] or record[2]
+            if not set(charged) <= waived:
+                return False
+        return True
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         report = self.report

@@ -147,13 +147,9 @@ def shorten(value: Any, limit: int = 160) -> str:
 
 
 def _rule(clause_id: str) -> str:
-    from .clauses import UnknownClause, catalogue
+    from .attribution import rule_of
 
-    try:
-        text = catalogue()[clause_id].text.replace("`", "")
-    except UnknownClause:
-        return "(a clause the spec does not define)"
-    return text if len(text) <= 300 else text[: text.rfind(" ", 0, 300)] + " …"
+    return rule_of(clause_id)
 
 
 class ClauseViolation(AssertionError):

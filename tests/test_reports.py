@@ -304,6 +304,12 @@ def test_waivers_through_the_plugin_pass_the_gate(tmp_path, failing_report):
     assert result.returncode == 0, result.stdout[-2000:]
     assert by_id(report)["CP-RESOLVE-3"]["outcome"] == "waived"
     assert "CP-CREATE-1" in [w["clause"] for w in report["waivers"]["stale"]]
+    # a failure of a test that checks no clause is never waived away
+    plain = tmp_path / "test_plain.py"
+    plain.write_text("def test_plain():\n    assert False\n")
+    result = certify_in_subprocess(tmp_path, "--cortex-waivers", str(waivers), "--hypothesis-seed=12345", str(plain))
+    assert json.loads((tmp_path / "report.json").read_text())["gate"] == "pass"
+    assert result.returncode == 1, result.stdout[-2000:]
 
 
 # -- diff -----------------------------------------------------------------------------------------
