@@ -41,7 +41,8 @@ def test_read_then_write_claim_fails_with_the_race_clause(certify):
     got = outcomes(report)
     assert got["SUSP-CLAIM-10"] == "failed"
     failed = next(c for c in report["clauses"] if c["id"] == "SUSP-CLAIM-10")
-    assert failed["messages"], "a failed clause carries its failure messages"
+    assert failed["failures"], "a failed clause carries its failures"
+    assert failed["failures"][0]["message"].startswith("SUSP-CLAIM-10 broken:")
 
 
 def test_deadline_on_the_wrong_side_fails_the_partition_clause(certify):
