@@ -624,6 +624,10 @@ RULES = {
     "count": "a count equals the list without its page",
     "search": "search is a literal ASCII-case-folded substring",
     "fields": "every field written reads back equal, types kept",
+    # the races the concurrent machine storms every table with (stateful.kinds)
+    "race.unique": "racing creates of one unique key at one exact scope: exactly one succeeds",
+    "race.rename": "an update renaming into a key racing a create of that key: exactly one succeeds",
+    "race.delete": "an update racing a delete of the row: first, or the not-found class; never resurrected",
 }
 
 

@@ -57,7 +57,7 @@ from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
 from .ops import Bindings, Op, Outcome
-from .plugin import Race, World
+from .plugin import Race, World, storm_clauses
 from .stats import MachineStats
 from .world import Script, Tick
 
@@ -184,7 +184,8 @@ def _mixed(draw: Any, classes: frozenset[str], focus: str, census: int | None = 
             tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
             for _ in range(lanes)
         )
-    return Scenario("storm" if storm else "mixed", world, _setup(world), branches)
+    clauses = storm_clauses(build) if storm else ()
+    return Scenario("storm" if storm else "mixed", world, _setup(world), branches, clauses)
 
 
 @st.composite

@@ -23,7 +23,7 @@ from cortex_spec.runs import Lease, Run, RunState
 from cortex_spec.scope import Scope
 
 from .ops import Op
-from .plugin import ClassMachines, Family, MachineTest, Race, World
+from .plugin import ClassMachines, Family, MachineTest, Race, World, storm
 from .runs import AGENTS, run_key
 from .world import ROLES, ctx_of, instants_around, make_op
 
@@ -188,7 +188,11 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
         return make_op("mark_notified", ctx_of(ROLES[draw(visible)]), run_id, draw(_instants(rows)),
                        keys=[run_key(run_id)])
 
-    return [hold, mark]
+    return [storm(b, *c) for b, c in zip((hold, mark), STORM_CLAUSES, strict=True)]
+
+
+#: the clauses of the storms above, in their order
+STORM_CLAUSES = (("LEASE-RACE-1", "LEASE-HOLD-8"), ("LEASE-RACE-5",))
 
 
 def _holders(draw: Any, w: World, declared: frozenset[str]) -> Race:
@@ -556,6 +560,7 @@ MACHINES = ClassMachines(
     racing_ops=racing_ops,
     storm_ops=storm_ops,
     families=FAMILIES,
+    race_clauses=tuple(c for clauses in STORM_CLAUSES for c in clauses),
     tests=(MachineTest("lease-driver", ("LEASE-CRASH-1", "LEASE-EXCL-1", "LEASE-HOLD-6", "LEASE-LAPSED-1"),
                        run_lease_driver, machine="leases-driver", cost=8.0),),
     weight=0.6,
