@@ -67,6 +67,7 @@ from .clock import Clock, ManualClock, SystemClock, truncate_ms
 from .context import Context
 from .gateway import GatewayOpener, GatewayStore, InboundMessage, InboxItem, ItemStatus
 from .leases import LeaseStore
+from .orchestration import OrchestrationStore
 from .runs import Lease, Run, RunFilter, RunState, RunStore, Step, ToolCall
 from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason, SuspensionStore
@@ -112,6 +113,7 @@ __all__ = [
     "SuspensionReason",
     "SuspensionStore",
     "LeaseStore",
+    "OrchestrationStore",
     "SystemClock",
     "ToolCall",
     "answers_ask",

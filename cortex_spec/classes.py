@@ -24,6 +24,8 @@ from .kinds import Table, protocol_methods
 from .leases import LeaseStore
 from .memory import TABLES as MEMORY_TABLES
 from .memory import AgentMemoryStore
+from .orchestration import TABLES as ORCHESTRATION_TABLES
+from .orchestration import OrchestrationStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
 
@@ -172,6 +174,13 @@ CLASSES: dict[str, ConformanceClass] = {
             CatalogStore,
             _m(*protocol_methods(CatalogStore)),
             tables=CATALOG_TABLES,
+        ),
+        ConformanceClass(
+            "orchestration",
+            "Team configurations and runs, the continuation claim and child admission",
+            OrchestrationStore,
+            _m(*protocol_methods(OrchestrationStore)),
+            tables=ORCHESTRATION_TABLES,
         ),
         ConformanceClass(
             "gateway",

@@ -28,6 +28,8 @@ __all__ = [
     "BEHAVIOR",
     "PERSONA",
     "OVERLAY",
+    "ORCHESTRATION",
+    "ORCHESTRATION_RUN",
     "PREFIXES",
     "RUN",
     "SESSION",
@@ -55,6 +57,8 @@ TRAIT = "trt"
 BEHAVIOR = "bhv"
 PERSONA = "prs"
 OVERLAY = "ovl"
+ORCHESTRATION = "orchcfg"
+ORCHESTRATION_RUN = "orch"
 
 #: Every prefix this contract names, by entity.
 PREFIXES = {
@@ -73,6 +77,8 @@ PREFIXES = {
     "behavior": BEHAVIOR,
     "persona": PERSONA,
     "overlay": OVERLAY,
+    "orchestration": ORCHESTRATION,
+    "orchestration_run": ORCHESTRATION_RUN,
 }
 
 

@@ -9,8 +9,10 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'catalog', 'checkpoints', 'gateway', 'leases', 'memory', 'runs', 'suspensions']
+['a2a', 'catalog', 'checkpoints', 'gateway', 'leases', 'memory', 'orchestration', 'runs', 'suspensions']
 """
+
+from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .catalog import CatalogMixin
@@ -26,9 +28,9 @@ __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
 class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-                  GatewayMixin, StoreBase):
+                  OrchestrationMethods, GatewayMixin, StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
-    ``a2a``, ``memory``, ``catalog`` and ``gateway``.
+    ``a2a``, ``memory``, ``catalog``, ``orchestration`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -36,7 +38,7 @@ class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -34,7 +34,7 @@ from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
 #: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
 RACE_RULES = ("race.unique", "race.rename", "race.delete")
 
-__all__ = ["class_machines", "entities", "NAMES"]
+__all__ = ["class_machines", "entities", "NAMES", "KindRows"]
 
 #: Names a rule draws: case and wildcard look-alikes collide only where they should.
 NAMES = ("alpha", "Alpha", "beta", "a%a", "a_a", "alpha ")

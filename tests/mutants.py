@@ -1130,6 +1130,130 @@ class StoppedRunKeepsLease(MemoryStore):
             return updated
 
 
+# -- class orchestration ---------------------------------------------------------------------
+
+
+class ClaimIgnoresStatus(MemoryStore):
+    """claim_orchestration_continuation moves any team run to running: a
+    second driver re-starts a pass that is already running."""
+
+    def claim_orchestration_continuation(self, ctx, team_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        now = self._now()
+
+        def step(st):
+            o._own_team_run(st, scope, team_id)
+            return st.update(o.TEAM_RUNS, team_id, scope, {"status": o.OrchestrationStatus.RUNNING}, now)
+
+        return self._crud.storage.atomic(step)
+
+
+class LinkReadThenWrite(MemoryStore):
+    """link_orchestration_child reads the children, lets go, then writes the
+    list it read plus its child: concurrent links lose children."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        run = self._crud.storage.atomic(lambda st: o._own_team_run(st, scope, team_id))
+        if child_run_id in run.child_run_ids:
+            return
+        if run.status != o.OrchestrationStatus.RUNNING:
+            raise InvalidState("not running")
+        time.sleep(GAP)
+        self._crud.storage.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)},
+                                  self._now())
+
+
+class UpdateWritesChildren(MemoryStore):
+    """update_orchestration_run writes ``child_run_ids`` from the object
+    (upstream's UpdateOrchestrationRun): children admitted meanwhile are lost."""
+
+    def update_orchestration_run(self, ctx, orchestration_run):
+        from cortex_spec.kinds import Strings
+        from cortex_spec.orchestration import TEAM_RUNS
+
+        stored = self._crud.update(TEAM_RUNS, ctx, orchestration_run)
+        kids = Strings(unique=True).check(orchestration_run.child_run_ids, "child_run_ids")
+        return self._crud.storage.update(TEAM_RUNS, stored.id, require_scope(ctx), {"child_run_ids": kids},
+                                         self._now())
+
+
+class ClaimFromAbove(MemoryStore):
+    """The continuation claim accepts a team run any visible scope holds: an
+    ancestor's driver takes over a descendant team's pass."""
+
+    def claim_orchestration_continuation(self, ctx, team_id):
+        from cortex_spec import orchestration as o
+
+        own = o._own_team_run
+        o._own_team_run = _visible_team_run
+        try:
+            return super().claim_orchestration_continuation(ctx, team_id)
+        finally:
+            o._own_team_run = own
+
+
+def _visible_team_run(storage, scope, team):
+    from cortex_spec.errors import OrchestrationRunNotFound
+    from cortex_spec.orchestration import TEAM_RUNS
+
+    rows = storage.select(TEAM_RUNS, Query(scope, where=(("id", team),)))
+    if not rows:
+        raise OrchestrationRunNotFound("not found")
+    return rows[0]
+
+
+class LinkWhileWaiting(MemoryStore):
+    """A waiting team run still admits children (the check allows any
+    status that is not terminal)."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        now = self._now()
+
+        def step(st):
+            run = o._own_team_run(st, scope, team_id)
+            if child_run_id in run.child_run_ids:
+                return
+            if run.status in (o.OrchestrationStatus.COMPLETED, o.OrchestrationStatus.FAILED):
+                raise InvalidState("over")
+            st.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)}, now)
+
+        self._crud.storage.atomic(step)
+
+
+class RelinkAppends(MemoryStore):
+    """A repeated link appends the child again instead of succeeding
+    without a change."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        now = self._now()
+
+        def step(st):
+            run = o._own_team_run(st, scope, team_id)
+            if run.status != o.OrchestrationStatus.RUNNING:
+                raise InvalidState("not running")
+            st.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)}, now)
+
+        self._crud.storage.atomic(step)
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -1229,6 +1353,12 @@ MUTANTS: list[Mutant] = [
     _m("leases-continuable-ignores-deadline", ContinuableIgnoresDeadline, ("LEASE-CONT-1",)),
     _m("leases-mark-moves-back", MarkMovesBack, ("LEASE-NOTIFY-1", "LEASE-RACE-5")),
     _m("leases-stopped-run-keeps-lease", StoppedRunKeepsLease, ("LEASE-CLEAR-1", "LEASE-INV-1")),
+    _m("orchestration-claim-ignores-status", ClaimIgnoresStatus, ("ORCH-CLAIM-3", "ORCH-CLAIM-4", "ORCH-RACE-1")),
+    _m("orchestration-link-read-then-write", LinkReadThenWrite, ("ORCH-LINK-6", "ORCH-RACE-3", "MACH-LIN-1")),
+    _m("orchestration-update-writes-children", UpdateWritesChildren, ("ORCH-RUN-6", "ORCH-LINK-7")),
+    _m("orchestration-claim-from-above", ClaimFromAbove, ("ORCH-CLAIM-1",)),
+    _m("orchestration-link-while-waiting", LinkWhileWaiting, ("ORCH-LINK-5", "ORCH-RACE-4")),
+    _m("orchestration-relink-appends", RelinkAppends, ("ORCH-LINK-3", "ORCH-LINK-7", "ORCH-RACE-3")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

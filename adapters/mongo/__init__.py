@@ -36,6 +36,8 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from cortex_spec.orchestration import OrchestrationMethods
+
 from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
@@ -48,8 +50,8 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
-                 MongoStoreBase):
+class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
+                 GatewayOpenerMixin, MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` and ``memory`` (only where the deployment has transactions),
     ``catalog`` and ``gateway``.
@@ -61,14 +63,15 @@ class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, Memo
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
         super().__init__(database, clock, **options)
         if not self._transactions:
             # a conversation's batch and its counters are one transaction
-            self.capabilities = frozenset(self.capabilities - {"memory"})
+            # (and a team run's claim and child link read and write in one)
+            self.capabilities = frozenset(self.capabilities - {"memory", "orchestration"})
         self.gateway_client = gateway_client
         self.gateway_lease = gateway_lease
         if lease_clock is not None:

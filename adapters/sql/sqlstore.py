@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from cortex_spec.orchestration import OrchestrationMethods
+
 from .a2a import A2AMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
@@ -16,7 +18,7 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-               GatewayOpenerMixin, SqlStoreBase):
+               OrchestrationMethods, GatewayOpenerMixin, SqlStoreBase):
     """SQL store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``, ``a2a``,
     ``memory``, ``catalog`` and ``gateway``.
 
@@ -28,7 +30,7 @@ class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMi
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
