@@ -7,12 +7,15 @@ the first decision kept, exactly one winner among concurrent resolves),
 ``list_pending``/``count_pending`` with their total order and paging, and the
 cross-scope cursor ``list_pending_across_scopes``. The class stands alone:
 every test uses checkpoint methods only, except CP-RESOLVE-6, which checks
-that resolve leaves runs and suspensions alone.
+that resolve leaves runs and suspensions alone, and SCOPE-ID-3's check that a
+checkpoint naming an invisible run does not reveal it.  At the end: the
+examples this module gives the scope and common suites (``EXAMPLES``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import attrs
@@ -27,6 +30,7 @@ from cortex_spec.errors import (
     InvalidArgument,
     InvalidState,
     NoScope,
+    RunNotFound,
 )
 from cortex_spec.scope import Scope
 from cortex_spec.testing import (
@@ -42,6 +46,9 @@ from cortex_spec.testing import (
     reject,
     state_view,
 )
+
+from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, StateError, XsMethod
+from .helpers import assert_scope, raises
 
 MS = timedelta(milliseconds=1)
 
@@ -765,3 +772,209 @@ def test_across_scopes_paging_from_a_starting_cursor(store, clock):
         seen += _ids(page)
         after = page[-1].id
     assert seen == _ids(ordered[4:])
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py),
+# and the checkpoint tests those suites held
+# ===========================================================================
+
+S = Scope.parse
+
+
+def _shared() -> SimpleNamespace:
+    """The run every checkpoint of one scope test refers to (and a step the
+    whole-state view reads)."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A pending checkpoint at HOME (``cp`` is the one a site resolves)."""
+    c = ctx(HOME)
+    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), checkpoint_id=ids.new_id(ids.CHECKPOINT))
+    store.create_checkpoint(c, make_checkpoint(w.run_id, id=w.checkpoint_id))
+    w.cp = w.checkpoint_id
+    return w
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_checkpoint": lambda s, c, w: s.create_checkpoint(c, make_checkpoint()),
+    "get_checkpoint": lambda s, c, w: s.get_checkpoint(c, w.checkpoint_id),
+    "resolve": lambda s, c, w: s.resolve(c, w.checkpoint_id, approve()),
+    "list_pending": lambda s, c, w: s.list_pending(c),
+    "count_pending": lambda s, c, w: s.count_pending(c),
+    "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_checkpoint": lambda s, c, w: s.create_checkpoint(c, make_checkpoint(state="resolved")),
+    "get_checkpoint": lambda s, c, w: s.get_checkpoint(c, ids.new_id(ids.RUN)),
+    "resolve": lambda s, c, w: s.resolve(c, w.checkpoint_id, "approved"),
+    "list_pending": lambda s, c, w: s.list_pending(c, CheckpointFilter(run_id="bad")),
+    "count_pending": lambda s, c, w: s.count_pending(c, CheckpointFilter(limit="ten")),
+    "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c, after_id=ids.new_id(ids.RUN)),
+}
+
+
+def _invalid_before_not_found(store: Any, w: SimpleNamespace) -> list[Callable[[Context], Any]]:
+    """Calls with a bad argument that address a row the caller cannot reach
+    or that does not exist; InvalidArgument must win over the NotFound."""
+    return [
+        lambda c: store.resolve(c, w.checkpoint_id, "yes"),
+        lambda c: store.resolve(c, ids.new_id(ids.CHECKPOINT), Decision(approved="yes")),
+    ]
+
+
+def _second_resolve(store: Any) -> tuple[Callable[[Context], Any], Callable[[Any], dict]]:
+    """A resolve of a checkpoint already resolved (InvalidState)."""
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint(ids.new_id(ids.RUN)))
+    store.resolve(c, cp.id, approve())
+    return (lambda cc: store.resolve(cc, cp.id, approve(by="mallory"))), (lambda scopes: state_view(store, scopes))
+
+
+def _checkpoint_reads(store: Any, c: Context, obj: Any, sh: SimpleNamespace) -> list[tuple[str, Any]]:
+    out = [("resolve", store.resolve(c, obj.id, approve()).scope)]
+    out.append(("get after resolve", store.get_checkpoint(c, obj.id).scope))
+    return out
+
+
+_KINDS = (
+    Kind(
+        "checkpoint", "checkpoints",
+        new=lambda sh, **f: make_checkpoint(sh.run_id, **f),
+        create=lambda s, c, o: s.create_checkpoint(c, o),
+        get=lambda s, c, o: s.get_checkpoint(c, o.id),
+        lists=(
+            lambda s, c, sh: s.list_pending(c),
+            lambda s, c, sh: s.list_pending(c, CheckpointFilter(run_id=sh.run_id)),
+        ),
+        counts=(
+            lambda s, c, sh: s.count_pending(c),
+            lambda s, c, sh: s.count_pending(c, CheckpointFilter(run_id=sh.run_id, limit=1)),
+        ),
+        across=lambda s, sh: s.list_pending_across_scopes(ZERO),
+        not_found=CheckpointNotFound,
+        vary=lambda o: attrs.evolve(o, reason="impostor"),
+        reads=_checkpoint_reads,
+        shared=_shared,
+        view=lambda s, sh, o, scopes: state_view(s, scopes, run_ids=[sh.run_id], step_ids=[sh.step_id]),
+        # checkpoints of one run at several scopes
+        same_reference={},
+        clauses={"ids": ("CP-CREATE-3",), "same_reference": ("CP-CREATE-4",)},
+    ),
+)
+
+
+def _setup_checkpoint(store: Any, c: Context) -> str:
+    return store.create_checkpoint(c, make_checkpoint()).id
+
+
+def _done_read(store: Any, c: Context, key: str) -> None:
+    assert_scope(store.get_checkpoint(c, key).scope, c.scope)
+
+
+def _done_resolved(store: Any, c: Context, key: str) -> None:
+    cp = store.get_checkpoint(c, key)
+    assert cp.state == CheckpointState.RESOLVED
+    assert_scope(cp.scope, c.scope)
+
+
+_BYID = (
+    ByIdOp("get_checkpoint", "checkpoints", CheckpointNotFound, _setup_checkpoint,
+           lambda s, c, k: s.get_checkpoint(c, k), _done_read, missing=lambda: ids.new_id(ids.CHECKPOINT)),
+    ByIdOp("resolve", "checkpoints", CheckpointNotFound, _setup_checkpoint,
+           lambda s, c, k: s.resolve(c, k, approve()), _done_resolved, missing=lambda: ids.new_id(ids.CHECKPOINT)),
+)
+
+
+def _seed_xs_checkpoints(store: Any) -> dict[str, Scope]:
+    """Per scope: a pending checkpoint (selected) and a resolved one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        pending = store.create_checkpoint(c, make_checkpoint())
+        done = store.create_checkpoint(c, make_checkpoint())
+        store.resolve(c, done.id, approve())
+        expected[pending.id] = S(sc)
+    return expected
+
+
+def _act_on_checkpoint(store: Any, row: Any) -> None:
+    store.resolve(Context(row.scope), row.id, approve())
+    assert store.get_checkpoint(Context(row.scope), row.id).state == CheckpointState.RESOLVED
+
+
+_XS = {
+    "list_pending_across_scopes": XsMethod(
+        "list_pending_across_scopes", "checkpoints",
+        seed=_seed_xs_checkpoints,
+        call=lambda s, c: s.list_pending_across_scopes(c),
+        act=_act_on_checkpoint,
+        scoped_twin=lambda s, c: s.list_pending(c),
+        bad=(
+            lambda s, c: s.list_pending_across_scopes(c, after_id="bad"),
+            lambda s, c: s.list_pending_across_scopes(c, after_id=ids.new_id(ids.RUN)),
+            lambda s, c: s.list_pending_across_scopes(c, after_id=5),
+            lambda s, c: s.list_pending_across_scopes(c, after_id="acp_" + "8" * 26),
+            lambda s, c: s.list_pending_across_scopes(c, limit="x"),
+            lambda s, c: s.list_pending_across_scopes(c, limit=True),
+        ),
+    ),
+}
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """Every write method of the class from each of ``callers`` on rows
+    stored at ``row``, and a check that every row still reads back at ``row``."""
+    home = ctx(row)
+    cps = [store.create_checkpoint(home, make_checkpoint()) for _ in callers]
+    for cp, caller in zip(cps, callers):
+        store.resolve(ctx(caller), cp.id, approve())
+
+    def check() -> None:
+        for cp in cps:
+            got = store.get_checkpoint(home, cp.id)
+            assert got.state == CheckpointState.RESOLVED
+            assert_scope(got.scope, S(row))
+    return SimpleNamespace(), check
+
+
+def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
+    """An outsider of the written rows sees no pending checkpoint."""
+    assert store.list_pending(c) == []
+    assert store.count_pending(c) == 0
+
+
+EXAMPLES = Examples(
+    "checkpoints",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset({"get_checkpoint", "resolve"}),
+    xs=_XS,
+    precedence=_invalid_before_not_found,
+    state_errors=(StateError("resolve", "checkpoints", _second_resolve, CheckpointNotFound, InvalidState,
+                             clauses=("CP-RESOLVE-3",)),),
+    every_write=_every_write,
+    hidden=_hidden,
+)
+
+
+# -- scope clauses of checkpoints (held by the scope suite until it read the examples) -------
+
+
+@pytest.mark.clause("SCOPE-ID-3", "CP-CREATE-4")
+@pytest.mark.cortex_classes("checkpoints", "runs")
+def test_checkpoint_referencing_an_invisible_run_does_not_reveal_it(store):
+    run = store.create_run(ctx("ws=w1"), make_run())
+    cp = store.create_checkpoint(ctx("ws=w2"), make_checkpoint(run.id))
+    raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
+    assert store.list_runs(ctx("ws=w2")) == []
+    assert [c.id for c in store.list_pending(ctx("ws=w2"), CheckpointFilter(run_id=run.id))] == [cp.id]
+    assert store.list_pending(ctx("ws=w1"), CheckpointFilter(run_id=run.id)) == []

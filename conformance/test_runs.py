@@ -10,22 +10,28 @@ references, their total orders, visibility and same ids across scopes).
 Scope isolation is exercised the way the upstream Go store suite does for
 runs (two-row isolation, prefix matching, same identifiers across scopes,
 scope immutability on update, full read-back); zero-scope refusal is
-certified by the scope module.
+certified by the scope module, from the examples this module gives the scope
+and common suites (``EXAMPLES``, at the end, with the runs tests those suites
+held: the exact filter, updates that ignore the scope they carry, references
+to invisible runs, the race on one run id).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Callable
 
 import attrs
 import pytest
 
 from cortex_spec import ids
 from cortex_spec.classes import CLASSES
+from cortex_spec.context import Context
 from cortex_spec.errors import AlreadyExists, InvalidArgument, RunNotFound
 from cortex_spec.runs import (
     TERMINAL_STATES,
@@ -49,6 +55,9 @@ from cortex_spec.testing import (
     strict_equal,
 )
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
+
+from .examples import HOME, ByIdOp, Examples, Kind
+from .helpers import assert_scope, raises
 
 UTC = timezone.utc
 
@@ -1694,3 +1703,279 @@ def test_list_tool_calls_shows_only_visible_calls(store):
 def test_list_tool_calls_invalid_step_id(store, bad):
     with pytest.raises(InvalidArgument):
         store.list_tool_calls(ctx(W1), bad)
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py),
+# and the runs tests those suites held
+# ===========================================================================
+
+
+def _shared() -> SimpleNamespace:
+    """The run and step every row of one scope test refers to."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A paused run with one step and one tool call at HOME."""
+    c = ctx(HOME)
+    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+    store.create_run(c, make_run(id=w.run_id, state=RunState.PAUSED))
+    store.create_step(c, make_step(w.run_id, id=w.step_id))
+    store.create_tool_call(c, make_tool_call(w.step_id, w.run_id))
+    w.view = dict(run_ids=[w.run_id], step_ids=[w.step_id])
+    return w
+
+
+def _shared_view(store: Any, sh: SimpleNamespace, obj: Any, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[sh.run_id], step_ids=[sh.step_id])
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_run": lambda s, c, w: s.create_run(c, make_run()),
+    "get_run": lambda s, c, w: s.get_run(c, w.run_id),
+    "update_run": lambda s, c, w: s.update_run(c, make_run(id=w.run_id, state=RunState.RUNNING)),
+    "list_runs": lambda s, c, w: s.list_runs(c),
+    "count_runs": lambda s, c, w: s.count_runs(c),
+    "create_step": lambda s, c, w: s.create_step(c, make_step(w.run_id)),
+    "list_steps": lambda s, c, w: s.list_steps(c, w.run_id),
+    "create_tool_call": lambda s, c, w: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id)),
+    "list_tool_calls": lambda s, c, w: s.list_tool_calls(c, w.step_id),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_run": lambda s, c, w: s.create_run(c, make_run(id="arun_not-a-typeid")),
+    "get_run": lambda s, c, w: s.get_run(c, "not-an-id"),
+    "update_run": lambda s, c, w: s.update_run(c, make_run(id=w.run_id, step_count=-1)),
+    "list_runs": lambda s, c, w: s.list_runs(c, RunFilter(state="bogus")),
+    "count_runs": lambda s, c, w: s.count_runs(c, "not a filter"),
+    "create_step": lambda s, c, w: s.create_step(c, make_step(w.run_id, index=True)),
+    "list_steps": lambda s, c, w: s.list_steps(c, 42),
+    "create_tool_call": lambda s, c, w: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, tool_name="")),
+    "list_tool_calls": lambda s, c, w: s.list_tool_calls(c, ids.new_id(ids.RUN)),
+}
+
+
+def _invalid_before_not_found(store: Any, w: SimpleNamespace) -> list[Callable[[Context], Any]]:
+    """Calls with a bad argument that address a row the caller cannot reach
+    or that does not exist; InvalidArgument must win over the NotFound."""
+    missing_run = ids.new_id(ids.RUN)
+    return [
+        lambda c: store.update_run(c, make_run(id=w.run_id, step_count=-1)),
+        lambda c: store.update_run(c, make_run(id=missing_run, state="bogus")),
+    ]
+
+
+def _run_reads(store: Any, c: Context, obj: Any, sh: SimpleNamespace) -> list[tuple[str, Any]]:
+    return [
+        ("list exact", next(r for r in store.list_runs(c, RunFilter(exact=True)) if r.id == obj.id).scope),
+        ("update", store.update_run(c, attrs.evolve(obj, input="u")).scope),
+    ]
+
+
+_KINDS = (
+    Kind(
+        "run", "runs",
+        new=lambda sh, **f: make_run(**f),
+        create=lambda s, c, o: s.create_run(c, o),
+        get=lambda s, c, o: s.get_run(c, o.id),
+        lists=(lambda s, c, sh: s.list_runs(c), lambda s, c, sh: s.list_runs(c, RunFilter())),
+        counts=(lambda s, c, sh: s.count_runs(c), lambda s, c, sh: s.count_runs(c, RunFilter(limit=1))),
+        not_found=RunNotFound,
+        vary=lambda o: attrs.evolve(o, input="impostor", agent_id=ids.new_id(ids.AGENT)),
+        reads=_run_reads,
+        shared=_shared,
+        view=_shared_view,
+        clauses={"ids": ("RUN-CREATE-2",)},
+    ),
+    Kind(
+        "step", "runs",
+        new=lambda sh, **f: make_step(sh.run_id, **f),
+        create=lambda s, c, o: s.create_step(c, o),
+        get=None,
+        lists=(lambda s, c, sh: s.list_steps(c, sh.run_id),),
+        vary=lambda o: attrs.evolve(o, input="impostor", index=7),
+        shared=_shared,
+        view=_shared_view,
+        # steps of one run at several scopes, with the same index too
+        same_reference={"index": 0},
+        clauses={"ids": ("STEP-2",), "same_reference": ("STEP-3",)},
+    ),
+    Kind(
+        "tool_call", "runs",
+        new=lambda sh, **f: make_tool_call(sh.step_id, sh.run_id, **f),
+        create=lambda s, c, o: s.create_tool_call(c, o),
+        get=None,
+        lists=(lambda s, c, sh: s.list_tool_calls(c, sh.step_id),),
+        vary=lambda o: attrs.evolve(o, arguments="impostor"),
+        shared=_shared,
+        view=_shared_view,
+        same_reference={},
+        clauses={"ids": ("TCALL-1",)},
+    ),
+)
+
+
+def _setup_run(store: Any, c: Context) -> str:
+    return store.create_run(c, make_run(state=RunState.PAUSED)).id
+
+
+def _done_read(store: Any, c: Context, key: str) -> None:
+    assert_scope(store.get_run(c, key).scope, c.scope)
+
+
+def _done_update(store: Any, c: Context, key: str) -> None:
+    run = store.get_run(c, key)
+    assert run.input == "changed" and run.state == RunState.RUNNING
+    assert_scope(run.scope, c.scope)
+
+
+def _run_view(store: Any, key: str, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[key])
+
+
+_BYID = (
+    ByIdOp("get_run", "runs", RunNotFound, _setup_run, lambda s, c, k: s.get_run(c, k), _done_read,
+           missing=lambda: ids.new_id(ids.RUN), view=_run_view),
+    ByIdOp("update_run", "runs", RunNotFound, _setup_run,
+           lambda s, c, k: s.update_run(
+               c, make_run(id=k, state=RunState.RUNNING, input="changed", scope=Scope.parse("ws=elsewhere"))),
+           _done_update, missing=lambda: ids.new_id(ids.RUN), view=_run_view),
+)
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """Every write method of the class from each of ``callers`` on rows
+    stored at ``row``, and a check that every row still reads back at ``row``."""
+    home = ctx(row)
+    run = store.create_run(home, make_run(state=RunState.PAUSED))
+    step = store.create_step(home, make_step(run.id))
+    tc = store.create_tool_call(home, make_tool_call(step.id, run.id))
+    for caller in callers:
+        store.update_run(ctx(caller), attrs.evolve(run, scope=Scope.parse(caller), input=caller))
+
+    def check() -> None:
+        assert_scope(store.get_run(home, run.id).scope, Scope.parse(row))
+        assert store.get_run(home, run.id).input == callers[-1]
+        for caller in callers:
+            assert [s.scope for s in store.list_steps(ctx(caller), run.id)] == [Scope.parse(row)]
+            assert [(t.id, t.scope) for t in store.list_tool_calls(ctx(caller), step.id)] == [
+                (tc.id, Scope.parse(row))]
+    return SimpleNamespace(run_ids=[run.id]), check
+
+
+def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
+    """An outsider of the written rows sees no run, step of theirs or run id."""
+    assert store.list_runs(c) == []
+    for run_id in getattr(written, "run_ids", ()):
+        raises(lambda: store.get_run(c, run_id), RunNotFound)
+        assert store.list_steps(c, run_id) == []
+
+
+EXAMPLES = Examples(
+    "runs",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset({"get_run", "update_run"}),
+    precedence=_invalid_before_not_found,
+    every_write=_every_write,
+    hidden=_hidden,
+    exact=frozenset({"list_runs", "count_runs"}),
+)
+
+
+# -- scope clauses of runs (held by the scope suite until it read the examples) --------------
+
+S = Scope.parse
+
+
+@pytest.mark.clause("SCOPE-EXACT-1", "SCOPE-EXACT-2", "RUN-LIST-1", "RUN-LIST-4")
+@pytest.mark.cortex_classes("runs")
+def test_exact_filter_returns_only_the_callers_own_scope(store):
+    at = {}
+    for sc in ["ws=w1", "ws=w1/proj=p1", "ws=w1/proj=p1/env=e1", "ws=w1/proj=p2", "ws=w10", "org=w1"]:
+        at[sc] = store.create_run(ctx(sc), make_run()).id
+    for caller in ["ws=w1", "ws=w1/proj=p1", "ws=w1/proj=p1/env=e1", "ws=w1/proj=p3", "ws=w1x"]:
+        c = ctx(caller)
+        exact = {rid for sc, rid in at.items() if S(sc) == c.scope}
+        prefix = {rid for sc, rid in at.items() if c.scope.covers(S(sc))}
+        assert {r.id for r in store.list_runs(c, RunFilter(exact=True))} == exact
+        assert store.count_runs(c, RunFilter(exact=True)) == len(exact)
+        assert {r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))} <= exact
+        # SCOPE-EXACT-2: exact defaults to False
+        assert RunFilter().exact is False
+        for flt in (None, RunFilter(), RunFilter(exact=False)):
+            assert {r.id for r in store.list_runs(c, flt)} == prefix
+            assert store.count_runs(c, flt) == len(prefix)
+
+
+@pytest.mark.clause("SCOPE-IMM-2", "SCOPE-IMM-3", "RUN-UPD-3")
+@pytest.mark.cortex_classes("runs")
+def test_update_ignores_the_scope_of_its_argument(store):
+    run = store.create_run(ctx(HOME), make_run())
+    for i, (caller, carried) in enumerate(
+        [(HOME, Scope()), (HOME, S("ws=zz")), ("ws=w1", S("ws=w1")), ("ws=w1", S("ws=w1/proj=p1/env=e1")),
+         (HOME, S("ws=w1/proj=p2"))]
+    ):
+        updated = store.update_run(ctx(caller), attrs.evolve(run, input=f"v{i}", scope=carried))
+        assert_scope(updated.scope, S(HOME), "update result")
+        stored = store.get_run(ctx(HOME), run.id)
+        assert_scope(stored.scope, S(HOME))
+        assert stored.input == f"v{i}"
+        if not carried.is_zero and not carried.covers(S(HOME)):
+            raises(lambda: store.get_run(Context(carried), run.id), RunNotFound)
+
+
+@pytest.mark.clause("SCOPE-ID-3", "STEP-3", "TCALL-1")
+@pytest.mark.cortex_classes("runs")
+def test_step_referencing_an_invisible_run_does_not_reveal_it(store):
+    run = store.create_run(ctx("ws=w1"), make_run(input="secret"))
+    step = store.create_step(ctx("ws=w2"), make_step(run.id))
+    tc = store.create_tool_call(ctx("ws=w2"), make_tool_call(step.id, run.id))
+    raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
+    assert store.list_runs(ctx("ws=w2")) == []
+    assert store.count_runs(ctx("ws=w2")) == 0
+    assert [s.id for s in store.list_steps(ctx("ws=w2"), run.id)] == [step.id]
+    assert [t.id for t in store.list_tool_calls(ctx("ws=w2"), step.id)] == [tc.id]
+    # and the run's own scope does not see the foreign step either
+    assert store.list_steps(ctx("ws=w1"), run.id) == []
+    assert store.list_tool_calls(ctx("ws=w1"), step.id) == []
+    raises(lambda: store.update_run(ctx("ws=w2"), attrs.evolve(run, input="hijack")), RunNotFound)
+    assert store.get_run(ctx("ws=w1"), run.id).input == "secret"
+
+
+@pytest.mark.clause("SCOPE-ID-1", "RUN-CREATE-2")
+@pytest.mark.cortex_classes("runs")
+def test_race_same_run_id_created_in_many_scopes(store, profile):
+    """The same run id created concurrently from `race_threads` different scopes:
+    in every round exactly one create succeeds, every other raises
+    AlreadyExists, and the stored run is the winner's, at the winner's scope."""
+    pool = ["ws=w1", "ws=w2", "ws=w10", "ws=w1x", "org=w1", "ws=w1/proj=p1", "a=1/b=2", "b=2/a=1"]
+    scopes = (pool + [f"ws=extra{i}" for i in range(profile.race_threads)])[: max(profile.race_threads, 2)]
+    for _ in range(profile.race_rounds):
+        run_id = ids.new_id(ids.RUN)
+        calls = [
+            functools.partial(store.create_run, ctx(sc), make_run(id=run_id, input=f"from {sc}"))
+            for sc in scopes
+        ]
+        outcomes = race(calls)
+        winners = [i for i, o in enumerate(outcomes) if o.ok]
+        assert len(winners) == 1, [o.error for o in outcomes]
+        for o in outcomes:
+            if not o.ok:
+                assert isinstance(o.error, AlreadyExists), repr(o.error)
+        win = scopes[winners[0]]
+        stored = store.get_run(ctx(win), run_id)
+        assert_scope(stored.scope, S(win))
+        assert stored.input == f"from {win}"
+        for sc in scopes:
+            visible = S(sc).covers(S(win))
+            assert (run_id in {r.id for r in store.list_runs(ctx(sc))}) is visible, sc
+            if not visible:
+                raises(lambda: store.get_run(ctx(sc), run_id), RunNotFound)

@@ -7,12 +7,17 @@ visibility of every by-run method, the expired lists (scoped and across
 scopes) with their total order and limit, threaded claim races with exactly
 one winner, and the four engine writers (resume, rejected checkpoint, expiry
 sweep, cancel) racing on one paused run (FOUR-1..6; FOUR-7 is checked by the
-linearizability machine).
+linearizability machine).  At the end: the examples this module gives the
+scope and common suites (``EXAMPLES``) and the suspension tests those suites
+held (one suspension per run over all scopes, an invisible run, claims racing
+from look-alike scopes).
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import attrs
@@ -20,6 +25,7 @@ import pytest
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import CheckpointFilter, CheckpointState
+from cortex_spec.clock import EPOCH
 from cortex_spec.context import Context
 from cortex_spec.errors import (
     AlreadyExists,
@@ -27,6 +33,7 @@ from cortex_spec.errors import (
     InvalidState,
     NoScope,
     NotSuspended,
+    RunNotFound,
     SuspensionExpired,
 )
 from cortex_spec.runs import RunState
@@ -45,6 +52,21 @@ from cortex_spec.testing import (
     reject,
     state_view,
 )
+
+from .examples import (
+    HOME,
+    ID_CALLERS,
+    OUTSIDERS_OF_HOME,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Kind,
+    StateError,
+    XsMethod,
+)
+from .helpers import assert_scope, raises
 
 MS = timedelta(milliseconds=1)
 
@@ -1329,3 +1351,287 @@ def test_sweep_and_cancel_writers_reject_every_pending_checkpoint(store, clock, 
     assert_strict_equal(store.get_checkpoint(c, done.id), done, "earlier decision")
     assert_strict_equal(store.get_checkpoint(c, other.id), other, "other run's checkpoint")
     assert store.get_run(c, run.id).state == WINNER_STATE[name]
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py),
+# and the suspension tests those suites held
+# ===========================================================================
+
+S = Scope.parse
+
+
+def _shared() -> SimpleNamespace:
+    """The run and step the whole-state view of one scope test reads."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A paused run and its suspension at HOME, its deadline passed."""
+    c = ctx(HOME)
+    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+    store.create_run(c, make_run(id=w.run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(w.run_id, expires_at=PAST))
+    w.view = dict(run_ids=[w.run_id], step_ids=[w.step_id])
+    return w
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_suspension": lambda s, c, w: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN))),
+    "get_suspension": lambda s, c, w: s.get_suspension(c, w.run_id),
+    "claim_suspension": lambda s, c, w: s.claim_suspension(c, w.run_id),
+    "claim_expired_suspension": lambda s, c, w: s.claim_expired_suspension(c, w.run_id, EPOCH),
+    "delete_suspension": lambda s, c, w: s.delete_suspension(c, w.run_id),
+    "list_expired": lambda s, c, w: s.list_expired(c, FAR_FUTURE),
+    "list_expired_across_scopes": lambda s, c, w: s.list_expired_across_scopes(c, FAR_FUTURE),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_suspension": lambda s, c, w: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), reason="bogus")),
+    "get_suspension": lambda s, c, w: s.get_suspension(c, None),
+    "claim_suspension": lambda s, c, w: s.claim_suspension(c, ids.new_id(ids.SUSPENSION)),
+    "claim_expired_suspension": lambda s, c, w: s.claim_expired_suspension(c, w.run_id, datetime(2026, 1, 1)),
+    "delete_suspension": lambda s, c, w: s.delete_suspension(c, 3.5),
+    "list_expired": lambda s, c, w: s.list_expired(c, "2026-01-01T00:00:00Z"),
+    "list_expired_across_scopes": lambda s, c, w: s.list_expired_across_scopes(c, datetime(2026, 1, 1)),
+}
+
+
+def _invalid_before_not_found(store: Any, w: SimpleNamespace) -> list[Callable[[Context], Any]]:
+    """Calls with a bad argument that address a row the caller cannot reach
+    or that does not exist; InvalidArgument must win over the NotFound."""
+    missing_run = ids.new_id(ids.RUN)
+    return [
+        lambda c: store.claim_expired_suspension(c, w.run_id, datetime(2026, 1, 1)),
+        lambda c: store.claim_expired_suspension(c, missing_run, "now"),
+    ]
+
+
+def _expired_resume_claim(store: Any) -> tuple[Callable[[Context], Any], Callable[[Any], dict]]:
+    """A resume claim of a suspension whose deadline has passed (SuspensionExpired)."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=PAST))  # deadline passed
+    return (lambda cc: store.claim_suspension(cc, run_id)), (lambda scopes: state_view(store, scopes, run_ids=[run_id]))
+
+
+def _new_suspension(sh: SimpleNamespace, **fields: Any) -> Any:
+    fields.setdefault("expires_at", PAST)
+    return make_suspension(fields.pop("run_id", ids.new_id(ids.RUN)), **fields)
+
+
+def _suspension_reads(store: Any, c: Context, obj: Any, sh: SimpleNamespace) -> list[tuple[str, Any]]:
+    store.create_run(c, make_run(id=obj.run_id, state=RunState.PAUSED))
+    out = [("claim_expired", store.claim_expired_suspension(c, obj.run_id, EPOCH).scope)]
+    out.append(("run", store.get_run(c, obj.run_id).scope))
+    return out
+
+
+_KINDS = (
+    Kind(
+        "suspension", "suspensions",
+        new=_new_suspension,
+        create=lambda s, c, o: s.create_suspension(c, o),
+        get=lambda s, c, o: s.get_suspension(c, o.run_id),
+        lists=(lambda s, c, sh: s.list_expired(c, FAR_FUTURE),),
+        across=lambda s, sh: s.list_expired_across_scopes(ZERO, FAR_FUTURE),
+        not_found=NotSuspended,
+        vary=lambda o: attrs.evolve(o, run_id=ids.new_id(ids.RUN), continuation={"impostor": True}),
+        reads=_suspension_reads,
+        shared=_shared,
+        view=lambda s, sh, o, scopes: state_view(s, scopes, run_ids=[sh.run_id, o.run_id], step_ids=[sh.step_id]),
+        clauses={"ids": ("SUSP-CREATE-3",)},
+    ),
+)
+
+
+def _setup_suspension(deadline: datetime | None) -> Callable[[Any, Context], str]:
+    def setup(store: Any, c: Context) -> str:
+        run_id = ids.new_id(ids.RUN)
+        store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+        return run_id
+    return setup
+
+
+def _done_read(store: Any, c: Context, key: str) -> None:
+    assert_scope(store.get_suspension(c, key).scope, c.scope)
+
+
+def _done_run_resumed(store: Any, c: Context, key: str) -> None:
+    run = store.get_run(c, key)
+    assert run.state == RunState.RUNNING
+    assert_scope(run.scope, c.scope)
+    assert_scope(store.get_suspension(c, key).scope, c.scope)
+
+
+def _done_deleted(store: Any, c: Context, key: str) -> None:
+    raises(lambda: store.get_suspension(c, key), NotSuspended)
+    run = store.get_run(c, key)
+    assert run.state == RunState.PAUSED
+    assert_scope(run.scope, c.scope)
+
+
+def _run_view(store: Any, key: str, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[key])
+
+
+def _byid(name: str, setup: Callable, call: Callable, done: Callable) -> ByIdOp:
+    return ByIdOp(name, "suspensions", NotSuspended, setup, call, done, missing=lambda: ids.new_id(ids.RUN),
+                  view=_run_view)
+
+
+_BYID = (
+    _byid("get_suspension", _setup_suspension(None), lambda s, c, k: s.get_suspension(c, k), _done_read),
+    _byid("claim_suspension", _setup_suspension(None), lambda s, c, k: s.claim_suspension(c, k),
+          _done_run_resumed),
+    _byid("claim_expired_suspension", _setup_suspension(PAST),
+          lambda s, c, k: s.claim_expired_suspension(c, k, EPOCH), _done_run_resumed),
+    _byid("delete_suspension", _setup_suspension(None), lambda s, c, k: s.delete_suspension(c, k),
+          _done_deleted),
+)
+
+
+def _seed_xs_suspensions(store: Any) -> dict[str, Scope]:
+    """Per scope: an expired suspension (selected) and a future one (not); returns id -> scope."""
+    expected = {}
+    for i, sc in enumerate(XS_SCOPES):
+        c = ctx(sc)
+        for deadline, selected in ((PAST + timedelta(milliseconds=i), True), (XS_NOW + timedelta(days=1), False)):
+            run_id = ids.new_id(ids.RUN)
+            store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+            s = store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+            if selected:
+                expected[s.id] = S(sc)
+    return expected
+
+
+def _act_on_suspension(store: Any, row: Any) -> None:
+    store.claim_expired_suspension(Context(row.scope), row.run_id, XS_NOW)
+    assert store.get_run(Context(row.scope), row.run_id).state == RunState.RUNNING
+    store.delete_suspension(Context(row.scope), row.run_id)
+
+
+_XS = {
+    "list_expired_across_scopes": XsMethod(
+        "list_expired_across_scopes", "suspensions",
+        seed=_seed_xs_suspensions,
+        call=lambda s, c: s.list_expired_across_scopes(c, XS_NOW),
+        act=_act_on_suspension,
+        scoped_twin=lambda s, c: s.list_expired(c, XS_NOW),
+        bad=(
+            lambda s, c: s.list_expired_across_scopes(c, datetime(2026, 1, 1)),
+            lambda s, c: s.list_expired_across_scopes(c, None),
+            lambda s, c: s.list_expired_across_scopes(c, "2026-01-01T00:00:00+00:00"),
+            lambda s, c: s.list_expired_across_scopes(c, 1767225600),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit="1"),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit=True),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit=1.5),
+        ),
+    ),
+}
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """Every write method of the class from each of ``callers`` on rows
+    stored at ``row``, and a check that every row still reads back at ``row``."""
+    home = ctx(row)
+    kept, dropped = ids.new_id(ids.RUN), ids.new_id(ids.RUN)
+    for run_id in (kept, dropped):
+        store.create_run(home, make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(home, make_suspension(run_id, expires_at=EPOCH + timedelta(minutes=1)))
+    for caller in callers:
+        store.claim_suspension(ctx(caller), kept)
+        store.update_run(ctx(caller), make_run(id=kept, state=RunState.PAUSED))
+    store.claim_expired_suspension(ctx(callers[-1]), kept, EPOCH + timedelta(minutes=1))
+    store.delete_suspension(ctx(callers[-1]), dropped)
+
+    def check() -> None:
+        for run_id in (kept, dropped):
+            assert_scope(store.get_run(home, run_id).scope, S(row))
+        assert_scope(store.get_suspension(home, kept).scope, S(row))
+        raises(lambda: store.get_suspension(home, dropped), NotSuspended)
+        assert [s.scope for s in store.list_expired_across_scopes(ZERO, FAR_FUTURE)] == [S(row)]
+    return SimpleNamespace(run_ids=[kept, dropped]), check
+
+
+def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
+    """An outsider of the written rows sees no suspension."""
+    assert store.list_expired(c, FAR_FUTURE) == []
+    for run_id in getattr(written, "run_ids", ()):
+        raises(lambda: store.get_suspension(c, run_id), NotSuspended)
+
+
+EXAMPLES = Examples(
+    "suspensions",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset({"get_suspension", "claim_suspension", "claim_expired_suspension", "delete_suspension"}),
+    xs=_XS,
+    precedence=_invalid_before_not_found,
+    state_errors=(StateError("claim_suspension", "suspensions", _expired_resume_claim, NotSuspended,
+                             SuspensionExpired, clauses=("SUSP-CLAIM-5", "SUSP-CLAIM-6")),),
+    every_write=_every_write,
+    hidden=_hidden,
+)
+
+
+# -- scope clauses of suspensions (held by the scope suite until it read the examples) -------
+
+
+@pytest.mark.clause("SCOPE-ID-2", "SUSP-CREATE-2")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_run_id_uniqueness_is_global_not_per_scope(store):
+    """The one uniqueness rule on a non-id field here (one suspension per run)
+    is counted over all scopes, not per scope: an ancestor, a descendant or a
+    sibling cannot add a second suspension for the same run."""
+    run_id = ids.new_id(ids.RUN)
+    store.create_suspension(ctx(HOME), make_suspension(run_id))
+    before = state_view(store, ID_CALLERS, run_ids=[run_id])
+    for caller in ID_CALLERS:
+        raises(lambda: store.create_suspension(ctx(caller), make_suspension(run_id)), AlreadyExists)
+    assert state_view(store, ID_CALLERS, run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("SCOPE-ID-3", "SUSP-CREATE-4", "SUSP-CLAIM-7")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_referencing_an_invisible_run_does_not_reveal_it(store):
+    run = store.create_run(ctx("ws=w1"), make_run(state=RunState.PAUSED))
+    store.create_suspension(ctx("ws=w2"), make_suspension(run.id))
+    before = state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id])
+    raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
+    raises(lambda: store.claim_suspension(ctx("ws=w2"), run.id), NotSuspended)
+    assert state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id]) == before
+    assert store.get_run(ctx("ws=w1"), run.id).state == RunState.PAUSED
+
+
+@pytest.mark.clause("SCOPE-BYID-2", "SUSP-CLAIM-5", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-IMM-4")
+@pytest.mark.cortex_classes("suspensions")
+def test_race_exact_claimer_against_sibling_and_lookalike_claimers(store, profile):
+    """A claim from the row's own scope races claims from siblings and
+    look-alike scopes: the outsiders always get NotSuspended, the exact-scope
+    claimer always wins, and the run and suspension keep their scope."""
+    outsiders = [o for o in OUTSIDERS_OF_HOME if o != "ws=w1/proj=p1/env=e1"] + ["ws=w1/proj=p1/env=e1"]
+    n_out = max(profile.race_threads - 1, 1)
+    for _ in range(profile.race_rounds):
+        run_id = ids.new_id(ids.RUN)
+        store.create_run(ctx(HOME), make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(ctx(HOME), make_suspension(run_id))
+        contenders = [HOME] + [outsiders[i % len(outsiders)] for i in range(n_out)]
+        outcomes = race([functools.partial(store.claim_suspension, ctx(sc), run_id) for sc in contenders])
+        assert outcomes[0].ok, repr(outcomes[0].error)
+        assert outcomes[0].value.run_id == run_id
+        assert_scope(outcomes[0].value.scope, S(HOME))
+        for sc, o in zip(contenders[1:], outcomes[1:]):
+            assert isinstance(o.error, NotSuspended), (sc, o)
+        run = store.get_run(ctx(HOME), run_id)
+        assert run.state == RunState.RUNNING
+        assert_scope(run.scope, S(HOME))
+        assert_scope(store.get_suspension(ctx(HOME), run_id).scope, S(HOME))
