@@ -68,11 +68,13 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
+import pytest
 
 from cortex_spec import CLASSES, Context, Scope, ids
 from cortex_spec import kinds as k
 from cortex_spec.clock import EPOCH
-from cortex_spec.testing import ctx, example, example_value, state_view
+from cortex_spec.errors import InvalidArgument
+from cortex_spec.testing import assert_strict_equal, ctx, example, example_value, state_view
 
 from .helpers import assert_scope, raises
 
@@ -96,6 +98,9 @@ __all__ = [
     "examples",
     "table_examples",
     "clauses_of",
+    "SITE_VIEW_SCOPES",
+    "expect_invalid",
+    "expect_stored",
 ]
 
 #: The scope the seeded rows live at.
@@ -606,6 +611,49 @@ def clauses_of(items: Iterable[Any], rule: str | None = None) -> tuple[str, ...]
             given = given.get(rule, ()) if rule is not None else ()
         found.update(given)
     return tuple(sorted(found))
+
+
+# -- checking a site (the common suite, and a class's own site tests) ------------------------
+
+#: One ancestor of HOME sees every row a site's call writes (plus any written
+#: at "ws=w1"); the across-scope lists of a class's view see the rest.
+SITE_VIEW_SCOPES = ["ws=w1"]
+
+
+def expect_invalid(store: Any, fixture: Fixture, site: Site, values: Sequence[Any],
+                   c: Context | None = None) -> None:
+    """Each value raises InvalidArgument at ``site`` and writes nothing (its
+    class's world seeded, its view compared)."""
+    c = c or ctx(HOME)
+    ex = examples()[site.cls]
+    w = ex.seed(store, fixture)
+    view = ex.viewer()
+    if site.prepare is not None:
+        site.prepare(store, c, w)  # a refused call consumes nothing: one preparation serves all
+    before = view(store, w, SITE_VIEW_SCOPES)
+    for value in values:
+        try:
+            site.call(store, c, w, value)
+        except InvalidArgument:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"{site.name}={value!r:.80} raised {type(exc).__name__}, not InvalidArgument")
+        else:
+            pytest.fail(f"{site.name}={value!r:.80} was accepted")
+        assert view(store, w, SITE_VIEW_SCOPES) == before, f"{site.name}={value!r:.80} was refused but wrote something"
+
+
+def expect_stored(store: Any, fixture: Fixture, site: Site, values: Sequence[Any],
+                  expect: Callable[[Any], Any] = lambda v: v) -> None:
+    """Each value is accepted at ``site`` and reads back (types included) as ``expect(value)``."""
+    c = ctx(HOME)
+    w = examples()[site.cls].seed(store, fixture)
+    for value in values:
+        if site.prepare is not None:
+            site.prepare(store, c, w)
+        result = site.call(store, c, w, value)
+        if site.read is not None:
+            assert_strict_equal(site.read(store, c, w, result), expect(value), f"{site.name} read back")
 
 
 def class_of_method(method: str) -> str:

@@ -25,6 +25,9 @@ __all__ = [
     "PLUS_0530",
     "MINUS_0800",
     "BOGUS_STAMPS",
+    "T1",
+    "T2",
+    "T3",
     "CRAFTED_SUFFIXES",
     "raises",
     "assert_scope",
@@ -46,6 +49,13 @@ BOGUS_STAMPS: dict[str, datetime] = dict(
     created_at=datetime(1999, 1, 2, 3, 4, 5, tzinfo=UTC),
     updated_at=datetime(2999, 1, 2, 3, 4, 5, tzinfo=PLUS_0530),
 )
+
+
+#: Instants with sub-millisecond digits (a clock handing them out must be
+#: truncated, never rounded, RSC-GEN-1).
+T1 = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+T2 = datetime(2026, 3, 4, 5, 6, 8, 999999, tzinfo=UTC)
+T3 = datetime(2026, 3, 4, 5, 6, 9, 500, tzinfo=UTC)
 
 
 def raises(fn: Callable[[], Any], exc: type[BaseException]) -> BaseException:

@@ -9,11 +9,14 @@ cross-scope cursor ``list_pending_across_scopes``. The class stands alone:
 every test uses checkpoint methods only, except CP-RESOLVE-6, which checks
 that resolve leaves runs and suspensions alone, and SCOPE-ID-3's check that a
 checkpoint naming an invisible run does not reveal it.  At the end: the
-examples this module gives the scope and common suites (``EXAMPLES``).
+examples this module gives the scope and common suites (``EXAMPLES``) and the
+checkpoint tests those suites held (stamps from one clock read, the state
+enumeration, id order and cursor, a resolve never seen half applied).
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -23,6 +26,7 @@ import pytest
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import Checkpoint, CheckpointFilter, CheckpointState, Decision
+from cortex_spec.clock import EPOCH
 from cortex_spec.context import Context
 from cortex_spec.errors import (
     AlreadyExists,
@@ -32,6 +36,7 @@ from cortex_spec.errors import (
     NoScope,
     RunNotFound,
 )
+from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.testing import (
     FAR_FUTURE,
@@ -47,8 +52,9 @@ from cortex_spec.testing import (
     state_view,
 )
 
-from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, StateError, XsMethod
-from .helpers import assert_scope, raises
+from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
+from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises
+from .helpers import ms as _ms
 
 MS = timedelta(milliseconds=1)
 
@@ -949,6 +955,67 @@ def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
     assert store.count_pending(c) == 0
 
 
+def _prep_checkpoint(store: Any, c: Context, w: SimpleNamespace) -> None:
+    w.cp = store.create_checkpoint(c, make_checkpoint()).id
+
+
+def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = False, prepare=None) -> Site:
+    return Site(name, cls, call, prefix=prefix, optional=optional, prepare=prepare)
+
+
+#: Where values go, per rule of the common suite (see conformance/examples.py).
+_SITES: dict[str, tuple[Site, ...]] = {
+    "create": (
+        Site("create_checkpoint", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(**v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id), clauses=("CP-CREATE-1",)),
+    ),
+    "id": (
+        _id_site("create_checkpoint.checkpoint.id", "checkpoints", ids.CHECKPOINT,
+                 lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(id=v))),
+        _id_site("create_checkpoint.checkpoint.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.create_checkpoint(
+                     c, Checkpoint(id=ids.new_id(ids.CHECKPOINT), run_id=v, agent_id=ids.new_id(ids.AGENT)))),
+        _id_site("create_checkpoint.checkpoint.agent_id", "checkpoints", ids.AGENT,
+                 lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(agent_id=v))),
+        _id_site("get_checkpoint.checkpoint_id", "checkpoints", ids.CHECKPOINT, lambda s, c, w, v: s.get_checkpoint(c, v)),
+        _id_site("resolve.checkpoint_id", "checkpoints", ids.CHECKPOINT, lambda s, c, w, v: s.resolve(c, v, approve())),
+        _id_site("list_pending.filter.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.list_pending(c, CheckpointFilter(run_id=v)), optional=True),
+        _id_site("count_pending.filter.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.count_pending(c, CheckpointFilter(run_id=v)), optional=True),
+        _id_site("list_pending_across_scopes.after_id", "checkpoints", ids.CHECKPOINT,
+                 lambda s, c, w, v: s.list_pending_across_scopes(ZERO, after_id=v), optional=True),
+    ),
+    "short": (
+        Site("decision.decided_by", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=True, decided_by=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.decided_by, prepare=_prep_checkpoint),
+    ),
+    "text": (
+        Site("checkpoint.reason", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(reason=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).reason),
+        Site("checkpoint.metadata.nested-key", "checkpoints",
+             lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(metadata={"a": {"b": {v: True}}})),
+             read=lambda s, c, w, r: next(iter(s.get_checkpoint(c, r.id).metadata["a"]["b"]))),
+        Site("decision.decided_by", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=False, decided_by=v[:255])),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.decided_by, prepare=_prep_checkpoint),
+        Site("decision.reason", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=True, reason=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.reason, prepare=_prep_checkpoint),
+    ),
+    "json": (
+        Site("checkpoint.metadata", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(metadata=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).metadata),
+    ),
+    "counter": (
+        Site("checkpoint.step_index", "checkpoints",
+             lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(step_index=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).step_index),
+    ),
+}
+
+
 EXAMPLES = Examples(
     "checkpoints",
     seed=_examples_seed,
@@ -963,6 +1030,7 @@ EXAMPLES = Examples(
                              clauses=("CP-RESOLVE-3",)),),
     every_write=_every_write,
     hidden=_hidden,
+    sites=_SITES,
 )
 
 
@@ -978,3 +1046,125 @@ def test_checkpoint_referencing_an_invisible_run_does_not_reveal_it(store):
     assert store.list_runs(ctx("ws=w2")) == []
     assert [c.id for c in store.list_pending(ctx("ws=w2"), CheckpointFilter(run_id=run.id))] == [cp.id]
     assert store.list_pending(ctx("ws=w1"), CheckpointFilter(run_id=run.id)) == []
+
+
+# -- common clauses of checkpoints (held by the common suite until it read the examples) -----
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "CP-RESOLVE-1")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_stamps_use_one_truncated_clock_read(cortex_open):
+    clock = RawClock(T1, tick=MS)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint())
+    assert_instant(cp.created_at, _ms(T1), "checkpoint.created_at")
+    assert_instant(cp.updated_at, _ms(T1), "checkpoint.updated_at")
+    clock.set(T2)
+    resolved = store.resolve(c, cp.id, approve())
+    for got in (resolved, store.get_checkpoint(c, cp.id)):
+        assert_instant(got.decision.decided_at, _ms(T2), "decision.decided_at")
+        assert_instant(got.updated_at, _ms(T2), "checkpoint.updated_at")
+        assert_instant(got.created_at, _ms(T1), "checkpoint.created_at")
+
+
+@pytest.mark.clause("RSC-GEN-4", "CP-RESOLVE-1", "CP-RESOLVE-3")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_updated_at_changes_only_on_resolve(store, clock):
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint())
+    clock.advance(seconds=1)
+    store.get_checkpoint(c, cp.id)
+    store.list_pending(c)
+    assert_strict_equal(store.get_checkpoint(c, cp.id), cp, "checkpoint after reads")
+    clock.advance(seconds=1)
+    resolved_at = clock.now()
+    store.resolve(c, cp.id, Decision(approved=True, decided_at=FAR_FUTURE))
+    clock.advance(seconds=1)
+    with pytest.raises(InvalidState):
+        store.resolve(c, cp.id, approve())
+    got = store.get_checkpoint(c, cp.id)
+    assert_instant(got.created_at, EPOCH, "created_at")
+    assert_instant(got.updated_at, resolved_at, "updated_at")
+    assert_instant(got.decision.decided_at, resolved_at, "decided_at")
+
+
+@pytest.mark.clause("RSC-GEN-10", "CP-CREATE-2")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_state_enumeration(store, request):
+    site = Site("checkpoint.state", "checkpoints",
+                lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(state=v)))
+    expect_invalid(store, request.getfixturevalue, site, ["bogus", "PENDING", " pending", "", None, 1,
+                                                          RunState.CREATED])
+    for good in (CheckpointState.PENDING, "pending"):
+        cp = store.create_checkpoint(ctx(HOME), make_checkpoint(state=good))
+        assert store.get_checkpoint(ctx(HOME), cp.id).state == CheckpointState.PENDING
+
+
+@pytest.mark.clause("RSC-GEN-11", "CP-LIST-2", "CP-XLIST-1", "CP-XLIST-2", "CP-XLIST-4")
+@pytest.mark.cortex_classes("checkpoints")
+def test_id_order_and_cursor_use_code_point_order_checkpoints(store):
+    cp_ids = crafted(ids.CHECKPOINT)
+    scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w2"]
+    for i, cid in enumerate(cp_ids):
+        store.create_checkpoint(ctx(scopes[i % 3]), make_checkpoint(id=cid))
+    ordered = sorted(cp_ids)
+    assert [c.id for c in store.list_pending_across_scopes(ZERO)] == ordered
+    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=ordered[3])] == ordered[4:]
+    # a cursor that names no stored checkpoint, between "...0a" and "...10"
+    cursor = "acp_0000000000000000000000000b"
+    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=cursor)] == [i for i in ordered if i > cursor]
+    pages, after = [], None
+    while True:
+        page = store.list_pending_across_scopes(ZERO, after_id=after, limit=3)
+        if not page:
+            break
+        pages += [c.id for c in page]
+        after = page[-1].id
+    assert pages == ordered
+    mine = [cid for i, cid in enumerate(cp_ids) if scopes[i % 3] != "ws=w2"]
+    assert [c.id for c in store.list_pending(ctx("ws=w1"))] == sorted(mine)
+    assert [c.id for c in store.list_pending(ctx("ws=w1"), CheckpointFilter(offset=1, limit=2))] == sorted(mine)[1:3]
+
+
+@pytest.mark.clause("RSC-GEN-12", "CP-RESOLVE-4", "CP-ENT-1")
+@pytest.mark.cortex_classes("checkpoints")
+def test_concurrent_resolve_is_never_seen_half_applied(store, profile):
+    """Resolvers race on one pending checkpoint while readers read it: each
+    read is either pending without decision or resolved with the winner's
+    complete decision, and a reader never goes back to pending."""
+    c = ctx(HOME)
+    resolvers = profile.race_threads
+    readers = max(2, profile.race_threads // 2)
+    decisions = [Decision(approved=i % 2 == 0, decided_by=f"judge-{i}", reason=f"reason {i} " * 50)
+                 for i in range(resolvers)]
+    for _ in range(profile.race_rounds):
+        cp = store.create_checkpoint(c, make_checkpoint())
+
+        def read() -> list:
+            out = []
+            for _ in range(20):
+                got = store.get_checkpoint(c, cp.id)
+                out.append((got.state, got.decision, got.updated_at))
+            return out
+
+        outcomes = race([functools.partial(store.resolve, c, cp.id, d) for d in decisions] + [read] * readers)
+        winners = [i for i, o in enumerate(outcomes[:resolvers]) if o.ok]
+        assert len(winners) == 1
+        for o in outcomes[:resolvers]:
+            assert o.ok or isinstance(o.error, InvalidState), repr(o.error)
+        win = decisions[winners[0]]
+        final = store.get_checkpoint(c, cp.id)
+        assert (final.decision.approved, final.decision.decided_by, final.decision.reason) == (
+            win.approved, win.decided_by, win.reason)
+        for o in outcomes[resolvers:]:
+            assert o.ok, repr(o.error)
+            resolved_seen = False
+            for state, decision, updated_at in o.value:
+                if state == CheckpointState.PENDING:
+                    assert decision is None and not resolved_seen
+                    assert updated_at == cp.updated_at
+                else:
+                    resolved_seen = True
+                    assert_strict_equal(decision, final.decision, "decision seen by a reader")
+                    assert updated_at == final.updated_at

@@ -13,7 +13,8 @@ scope immutability on update, full read-back); zero-scope refusal is
 certified by the scope module, from the examples this module gives the scope
 and common suites (``EXAMPLES``, at the end, with the runs tests those suites
 held: the exact filter, updates that ignore the scope they carry, references
-to invisible runs, the race on one run id).
+to invisible runs, the race on one run id, stamps from one clock read, the
+size limit, id tie-breaks and whole updates under concurrency).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ import attrs
 import pytest
 
 from cortex_spec import ids
+from cortex_spec.checkpoints import CheckpointState
 from cortex_spec.classes import CLASSES
+from cortex_spec.clock import EPOCH
 from cortex_spec.context import Context
 from cortex_spec.errors import AlreadyExists, InvalidArgument, RunNotFound
 from cortex_spec.runs import (
@@ -44,6 +47,7 @@ from cortex_spec.runs import (
     ToolCall,
 )
 from cortex_spec.scope import Scope
+from cortex_spec.suspensions import SuspensionReason
 from cortex_spec.testing import (
     assert_strict_equal,
     ctx,
@@ -56,8 +60,20 @@ from cortex_spec.testing import (
 )
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import HOME, ByIdOp, Examples, Kind
-from .helpers import assert_scope, raises
+from .examples import HOME, ByIdOp, Examples, Kind, Site
+from .helpers import (
+    BOGUS_STAMPS,
+    MS,
+    T1,
+    T2,
+    T3,
+    RawClock,
+    assert_instant,
+    assert_scope,
+    crafted,
+    raises,
+    ms as _ms,
+)
 
 UTC = timezone.utc
 
@@ -1875,6 +1891,190 @@ def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
         assert store.list_steps(c, run_id) == []
 
 
+def _step_of(s, c, w, r):
+    return next(x for x in s.list_steps(c, r.run_id) if x.id == r.id)
+
+
+def _tool_call_of(s, c, w, r):
+    return next(x for x in s.list_tool_calls(c, r.step_id) if x.id == r.id)
+
+
+def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = False, prepare=None) -> Site:
+    return Site(name, cls, call, prefix=prefix, optional=optional, prepare=prepare)
+
+
+#: The enumeration of a run's state, and members of other enumerations it refuses.
+_RUN_STATE = dict(enum=RunState, invalid=(SuspensionReason.APPROVAL, CheckpointState.PENDING))
+
+#: Where values go, per rule of the common suite (see conformance/examples.py).
+_SITES: dict[str, tuple[Site, ...]] = {
+    "instant": (
+        Site("run.started_at", "runs", lambda s, c, w, v: s.create_run(c, make_run(started_at=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).started_at),
+        Site("run.completed_at", "runs", lambda s, c, w, v: s.create_run(c, make_run(completed_at=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).completed_at),
+        Site("update_run.started_at", "runs",
+             lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, started_at=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).started_at),
+        Site("update_run.completed_at", "runs",
+             lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, completed_at=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).completed_at),
+        Site("step.started_at", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, started_at=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).started_at),
+        Site("step.completed_at", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, completed_at=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).completed_at),
+        Site("tool_call.started_at", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, started_at=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).started_at),
+        Site("tool_call.completed_at", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, completed_at=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).completed_at),
+    ),
+    "create": (
+        Site("create_run", "runs", lambda s, c, w, v: s.create_run(c, make_run(**v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id), clauses=("RUN-CREATE-1",)),
+        Site("create_step", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, **v)),
+             read=_step_of, clauses=("STEP-1",)),
+        Site("create_tool_call", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, **v)),
+             read=_tool_call_of, clauses=("TCALL-1",)),
+    ),
+    "id": (
+        _id_site("create_run.run.id", "runs", ids.RUN, lambda s, c, w, v: s.create_run(c, make_run(id=v))),
+        _id_site("create_run.run.agent_id", "runs", ids.AGENT,
+                 lambda s, c, w, v: s.create_run(c, make_run(agent_id=v))),
+        _id_site("create_run.run.session_id", "runs", ids.SESSION,
+                 lambda s, c, w, v: s.create_run(c, make_run(session_id=v)), optional=True),
+        _id_site("get_run.run_id", "runs", ids.RUN, lambda s, c, w, v: s.get_run(c, v)),
+        _id_site("update_run.run.id", "runs", ids.RUN, lambda s, c, w, v: s.update_run(c, make_run(id=v))),
+        _id_site("update_run.run.agent_id", "runs", ids.AGENT,
+                 lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, agent_id=v))),
+        _id_site("update_run.run.session_id", "runs", ids.SESSION,
+                 lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, session_id=v)), optional=True),
+        _id_site("list_runs.filter.agent_id", "runs", ids.AGENT,
+                 lambda s, c, w, v: s.list_runs(c, RunFilter(agent_id=v)), optional=True),
+        _id_site("count_runs.filter.agent_id", "runs", ids.AGENT,
+                 lambda s, c, w, v: s.count_runs(c, RunFilter(agent_id=v)), optional=True),
+        _id_site("create_step.step.id", "runs", ids.STEP,
+                 lambda s, c, w, v: s.create_step(c, Step(id=v, run_id=w.run_id))),
+        _id_site("create_step.step.run_id", "runs", ids.RUN,
+                 lambda s, c, w, v: s.create_step(c, Step(id=ids.new_id(ids.STEP), run_id=v))),
+        _id_site("list_steps.run_id", "runs", ids.RUN, lambda s, c, w, v: s.list_steps(c, v)),
+        _id_site("create_tool_call.tool_call.id", "runs", ids.TOOL_CALL,
+                 lambda s, c, w, v: s.create_tool_call(
+                     c, ToolCall(id=v, step_id=w.step_id, run_id=w.run_id, tool_name="t"))),
+        _id_site("create_tool_call.tool_call.step_id", "runs", ids.STEP,
+                 lambda s, c, w, v: s.create_tool_call(
+                     c, ToolCall(id=ids.new_id(ids.TOOL_CALL), step_id=v, run_id=w.run_id, tool_name="t"))),
+        _id_site("create_tool_call.tool_call.run_id", "runs", ids.RUN,
+                 lambda s, c, w, v: s.create_tool_call(
+                     c, ToolCall(id=ids.new_id(ids.TOOL_CALL), step_id=w.step_id, run_id=v, tool_name="t"))),
+        _id_site("list_tool_calls.step_id", "runs", ids.STEP, lambda s, c, w, v: s.list_tool_calls(c, v)),
+    ),
+    "short": (
+        Site("run.persona_ref", "runs", lambda s, c, w, v: s.create_run(c, make_run(persona_ref=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).persona_ref),
+        Site("update_run.persona_ref", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, persona_ref=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).persona_ref),
+        Site("ctx.principal", "runs", lambda s, c, w, v: s.create_run(Context(c.scope, principal=v), make_run()),
+             read=lambda s, c, w, r: s.get_run(c, r.id).principal),
+        Site("ctx.partition", "runs", lambda s, c, w, v: s.create_run(Context(c.scope, partition=v), make_run())),
+        Site("step.type", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, type=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).type),
+        Site("tool_call.tool_name", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, tool_name=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).tool_name),
+    ),
+    "text": (
+        Site("run.input", "runs", lambda s, c, w, v: s.create_run(c, make_run(input=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).input),
+        Site("run.output", "runs", lambda s, c, w, v: s.create_run(c, make_run(output=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).output),
+        Site("run.error", "runs", lambda s, c, w, v: s.create_run(c, make_run(error=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).error),
+        Site("run.persona_ref", "runs", lambda s, c, w, v: s.create_run(c, make_run(persona_ref=v[:255])),
+             read=lambda s, c, w, r: s.get_run(c, r.id).persona_ref),
+        Site("run.metadata.nested-key", "runs", lambda s, c, w, v: s.create_run(c, make_run(metadata={"o": {v: 1}})),
+             read=lambda s, c, w, r: next(iter(s.get_run(c, r.id).metadata["o"]))),
+        Site("run.metadata.nested-value", "runs",
+             lambda s, c, w, v: s.create_run(c, make_run(metadata={"o": [1, {"k": v}]})),
+             read=lambda s, c, w, r: s.get_run(c, r.id).metadata["o"][1]["k"]),
+        Site("run.reply_route.value", "runs", lambda s, c, w, v: s.create_run(c, make_run(reply_route={"to": v})),
+             read=lambda s, c, w, r: s.get_run(c, r.id).reply_route["to"]),
+        Site("run.reply_route.key", "runs", lambda s, c, w, v: s.create_run(c, make_run(reply_route={v: "x"})),
+             read=lambda s, c, w, r: next(iter(s.get_run(c, r.id).reply_route))),
+        Site("update_run.input", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, input=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).input),
+        Site("update_run.metadata.key", "runs",
+             lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, metadata={"a": [{v: None}]})),
+             read=lambda s, c, w, r: next(iter(s.get_run(c, w.run_id).metadata["a"][0]))),
+        Site("step.type", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, type=v[:255])),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).type),
+        Site("step.input", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, input=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).input),
+        Site("step.output", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, output=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).output),
+        Site("step.metadata.value", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, metadata={"k": v})),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).metadata["k"]),
+        Site("tool_call.arguments", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, arguments=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).arguments),
+        Site("tool_call.result", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, result=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).result),
+        Site("tool_call.error", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, error=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).error),
+        Site("tool_call.tool_name", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, tool_name=v[:255])),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).tool_name),
+        Site("tool_call.metadata.key", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, metadata={v: {"x": 1}})),
+             read=lambda s, c, w, r: next(iter(_tool_call_of(s, c, w, r).metadata))),
+        Site("ctx.principal", "runs", lambda s, c, w, v: s.create_run(Context(c.scope, principal=v[:255]), make_run()),
+             read=lambda s, c, w, r: s.get_run(c, r.id).principal),
+    ),
+    "json": (
+        Site("run.metadata", "runs", lambda s, c, w, v: s.create_run(c, make_run(metadata=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).metadata),
+        Site("run.reply_route", "runs", lambda s, c, w, v: s.create_run(c, make_run(reply_route=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).reply_route, optional=True),  # reply_route may be None
+        Site("update_run.metadata", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, metadata=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).metadata),
+        Site("step.metadata", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, metadata=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).metadata),
+        Site("tool_call.metadata", "runs",
+             lambda s, c, w, v: s.create_tool_call(c, make_tool_call(w.step_id, w.run_id, metadata=v)),
+             read=lambda s, c, w, r: _tool_call_of(s, c, w, r).metadata),
+    ),
+    "counter": (
+        Site("run.step_count", "runs", lambda s, c, w, v: s.create_run(c, make_run(step_count=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).step_count),
+        Site("run.tokens_used", "runs", lambda s, c, w, v: s.create_run(c, make_run(tokens_used=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).tokens_used),
+        Site("update_run.step_count", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, step_count=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).step_count),
+        Site("update_run.tokens_used", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, tokens_used=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).tokens_used),
+        Site("step.index", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, index=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).index),
+        Site("step.tokens_used", "runs", lambda s, c, w, v: s.create_step(c, make_step(w.run_id, tokens_used=v)),
+             read=lambda s, c, w, r: _step_of(s, c, w, r).tokens_used),
+    ),
+    "enum": (
+        Site("run.state", "runs", lambda s, c, w, v: s.create_run(c, make_run(state=v)),
+             read=lambda s, c, w, r: s.get_run(c, r.id).state, **_RUN_STATE, clauses=("RUN-ENT-1",)),
+        Site("update_run.state", "runs", lambda s, c, w, v: s.update_run(c, make_run(id=w.run_id, state=v)),
+             read=lambda s, c, w, r: s.get_run(c, w.run_id).state, **_RUN_STATE, clauses=("RUN-ENT-1",)),
+        # a filter's None means no filter
+        Site("list_runs.filter.state", "runs", lambda s, c, w, v: s.list_runs(c, RunFilter(state=v)),
+             optional=True, **_RUN_STATE, clauses=("RUN-LIST-5",)),
+        Site("count_runs.filter.state", "runs", lambda s, c, w, v: s.count_runs(c, RunFilter(state=v)),
+             optional=True, **_RUN_STATE, clauses=("RUN-LIST-5",)),
+    ),
+}
+
+
 EXAMPLES = Examples(
     "runs",
     seed=_examples_seed,
@@ -1887,6 +2087,7 @@ EXAMPLES = Examples(
     every_write=_every_write,
     hidden=_hidden,
     exact=frozenset({"list_runs", "count_runs"}),
+    sites=_SITES,
 )
 
 
@@ -1979,3 +2180,197 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
             assert (run_id in {r.id for r in store.list_runs(ctx(sc))}) is visible, sc
             if not visible:
                 raises(lambda: store.get_run(ctx(sc), run_id), RunNotFound)
+
+
+# -- common clauses of runs (held by the common suite until it read the examples) ------------
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4")
+@pytest.mark.cortex_classes("runs")
+def test_run_stamps_use_one_truncated_clock_read(cortex_open):
+    """The clock returns sub-millisecond instants and moves 1 ms after every
+    read: the stamps of each call are the first read, truncated (.123456 ->
+    .123000), and created_at equals updated_at."""
+    clock = RawClock(T1, tick=MS)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    run = store.create_run(c, make_run())
+    for got in (run, store.get_run(c, run.id)):
+        assert_instant(got.created_at, _ms(T1), "run.created_at")
+        assert_instant(got.updated_at, _ms(T1), "run.updated_at")
+    clock.set(T2)
+    updated = store.update_run(c, attrs.evolve(run, input="x"))
+    for got in (updated, store.get_run(c, run.id)):
+        assert_instant(got.updated_at, _ms(T2), "updated run.updated_at")
+        assert_instant(got.created_at, _ms(T1), "updated run.created_at")
+    clock.set(T3)
+    step = store.create_step(c, make_step(run.id))
+    clock.set(T2)
+    tc = store.create_tool_call(c, make_tool_call(step.id, run.id))
+    for got, t in ((step, T3), (store.list_steps(c, run.id)[0], T3), (tc, T2),
+                   (store.list_tool_calls(c, step.id)[0], T2)):
+        assert_instant(got.created_at, _ms(t), "created_at")
+        assert_instant(got.updated_at, _ms(t), "updated_at")
+
+
+@pytest.mark.clause("RSC-GEN-4", "RUN-UPD-2", "RUN-UPD-3")
+@pytest.mark.cortex_classes("runs")
+def test_run_updated_at_changes_only_on_update(store, clock):
+    """Reads and refused calls leave updated_at alone; update_run sets it to
+    clock now whatever the object carries, and never touches created_at."""
+    c = ctx(HOME)
+    run = store.create_run(c, make_run())
+    created = clock.now()
+    clock.advance(seconds=1)
+    store.get_run(c, run.id)
+    store.list_runs(c)
+    store.count_runs(c)
+    with pytest.raises(InvalidArgument):
+        store.update_run(c, attrs.evolve(run, step_count=-1))
+    assert_strict_equal(store.get_run(c, run.id), run, "run after reads and a refused update")
+    clock.advance(seconds=1)
+    updated = store.update_run(c, attrs.evolve(run, input="new", **BOGUS_STAMPS))
+    for got in (updated, store.get_run(c, run.id)):
+        assert_instant(got.created_at, created, "created_at after update")
+        assert_instant(got.updated_at, clock.now(), "updated_at after update")
+
+
+@pytest.mark.clause("RSC-GEN-8", "RUN-CREATE-3")
+@pytest.mark.cortex_classes("runs")
+@pytest.mark.parametrize("over", [True, False], ids=["one-byte-over", "comfortably-under"])
+def test_entity_size_limit(store, clock, over):
+    """The run as it would be stored (scope, principal and stamps included) is
+    measured with `cortex_spec`'s size function: one byte over 8 MiB is
+    refused, 64 KiB under is accepted and read back whole."""
+    c = ctx(HOME, principal="alice")
+    base = make_run(metadata={"k": "v"})
+    stored_form = attrs.evolve(base, scope=c.scope, principal=c.principal,
+                               created_at=clock.now(), updated_at=clock.now())
+    target = MAX_ENTITY_BYTES + 1 if over else MAX_ENTITY_BYTES - 64 * 1024
+    text = "x" * (target - entity_size(stored_form))
+    run = attrs.evolve(base, input=text)
+    assert entity_size(attrs.evolve(stored_form, input=text)) == target
+    if over:
+        before = state_view(store, [HOME])
+        with pytest.raises(InvalidArgument):
+            store.create_run(c, run)
+        assert state_view(store, [HOME]) == before
+        with pytest.raises(RunNotFound):
+            store.get_run(c, run.id)
+    else:
+        store.create_run(c, run)
+        got = store.get_run(c, run.id)
+        assert len(got.input) == len(text) and got.input == text
+
+
+@pytest.mark.clause("RSC-GEN-11", "RUN-LIST-2", "STEP-4", "TCALL-2")
+@pytest.mark.cortex_classes("runs")
+def test_id_tie_breaks_use_code_point_order_runs(store):
+    c = ctx(HOME)
+    run_ids = crafted(ids.RUN)
+    for rid in run_ids:
+        store.create_run(c, make_run(id=rid))
+    assert [r.id for r in store.list_runs(c)] == sorted(run_ids, reverse=True)
+    assert [r.id for r in store.list_runs(c, RunFilter(limit=3, offset=2))] == sorted(run_ids, reverse=True)[2:5]
+    step_ids = crafted(ids.STEP)
+    for sid in step_ids:
+        store.create_step(c, make_step(run_ids[0], id=sid, index=1))
+    assert [s.id for s in store.list_steps(c, run_ids[0])] == sorted(step_ids)
+    tc_ids = crafted(ids.TOOL_CALL)
+    for tid in tc_ids:
+        store.create_tool_call(c, make_tool_call(step_ids[0], run_ids[0], id=tid))
+    assert [t.id for t in store.list_tool_calls(c, step_ids[0])] == sorted(tc_ids)
+
+
+_MUTABLE = ("agent_id", "session_id", "state", "input", "output", "error", "step_count", "tokens_used",
+            "started_at", "completed_at", "persona_ref", "metadata")
+
+
+def _payload(i: int, size: int = 4000) -> dict[str, Any]:
+    """Writer ``i``'s whole set of mutable fields; every field tells ``i`` apart."""
+    return dict(
+        agent_id=f"agt_{'0' * 24}{i:02d}",
+        session_id=f"ses_{'0' * 24}{i:02d}",
+        state=list(RunState)[i % len(RunState)],
+        input=f"in-{i}-" + chr(0x41 + i % 26) * size,
+        output=f"out-{i}-" + chr(0x61 + i % 26) * size,
+        error=f"err-{i}",
+        step_count=i,
+        tokens_used=100_000 + i,
+        started_at=EPOCH + timedelta(seconds=i),
+        completed_at=EPOCH + timedelta(minutes=i),
+        persona_ref=f"persona-{i}",
+        metadata={"writer": i, "items": [i] * (size // 20), "nested": {"w": str(i)}},
+    )
+
+
+def _fields(run: Any) -> dict[str, Any]:
+    return {f: getattr(run, f) for f in _MUTABLE}
+
+
+@pytest.mark.clause("RSC-GEN-12", "RUN-UPD-6")
+@pytest.mark.cortex_classes("runs")
+def test_concurrent_whole_updates_are_never_seen_mixed(store, profile):
+    """Writers each replace every mutable field of one run with their own
+    payload while readers read it: every read, and the final state, shows
+    exactly one writer's complete payload (or the original), never a mix."""
+    c = ctx(HOME)
+    writers = profile.race_threads
+    readers = max(2, profile.race_threads // 2)
+    payloads = {i: _payload(i) for i in range(writers + 1)}
+    for i, p in payloads.items():
+        assert ids.is_id(p["agent_id"], ids.AGENT) and ids.is_id(p["session_id"], ids.SESSION), i
+    original = writers  # the payload the run starts with
+    for _ in range(profile.race_rounds):
+        run = store.create_run(c, make_run(id=ids.new_id(ids.RUN), **payloads[original]))
+
+        def write(i: int) -> None:
+            store.update_run(c, make_run(id=run.id, **payloads[i]))
+
+        def read() -> list:
+            return [_fields(store.get_run(c, run.id)) for _ in range(20)]
+
+        outcomes = race([functools.partial(write, i) for i in range(writers)] + [read] * readers)
+        for o in outcomes:
+            assert o.ok, repr(o.error)
+        for o in outcomes[writers:]:
+            for seen in o.value:
+                i = seen["step_count"]
+                assert i in payloads and strict_equal(seen, payloads[i]), f"a read mixed writers: {seen['step_count']}"
+        final = _fields(store.get_run(c, run.id))
+        assert final["step_count"] in range(writers) and strict_equal(final, payloads[final["step_count"]])
+
+
+@pytest.mark.clause("RSC-GEN-12")
+@pytest.mark.cortex_classes("runs")
+def test_concurrent_creates_never_listed_half_written(store, profile):
+    """Creators add runs with large payloads while listers list: every listed
+    run is complete (equal to what its create returned), a lister never sees a
+    run disappear, and at the end every run is listed."""
+    creators = profile.race_threads
+    listers = max(2, profile.race_threads // 2)
+    for n in range(profile.race_rounds):
+        c = ctx(f"ws=w1/round=r{n}")  # a fresh scope per round: lists show only this round
+        present: set[str] = set()
+
+        def create(i: int) -> list:
+            return [store.create_run(c, make_run(**_payload((i * 3 + k) % 26, size=1000))) for k in range(3)]
+
+        def lister() -> list:
+            return [store.list_runs(c) for _ in range(10)]
+
+        outcomes = race([functools.partial(create, i) for i in range(creators)] + [lister] * listers)
+        for o in outcomes:
+            assert o.ok, repr(o.error)
+        created = {r.id: r for o in outcomes[:creators] for r in o.value}
+        for o in outcomes[creators:]:
+            seen_before: set[str] = set()
+            for snapshot in o.value:
+                new = [r for r in snapshot if r.id not in present]
+                for r in new:
+                    assert r.id in created, "a listed run was never created"
+                    assert_strict_equal(r, created[r.id], "a run listed while being created")
+                ids_now = {r.id for r in new}
+                assert seen_before <= ids_now, "a run vanished from a later list"
+                seen_before = ids_now
+        assert set(created) <= {r.id for r in store.list_runs(c)}

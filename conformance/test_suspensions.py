@@ -10,7 +10,8 @@ sweep, cancel) racing on one paused run (FOUR-1..6; FOUR-7 is checked by the
 linearizability machine).  At the end: the examples this module gives the
 scope and common suites (``EXAMPLES``) and the suspension tests those suites
 held (one suspension per run over all scopes, an invisible run, claims racing
-from look-alike scopes).
+from look-alike scopes, one clock read per claim, truncated instants, the
+clock written and never the ``now`` argument, id tie-breaks).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from cortex_spec.testing import (
     ZERO,
     approve,
     assert_strict_equal,
+    clause,
     ctx,
     make_checkpoint,
     make_run,
@@ -63,10 +65,26 @@ from .examples import (
     ByIdOp,
     Examples,
     Kind,
+    SITE_VIEW_SCOPES,
+    Site,
     StateError,
     XsMethod,
 )
-from .helpers import assert_scope, raises
+from .helpers import (
+    MINUS_0800,
+    PLUS_0530,
+    T1,
+    T2,
+    T3,
+    US,
+    UTC,
+    RawClock,
+    assert_instant,
+    assert_scope,
+    crafted,
+    raises,
+    ms as _ms,
+)
 
 MS = timedelta(milliseconds=1)
 
@@ -1566,6 +1584,80 @@ def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
         raises(lambda: store.get_suspension(c, run_id), NotSuspended)
 
 
+def _susp_with(**fields: Any) -> Callable:
+    return lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), **{
+        k: (f(v) if callable(f) else f) for k, f in fields.items()}))
+
+
+def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = False, prepare=None) -> Site:
+    return Site(name, cls, call, prefix=prefix, optional=optional, prepare=prepare)
+
+
+#: Where values go, per rule of the common suite (see conformance/examples.py).
+_SITES: dict[str, tuple[Site, ...]] = {
+    "instant": (
+        Site("suspension.expires_at", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).expires_at),
+        Site("claim_expired_suspension.now", "suspensions",
+             lambda s, c, w, v: s.claim_expired_suspension(c, w.run_id, v)),
+        Site("list_expired.now", "suspensions", lambda s, c, w, v: s.list_expired(c, v)),
+        Site("list_expired_across_scopes.now", "suspensions",
+             lambda s, c, w, v: s.list_expired_across_scopes(ZERO, v)),
+    ),
+    "create": (
+        Site("create_suspension", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), **v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id), clauses=("SUSP-CREATE-1",)),
+    ),
+    "id": (
+        _id_site("create_suspension.suspension.id", "suspensions", ids.SUSPENSION,
+                 lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), id=v))),
+        _id_site("create_suspension.suspension.run_id", "suspensions", ids.RUN,
+                 lambda s, c, w, v: s.create_suspension(c, make_suspension(v))),
+        _id_site("get_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.get_suspension(c, v)),
+        _id_site("claim_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.claim_suspension(c, v)),
+        _id_site("claim_expired_suspension.run_id", "suspensions", ids.RUN,
+                 lambda s, c, w, v: s.claim_expired_suspension(c, v, FAR_FUTURE)),
+        _id_site("delete_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.delete_suspension(c, v)),
+    ),
+    "short": (
+        Site("pending.id", "suspensions",
+             lambda s, c, w, v: s.create_suspension(
+                 c, make_suspension(ids.new_id(ids.RUN), pending=(PendingCall(id=v, name="n"),))),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].id),
+        Site("pending.name", "suspensions",
+             lambda s, c, w, v: s.create_suspension(
+                 c, make_suspension(ids.new_id(ids.RUN), pending=(PendingCall(id="i", name=v),))),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].name),
+    ),
+    "text": (
+        Site("pending.arguments", "suspensions",
+             _susp_with(pending=lambda v: (PendingCall(id="i", name="n", arguments=v),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].arguments),
+        Site("pending.id", "suspensions", _susp_with(pending=lambda v: (PendingCall(id=v[:255], name="n"),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].id),
+        Site("pending.name", "suspensions", _susp_with(pending=lambda v: (PendingCall(id="i", name=v[:255]),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].name),
+        Site("continuation.nested-key", "suspensions", _susp_with(continuation=lambda v: {"s": [{v: 1}]}),
+             read=lambda s, c, w, r: next(iter(s.get_suspension(c, r.run_id).continuation["s"][0]))),
+        Site("continuation.value", "suspensions", _susp_with(continuation=lambda v: {"token": v}),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).continuation["token"]),
+    ),
+    "json": (
+        Site("suspension.continuation", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), continuation=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).continuation),
+    ),
+    "enum": (
+        Site("suspension.reason", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), reason=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).reason,
+             enum=SuspensionReason, invalid=(RunState.PAUSED, CheckpointState.PENDING)),
+    ),
+}
+
+
 EXAMPLES = Examples(
     "suspensions",
     seed=_examples_seed,
@@ -1580,6 +1672,7 @@ EXAMPLES = Examples(
                              SuspensionExpired, clauses=("SUSP-CLAIM-5", "SUSP-CLAIM-6")),),
     every_write=_every_write,
     hidden=_hidden,
+    sites=_SITES,
 )
 
 
@@ -1635,3 +1728,181 @@ def test_race_exact_claimer_against_sibling_and_lookalike_claimers(store, profil
         assert run.state == RunState.RUNNING
         assert_scope(run.scope, S(HOME))
         assert_scope(store.get_suspension(ctx(HOME), run_id).scope, S(HOME))
+
+
+# -- common clauses of suspensions (held by the common suite until it read the examples) -----
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "SUSP-CLAIM-2", "SUSP-XCLAIM-2", "SUSP-PART-2")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_claims_compare_and_write_one_clock_read(cortex_open):
+    """The resume claim compares the deadline with the same clock value it
+    writes: with the clock at 0.6 ms before the deadline and moving 1 ms per
+    read, the claim succeeds and stamps the run with deadline - 1 ms (a second
+    read would give the deadline itself)."""
+    clock = RawClock(T1, tick=MS)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    deadline = datetime(2026, 3, 4, 6, 0, 0, tzinfo=UTC)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    clock.set(T2)
+    s = store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    assert_instant(s.created_at, _ms(T2), "suspension.created_at")
+    assert_instant(s.updated_at, _ms(T2), "suspension.updated_at")
+    clock.set(deadline - timedelta(microseconds=600))
+    store.claim_suspension(c, run_id)
+    run = store.get_run(c, run_id)
+    assert run.state == RunState.RUNNING
+    assert_instant(run.updated_at, deadline - MS, "run.updated_at after the resume claim")
+    assert_instant(store.get_suspension(c, run_id).updated_at, _ms(T2), "suspension.updated_at")
+    # the sweep claim: updated_at from the (truncated) clock read
+    other = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=other, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(other, expires_at=deadline))
+    clock.set(T3)
+    with clause("SUSP-PART-2", what="the sweep claim with now at the deadline instant"):
+        store.claim_expired_suspension(c, other, deadline)
+    assert_instant(store.get_run(c, other).updated_at, _ms(T3), "run.updated_at after the sweep claim")
+
+
+D = EPOCH + timedelta(seconds=10)
+
+
+_PLUS_0200 = timezone(timedelta(hours=2))
+
+
+TRUNCATION_CASES = [
+    ("now-half-ms-past-deadline", D, D + 500 * US, True),
+    ("sub-ms-deadline-now-at-its-ms", D + 700 * US, D, True),
+    ("now-half-ms-before-deadline", D, D - 500 * US, False),  # rounding up would wrongly make it eligible
+    ("both-sub-ms-in-one-ms", D + 700 * US, D + 300 * US, True),
+    ("now-in-plus-0530-at-deadline", D, D.astimezone(PLUS_0530), True),
+    ("now-in-minus-0800-just-before", D, (D - 100 * US).astimezone(MINUS_0800), False),
+    ("deadline-in-plus-0200-sub-ms", (D + 500 * US).astimezone(_PLUS_0200), D, True),
+    ("deadline-one-ms-after-now", D + MS, D + 900 * US, False),
+]
+
+
+@pytest.mark.clause("RSC-GEN-2", "SUSP-XCLAIM-1", "SUSP-XCLAIM-3", "SUSP-PART-2")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize("case, deadline, now, eligible", TRUNCATION_CASES, ids=[t[0] for t in TRUNCATION_CASES])
+def test_sweep_claim_compares_truncated_utc_instants(store, case, deadline, now, eligible):
+    """Both the stored deadline and `now` are truncated to the millisecond (in
+    UTC) before they are compared: `deadline <= now` on the truncated values."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    before = state_view(store, [HOME], run_ids=[run_id])
+    if eligible:
+        store.claim_expired_suspension(c, run_id, now)
+        assert store.get_run(c, run_id).state == RunState.RUNNING
+    else:
+        with pytest.raises(NotSuspended):
+            store.claim_expired_suspension(c, run_id, now)
+        assert state_view(store, [HOME], run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("RSC-GEN-2", "SUSP-LIST-1", "SUSP-XLIST-1")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize("case, deadline, now, eligible", TRUNCATION_CASES, ids=[t[0] for t in TRUNCATION_CASES])
+def test_expired_lists_compare_truncated_utc_instants(store, case, deadline, now, eligible):
+    c = ctx(HOME)
+    s = store.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=deadline))
+    assert (s.id in {x.id for x in store.list_expired(c, now)}) is eligible
+    assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6", "SUSP-CLAIM-8")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize(
+    "deadline, clock_at, resumes",
+    [
+        (D, D - 500 * US, True),  # clock truncates down to D - 1 ms: before the deadline
+        (D + 900 * US, D + 500 * US, False),  # both truncate to D: at the deadline
+        (D, D + 500 * US, False),
+        (D + MS, D + 999 * US, True),
+    ],
+    ids=["clock-half-ms-before", "same-ms", "clock-half-ms-after", "one-ms-apart"],
+)
+def test_resume_claim_compares_truncated_clock_with_truncated_deadline(cortex_open, deadline, clock_at, resumes):
+    clock = RawClock(EPOCH)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    clock.set(clock_at)
+    if resumes:
+        store.claim_suspension(c, run_id)
+        assert store.get_run(c, run_id).state == RunState.RUNNING
+        assert_instant(store.get_run(c, run_id).updated_at, _ms(clock_at), "run.updated_at")
+    else:
+        before = state_view(store, [HOME], run_ids=[run_id])
+        with pytest.raises(SuspensionExpired):
+            store.claim_suspension(c, run_id)
+        with clause("SUSP-CLAIM-8", what="the stored state after the refused claim"):
+            assert state_view(store, [HOME], run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("RSC-GEN-3", "SUSP-XCLAIM-2", "SUSP-ENT-1")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize(
+    "now",
+    [FAR_FUTURE, PAST + timedelta(minutes=30), (PAST + timedelta(minutes=1)).astimezone(PLUS_0530), PAST],
+    ids=["far-future", "before-the-clock", "other-offset", "exactly-the-deadline"],
+)
+def test_sweep_claim_writes_clock_now_whatever_the_now_argument(store, clock, now):
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    created = store.create_suspension(c, make_suspension(run_id, expires_at=PAST))
+    clock.advance(seconds=5, milliseconds=7)
+    returned = store.claim_expired_suspension(c, run_id, now)
+    run = store.get_run(c, run_id)
+    assert run.state == RunState.RUNNING
+    assert_instant(run.updated_at, clock.now(), "run.updated_at")
+    assert_strict_equal(store.get_suspension(c, run_id), created, "suspension after the sweep claim")
+    assert_strict_equal(returned, created, "suspension returned by the sweep claim")
+
+
+@pytest.mark.clause("RSC-GEN-3")
+@pytest.mark.cortex_classes("suspensions")
+def test_expired_lists_write_nothing(store, clock):
+    w = _examples_seed(store, None)
+    view = EXAMPLES.viewer()
+    before = view(store, w, SITE_VIEW_SCOPES)
+    clock.advance(seconds=3)
+    for now in (FAR_FUTURE, PAST, EPOCH):
+        store.list_expired(ctx(HOME), now)
+        store.list_expired_across_scopes(ZERO, now)
+    assert view(store, w, SITE_VIEW_SCOPES) == before
+
+
+@pytest.mark.clause("RSC-GEN-4", "SUSP-ENT-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_updated_at_never_changes(store, clock):
+    """No method rewrites a suspension: its stamps stay those of its creation
+    across reads and claims, while the claimed run gets clock now."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    s = store.create_suspension(c, make_suspension(run_id))
+    clock.advance(seconds=2)
+    store.claim_suspension(c, run_id)
+    assert_strict_equal(store.get_suspension(c, run_id), s, "suspension after the claim")
+    assert_instant(store.get_run(c, run_id).updated_at, clock.now(), "run.updated_at after the claim")
+
+
+@pytest.mark.clause("RSC-GEN-11", "SUSP-LIST-3", "SUSP-XLIST-1")
+@pytest.mark.cortex_classes("suspensions")
+def test_id_tie_breaks_use_code_point_order_suspensions(store):
+    sus_ids = crafted(ids.SUSPENSION)
+    scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w2"]
+    for i, sid in enumerate(sus_ids):
+        store.create_suspension(ctx(scopes[i % 3]), make_suspension(ids.new_id(ids.RUN), id=sid, expires_at=PAST))
+    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH)] == sorted(sus_ids)
+    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH, limit=3)] == sorted(sus_ids)[:3]
+    mine = [sid for i, sid in enumerate(sus_ids) if scopes[i % 3] != "ws=w2"]
+    assert [s.id for s in store.list_expired(ctx("ws=w1"), EPOCH)] == sorted(mine)
