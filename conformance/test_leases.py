@@ -35,7 +35,7 @@ from cortex_spec.testing import (
 )
 
 from .examples import HOME
-from .test_scope import OUTSIDERS_OF_HOME
+from .examples import OUTSIDERS_OF_HOME
 
 MS = timedelta(milliseconds=1)
 #: owners: two is the least that tells a per-owner rule from a per-run one

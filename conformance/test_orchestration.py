@@ -20,7 +20,7 @@ from cortex_spec.orchestration import OrchestrationRun, OrchestrationStatus
 from cortex_spec.testing import clause, ctx, expect, expect_raises, race
 
 from .examples import HOME
-from .test_scope import OUTSIDERS_OF_HOME
+from .examples import OUTSIDERS_OF_HOME
 
 S = OrchestrationStatus
 #: where a team run may be asked for by id but not driven: above it (SCOPE-BYID allows reads there)
