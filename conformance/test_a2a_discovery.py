@@ -28,7 +28,7 @@ from cortex_spec.testing import (
     state_view,
 )
 
-from .examples import Examples
+from .examples import Examples, Fixture
 
 HOME = "ws=w1/proj=p1"
 PLACES = [ctx(HOME), ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
@@ -68,7 +68,7 @@ def _view(store: Any, rows: dict[str, Any]) -> dict:
 # -- EXAMPLES for the cross-class suites ------------------------------------------------------
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
     c = ctx(HOME)
     d = store.create_delivery(c, make_delivery())
     a = store.create_pending_ask(c, make_ask(deadline=FAR_FUTURE - timedelta(days=1)))

@@ -52,7 +52,7 @@ from cortex_spec.testing import (
     state_view,
 )
 
-from .examples import Examples
+from .examples import Examples, Fixture
 
 HOME = "ws=w1/proj=p1"
 OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
@@ -121,7 +121,7 @@ def _view(store: Any, c: Context, run_ids: list, reply_withs: list, delivery_ids
 # -- EXAMPLES for the cross-class suites ------------------------------------------------------
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
     w = W(store)
     _, _, _, released = w.held()
     store.release_held_ask(w.c, released)

@@ -51,7 +51,7 @@ from cortex_spec.testing import (
     state_view,
 )
 
-from .examples import Examples
+from .examples import Examples, Fixture
 
 HOME = "ws=w1/proj=p1"
 OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
@@ -118,7 +118,7 @@ def _digest(c: Context, delivery_id: str, commit: ReplyCommit) -> str:
 # -- EXAMPLES for the cross-class suites ------------------------------------------------------
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
     w = W(store)
     done, done_run = w.bound()
     done_commit = _commit(done_run)

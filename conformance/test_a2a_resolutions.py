@@ -45,7 +45,7 @@ from cortex_spec.testing import (
     state_view,
 )
 
-from .examples import Examples
+from .examples import Examples, Fixture
 
 HOME = "ws=w1/proj=p1"
 #: scopes and partitions that must not see a row stored at HOME in partition ""
@@ -117,7 +117,7 @@ def _fresh_off(r: AskResolution) -> AskResolution:
 # -- EXAMPLES for the cross-class suites ------------------------------------------------------
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
     w = W(store)
     sealed = w.ask()
     store.seal_ask_resolution(w.c, sealed, w.reply("yes"))

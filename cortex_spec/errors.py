@@ -39,6 +39,8 @@ __all__ = [
     "BehaviorNotFound",
     "PersonaNotFound",
     "OverlayNotFound",
+    "OrchestrationNotFound",
+    "OrchestrationRunNotFound",
     "SessionNotFound",
     "WorkingMemoryNotFound",
     "OrchestrationRunNotFound",
@@ -159,6 +161,14 @@ class PersonaNotFound(NotFound):
 
 
 class OverlayNotFound(NotFound):
+    pass
+
+
+class OrchestrationNotFound(NotFound):
+    pass
+
+
+class OrchestrationRunNotFound(NotFound):
     pass
 
 

@@ -10,18 +10,20 @@ code.
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)  # doctest: +NORMALIZE_WHITESPACE
 ['a2a', 'a2a_discovery', 'a2a_held', 'a2a_replies', 'a2a_resolutions', 'catalog', 'checkpoints',
- 'gateway', 'memory', 'runs', 'suspensions']
+ 'gateway', 'leases', 'memory', 'orchestration', 'runs', 'suspensions']
 """
 
 from cortex_spec.a2a_held import HeldMethods
 from cortex_spec.a2a_replies import ReplyMethods
 from cortex_spec.a2a_resolutions import ResolutionMethods
+from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
@@ -30,11 +32,12 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
-                  DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
+class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods,
+                  HeldMethods, DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
+                  GatewayMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
-    ``a2a_discovery``), ``memory``, ``catalog`` and ``gateway``.
+    ``a2a_discovery``), ``memory``, ``catalog``, ``orchestration`` and ``gateway``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -42,8 +45,8 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMetho
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

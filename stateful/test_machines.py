@@ -33,15 +33,16 @@ def _run(request: Any, name: str, body: Callable[[MachineStats], Any]) -> None:
 
 def _params(clauses: tuple[str, ...], cost: float, requires: tuple[str, ...] = (),
             only: Callable[[str], bool] = lambda name: True,
-            more: Callable[[str], tuple[str, ...]] = lambda name: ()) -> list:
+            own: Callable[[str, Any], tuple[str, ...]] = lambda name, machines: ()) -> list:
     """One parameter per class with machines (that ``only`` accepts): its
-    clause (and ``more(name)``), class, feature and cost marks (the cost
-    scales with the class's weight and differential cost)."""
+    clause (``clauses`` and the class's ``own(name, machines)``), class,
+    feature and cost marks (the cost scales with the class's weight and
+    differential cost)."""
     out = []
     for name, machines in plugins().items():
         if not only(name):
             continue
-        marks = [pytest.mark.clause(*clauses, *more(name)), pytest.mark.cortex_classes(name),
+        marks = [pytest.mark.clause(*clauses, *own(name, machines)), pytest.mark.cortex_classes(name),
                  pytest.mark.cortex_cost(round(cost * machines.cost * machines.weight, 1))]
         if requires:
             marks.append(pytest.mark.cortex_requires(*requires))
@@ -57,7 +58,8 @@ def test_differential(request, cls, cortex_harness, cortex_profile, cortex_decla
         cortex_harness, cortex_profile, cortex_declared, stats, focus={cls}))
 
 
-@pytest.mark.parametrize("cls", _params(("MACH-LIN-1", "MACH-LIN-2"), 0.7))
+@pytest.mark.parametrize("cls", _params(("MACH-LIN-1", "MACH-LIN-2"), 0.7,
+                                        own=lambda name, machines: machines.race_clauses))
 def test_concurrent(request, cls, cortex_harness, cortex_profile, cortex_declared):
     """Racing claims, sweeps, deletes, updates, creates and reads of the class:
     every storm kind first, then random scenarios; every history is
@@ -66,7 +68,7 @@ def test_concurrent(request, cls, cortex_harness, cortex_profile, cortex_declare
         cortex_harness, cortex_profile, cortex_declared, "mixed", stats, focus={cls}))
 
 
-def _redo_clauses(name: str) -> tuple[str, ...]:
+def _redo_clauses(name: str, machines: Any = None) -> tuple[str, ...]:
     """The clauses of the exactly-once writes the class's crash machine redoes."""
     from cortex_spec.classes import closure
     from cortex_spec.stateful.classes import plugins_for
@@ -75,7 +77,7 @@ def _redo_clauses(name: str) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("cls", _params(("MACH-CRASH-1", "MACH-CRASH-2", "MACH-CRASH-3"), 0.6, only=has_faults,
-                                        more=_redo_clauses))
+                                        own=_redo_clauses))
 def test_crash(request, cls, cortex_harness, cortex_profile, cortex_declared):
     """Workers that claim and die, clock jumps and sweeps, in between ordinary
     traffic compared with the reference (for the classes with a claim or a

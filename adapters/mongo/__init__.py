@@ -39,12 +39,14 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 from cortex_spec.a2a_held import HeldMethods
 from cortex_spec.a2a_replies import ReplyMethods
 from cortex_spec.a2a_resolutions import ResolutionMethods
+from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .store import MongoStoreBase
 from .suspensions import SuspensionsMixin
@@ -52,12 +54,13 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
-                 DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin, MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
+class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
+                 DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods, GatewayOpenerMixin,
+                 MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
-    ``a2a_discovery``, and ``memory`` (those only where the deployment has
-    transactions), ``catalog`` and ``gateway``.
+    ``a2a_discovery``, ``memory`` and ``orchestration`` (those only where the
+    deployment has transactions), ``catalog`` and ``gateway``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -66,15 +69,16 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMet
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
         super().__init__(database, clock, **options)
         if not self._transactions:
             # a conversation's batch and its counters are one transaction
-            self.capabilities = frozenset(self.capabilities - {"memory"})
+            # (and a team run's claim and child link read and write in one)
+            self.capabilities = frozenset(self.capabilities - {"memory", "orchestration"})
         self.gateway_client = gateway_client
         self.gateway_lease = gateway_lease
         if lease_clock is not None:

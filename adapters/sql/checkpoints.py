@@ -1,14 +1,17 @@
 """Class ``checkpoints`` on SQL (spec: checkpoints.md).
 
-``resolve`` is one conditional UPDATE ``... WHERE id = :id AND <visible> AND
-state = 'pending'``: of concurrent resolves exactly one matches the row
-(CP-RESOLVE-4).  A loser is classified by a read in the same transaction:
-no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
+``resolve`` is one conditional ``UPDATE ... WHERE id = :id AND <visible> AND
+state = 'pending' RETURNING ...``, run as one statement without an explicit
+transaction: of concurrent resolves exactly one matches the row
+(CP-RESOLVE-4), and it returns the row as written.  A loser wrote nothing
+and is classified by a read of the row (a later snapshot): no visible row →
+``CheckpointNotFound``, a resolved one → ``InvalidState``, a pending one
+(the row changed between the two statements) → the UPDATE runs again.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -104,12 +107,12 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
     return sa.and_(checkpoints.c.id == sa.bindparam("w_id"), visible(checkpoints, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get(depth: int) -> sa.Select:
     return sa.select(checkpoints).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _resolve_statements(depth: int):
     resolve = (
         sa.update(checkpoints)
@@ -137,7 +140,7 @@ def _pending_conds(depth: int | None, run: bool) -> list:
     return conds
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
     stmt = (
         sa.select(checkpoints)
@@ -151,12 +154,12 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
     return stmt
 
 
-@lru_cache(maxsize=None)
+@cache
 def _count_pending(depth: int, run: bool) -> sa.Select:
     return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _across_scopes(after: bool, limit: bool) -> sa.Select:
     stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
     if after:
@@ -198,21 +201,23 @@ class CheckpointsMixin(SqlStoreBase):
         }
         resolve, read_state = _resolve_statements(scope.depth)
 
-        def write(conn):
-            for _ in range(_RESOLVE_ATTEMPTS):
-                row = conn.execute(resolve, params).one_or_none()
-                if row is not None:
-                    return _checkpoint_from_row(row)  # the winner: as stored
-                state = conn.execute(read_state, params).scalar_one_or_none()
-                if state is None:
-                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
-                if state != _PENDING:
-                    # CP-RESOLVE-3: the first decision stays
-                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-                # created between the two statements (READ COMMITTED): try again
-            raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
+        def attempt(conn):
+            row = conn.execute(resolve, params).one_or_none()
+            if row is not None:
+                return row, None
+            return None, conn.execute(read_state, params).scalar_one_or_none()  # wrote nothing
 
-        return self._tx(write)
+        for _ in range(_RESOLVE_ATTEMPTS):
+            row, state = self._write1(attempt)
+            if row is not None:
+                return _checkpoint_from_row(row)  # the winner: as stored
+            if state is None:
+                raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
+            if state != _PENDING:
+                # CP-RESOLVE-3: the first decision stays
+                raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
+            # created between the two statements: try again
+        raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
     def _pending_query(self, ctx, filter):
         scope = require_scope(ctx)

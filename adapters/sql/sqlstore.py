@@ -5,12 +5,14 @@ from typing import Any
 from cortex_spec.a2a_held import HeldMethods
 from cortex_spec.a2a_replies import ReplyMethods
 from cortex_spec.a2a_resolutions import ResolutionMethods
+from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
@@ -19,12 +21,13 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
-               DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``
+class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods,
+               HeldMethods, DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
+               GatewayOpenerMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``, ``a2a``
     (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
     ``a2a_discovery``: each commit of those is one transaction),
-    ``memory``, ``catalog`` and ``gateway``.
+    ``memory``, ``catalog``, ``orchestration`` and ``gateway``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -34,8 +37,8 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, ResolutionMethods,
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:
