@@ -11,14 +11,16 @@ clauses, which run against every scoped method of every declared class).
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import attrs
 
+from . import a2a, checkpoints, runs, suspensions
 from .a2a import A2AStore
 from .catalog import CatalogStore
 from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
+from .context import Context
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
 from .leases import LeaseStore
@@ -28,6 +30,7 @@ from .orchestration import TABLES as ORCHESTRATION_TABLES
 from .orchestration import OrchestrationStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
+from .views import Refs
 
 __all__ = ["Method", "ConformanceClass", "CLASSES", "Store", "declared_classes", "closure"]
 
@@ -63,6 +66,11 @@ class ConformanceClass:
     #: The class's stored kinds described by :mod:`cortex_spec.kinds` (what
     #: the interpreters store and the suites generate clauses for).
     tables: tuple[Table, ...] = ()
+    #: What the class shows of a store's state (:mod:`cortex_spec.views`):
+    #: ``view(store, contexts, refs)`` per caller, ``view_across(store,
+    #: contexts)`` through its across-scope reads.
+    view: Callable[[Any, Sequence[Context], Refs], dict[str, Any]] | None = None
+    view_across: Callable[[Any, Sequence[Context]], dict[str, Any]] | None = None
 
     def method(self, name: str) -> Method:
         for m in self.methods:
@@ -93,6 +101,7 @@ CLASSES: dict[str, ConformanceClass] = {
                 "create_tool_call",
                 "list_tool_calls",
             ),
+            view=runs.view,
         ),
         ConformanceClass(
             "suspensions",
@@ -108,6 +117,8 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_across_scopes", scoped=False),
             requires=("runs",),
+            view=suspensions.view,
+            view_across=suspensions.view_across,
         ),
         ConformanceClass(
             "leases",
@@ -129,6 +140,8 @@ CLASSES: dict[str, ConformanceClass] = {
                 "count_pending",
             )
             + _m("list_pending_across_scopes", scoped=False),
+            view=checkpoints.view,
+            view_across=checkpoints.view_across,
         ),
         ConformanceClass(
             "a2a",
@@ -160,6 +173,8 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_asks_across_scopes", scoped=False)
             + _m("list_pending_asks_by_conversation"),
+            view=a2a.view,
+            view_across=a2a.view_across,
         ),
         ConformanceClass(
             "memory",
