@@ -21,7 +21,7 @@ import json
 import math
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -50,6 +50,7 @@ from .validation import (
     check_short_str,
     check_str,
 )
+from .views import FAR_FUTURE, Refs, attempt
 
 __all__ = [
     "Address",
@@ -937,3 +938,36 @@ def check_performative(value: object) -> Performative:
 
 
 __all__ += ["check_address", "check_performative", "e_visible", "canonical", "digest", "instant_ms", "MAX_PAGE", "check_page_size", "A2ARows"]
+
+
+# -- what the class shows (cortex_spec.views) ------------------------------------------------
+
+
+def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
+    """Each caller's messages, conversations, expired asks and inbox in its
+    partition, and the deliveries, asks and conversations named in ``refs``."""
+    out: dict[str, Any] = {}
+    for c in contexts:
+        key = f"{c.scope.canonical()}#{c.partition}"
+        out[f"messages@{key}"] = store.list_messages(c)
+        out[f"conversations@{key}"] = store.list_conversations(c)
+        out[f"expired_asks@{key}"] = store.list_expired_asks(c, FAR_FUTURE)
+        out[f"inbox@{key}"] = store.list_inbox(c, "worker")
+        for did in refs.get("delivery_ids", ()):
+            out[f"delivery[{did}]@{key}"] = attempt(store.get_delivery, c, did)
+        for rw in refs.get("reply_withs", ()):
+            out[f"ask[{rw}]@{key}"] = attempt(store.get_pending_ask, c, rw)
+        for cid in refs.get("conversation_ids", ()):
+            out[f"conversation[{cid}]@{key}"] = attempt(store.get_conversation, c, cid)
+            out[f"pending_asks[{cid}]@{key}"] = store.list_pending_asks_by_conversation(c, cid)
+    return out
+
+
+def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
+    """The scope-ignoring lists, for every partition of ``contexts`` and the global one."""
+    out: dict[str, Any] = {}
+    for partition in sorted({c.partition for c in contexts} | {""}):
+        anywhere = Context(Scope(), partition)
+        out[f"queued@*#{partition}"] = store.list_queued_deliveries(anywhere)
+        out[f"expired_asks@*#{partition}"] = store.list_expired_asks_across_scopes(anywhere, FAR_FUTURE)
+    return out

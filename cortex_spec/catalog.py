@@ -21,6 +21,7 @@ from .context import Context, require_scope
 from .entities import entity
 from .errors import (
     AgentNotFound,
+    BehaviorNotFound,
     InvalidArgument,
     OverlayNotFound,
     PersonaNotFound,
@@ -64,6 +65,9 @@ __all__ = [
     "Dimension",
     "Influence",
     "Trait",
+    "Trigger",
+    "Action",
+    "Behavior",
     "PersonaSkill",
     "PersonaTrait",
     "Persona",
@@ -157,6 +161,19 @@ class PersonaTrait:
 
 
 @entity
+class Trigger:
+    type: str = field(SHORT, default="")
+    pattern: str = field(Text(), default="")
+
+
+@entity
+class Action:
+    type: str = field(SHORT, default="")
+    target: str = field(SHORT, default="")
+    value: str = field(Text(), default="")
+
+
+@entity
 class Patch:
     id: str = field(SHORT, default="")
     body: str = field(Text(), default="")
@@ -218,6 +235,22 @@ class Trait:
     dimensions: tuple[Dimension, ...] = _records(Dimension)
     influences: tuple[Influence, ...] = _records(Influence)
     category: str = _short()
+    metadata: dict[str, Any] = _json()
+    created_at: datetime | None = created()
+    updated_at: datetime | None = updated()
+
+
+@entity
+class Behavior:
+    id: str = key(ids.BEHAVIOR)
+    scope: Scope = scope_field()
+    name: str = NAME
+    description: str = _text()
+    triggers: tuple[Trigger, ...] = _records(Trigger)
+    actions: tuple[Action, ...] = _records(Action)
+    priority: int = field(Int(), default=0, update=True)
+    requires_skill: str = _short()
+    requires_trait: str = _short()
     metadata: dict[str, Any] = _json()
     created_at: datetime | None = created()
     updated_at: datetime | None = updated()
@@ -296,6 +329,7 @@ def _named(entity_cls: type, name: str, singular: str, plural: str, not_found: t
 AGENTS = _named(Agent, "agents", "agent", "agents", AgentNotFound)
 SKILLS = _named(Skill, "skills", "skill", "skills", SkillNotFound)
 TRAITS = _named(Trait, "traits", "trait", "traits", TraitNotFound, Filter("category", "category"))
+BEHAVIORS = _named(Behavior, "behaviors", "behavior", "behaviors", BehaviorNotFound)
 PERSONAS = _named(Persona, "personas", "persona", "personas", PersonaNotFound)
 OVERLAYS = Table(
     Overlay, "overlays", "catalog", OverlayNotFound, "overlay", "overlays",
@@ -318,7 +352,7 @@ OVERLAYS = Table(
 )
 
 #: Every stored kind of the class, in the order of the spec.
-TABLES = (AGENTS, SKILLS, TRAITS, PERSONAS, OVERLAYS)
+TABLES = (AGENTS, SKILLS, TRAITS, BEHAVIORS, PERSONAS, OVERLAYS)
 
 
 # -- the overlay reads (CAT-OVL-3..6), once for every backend ------------------------------------
@@ -365,7 +399,7 @@ class CatalogStore(Protocol):
     """What a store of class ``catalog`` provides (memory-catalog.md §5–§6).
 
     Every method takes ``ctx`` first (NoScope for the zero scope before any
-    storage access); ``X`` is agent, skill, trait or persona:
+    storage access); ``X`` is agent, skill, trait, behavior or persona:
     ``create_X`` (CAT-GEN-1..3), ``get_X`` (CAT-GEN-4), ``get_X_by_name``
     (CAT-GEN-5), ``update_X`` (CAT-GEN-6..8), ``delete_X`` (CAT-GEN-9),
     ``list_Xs(ctx, *, search=None, exact=False, limit=0, offset=0)`` (traits
@@ -400,6 +434,15 @@ class CatalogStore(Protocol):
                     exact: bool = False, limit: int = 0, offset: int = 0) -> list[Trait]: ...
     def count_traits(self, ctx: Context, *, category: str | None = None, search: str | None = None,
                      exact: bool = False) -> int: ...
+
+    def create_behavior(self, ctx: Context, behavior: Behavior) -> Behavior: ...
+    def get_behavior(self, ctx: Context, behavior_id: str) -> Behavior: ...
+    def get_behavior_by_name(self, ctx: Context, name: str) -> Behavior: ...
+    def update_behavior(self, ctx: Context, behavior: Behavior) -> Behavior: ...
+    def delete_behavior(self, ctx: Context, behavior_id: str) -> None: ...
+    def list_behaviors(self, ctx: Context, *, search: str | None = None, exact: bool = False,
+                       limit: int = 0, offset: int = 0) -> list[Behavior]: ...
+    def count_behaviors(self, ctx: Context, *, search: str | None = None, exact: bool = False) -> int: ...
 
     def create_persona(self, ctx: Context, persona: Persona) -> Persona: ...
     def get_persona(self, ctx: Context, persona_id: str) -> Persona: ...

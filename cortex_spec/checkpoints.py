@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -27,6 +27,7 @@ from .validation import (
     check_short_str,
     check_str,
 )
+from .views import Refs
 
 __all__ = [
     "CheckpointState",
@@ -166,3 +167,15 @@ class CheckpointStore(Protocol):
         """Pending checkpoints of every scope with ``id > after_id``, ``id`` ASC;
         ignores ``ctx.scope`` (CP-XLIST-1..4)."""
         ...
+
+
+# -- what the class shows (cortex_spec.views) ------------------------------------------------
+
+
+def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
+    """Pending checkpoints from each caller."""
+    return {f"pending@{c.scope.canonical()}": store.list_pending(c) for c in contexts}
+
+
+def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
+    return {"pending@*": store.list_pending_across_scopes(Context(Scope()))}

@@ -11,10 +11,11 @@ clauses, which run against every scoped method of every declared class).
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import attrs
 
+from . import a2a, checkpoints, runs, suspensions
 from .a2a import A2AStore
 from .a2a_discovery import DISCOVERY_METHODS, ScopedDiscoveryStore
 from .a2a_held import TABLES as HELD_TABLES
@@ -26,6 +27,7 @@ from .a2a_resolutions import AskResolutionStore
 from .catalog import CatalogStore
 from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
+from .context import Context
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
 from .leases import LeaseStore
@@ -35,6 +37,7 @@ from .orchestration import TABLES as ORCHESTRATION_TABLES
 from .orchestration import OrchestrationStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
+from .views import Refs
 
 __all__ = ["Method", "ConformanceClass", "CLASSES", "Store", "declared_classes", "closure"]
 
@@ -70,6 +73,11 @@ class ConformanceClass:
     #: The class's stored kinds described by :mod:`cortex_spec.kinds` (what
     #: the interpreters store and the suites generate clauses for).
     tables: tuple[Table, ...] = ()
+    #: What the class shows of a store's state (:mod:`cortex_spec.views`):
+    #: ``view(store, contexts, refs)`` per caller, ``view_across(store,
+    #: contexts)`` through its across-scope reads.
+    view: Callable[[Any, Sequence[Context], Refs], dict[str, Any]] | None = None
+    view_across: Callable[[Any, Sequence[Context]], dict[str, Any]] | None = None
 
     def method(self, name: str) -> Method:
         for m in self.methods:
@@ -100,6 +108,7 @@ CLASSES: dict[str, ConformanceClass] = {
                 "create_tool_call",
                 "list_tool_calls",
             ),
+            view=runs.view,
         ),
         ConformanceClass(
             "suspensions",
@@ -115,6 +124,8 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_across_scopes", scoped=False),
             requires=("runs",),
+            view=suspensions.view,
+            view_across=suspensions.view_across,
         ),
         ConformanceClass(
             "leases",
@@ -136,6 +147,8 @@ CLASSES: dict[str, ConformanceClass] = {
                 "count_pending",
             )
             + _m("list_pending_across_scopes", scoped=False),
+            view=checkpoints.view,
+            view_across=checkpoints.view_across,
         ),
         ConformanceClass(
             "a2a",
@@ -167,6 +180,8 @@ CLASSES: dict[str, ConformanceClass] = {
             )
             + _m("list_expired_asks_across_scopes", scoped=False)
             + _m("list_pending_asks_by_conversation"),
+            view=a2a.view,
+            view_across=a2a.view_across,
         ),
         ConformanceClass(
             "a2a_resolutions",

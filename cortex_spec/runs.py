@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -31,6 +31,7 @@ from .validation import (
     check_short_str,
     check_str,
 )
+from .views import Refs
 
 __all__ = [
     "RunState",
@@ -347,3 +348,20 @@ class RunStore(Protocol):
     def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         """Visible tool calls of the step, ``created_at`` ASC then ``id`` ASC (TCALL-2)."""
         ...
+
+
+# -- what the class shows (cortex_spec.views) ------------------------------------------------
+
+
+def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
+    """Runs from each caller, and the steps and tool calls of the runs and
+    steps named in ``refs``."""
+    out: dict[str, Any] = {}
+    for c in contexts:
+        key = c.scope.canonical()
+        out[f"runs@{key}"] = store.list_runs(c)
+        for rid in refs.get("run_ids", ()):
+            out[f"steps[{rid}]@{key}"] = store.list_steps(c, rid)
+        for sid in refs.get("step_ids", ()):
+            out[f"tool_calls[{sid}]@{key}"] = store.list_tool_calls(c, sid)
+    return out

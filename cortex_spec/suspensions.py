@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -28,6 +28,7 @@ from .validation import (
     check_optional_instant,
     check_str,
 )
+from .views import FAR_FUTURE, Refs, attempt
 
 __all__ = [
     "SuspensionReason",
@@ -163,3 +164,21 @@ class SuspensionStore(Protocol):
     ) -> list[Suspension]:
         """The same over every scope; ignores ``ctx.scope`` (SUSP-XLIST-1)."""
         ...
+
+
+# -- what the class shows (cortex_spec.views) ------------------------------------------------
+
+
+def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
+    """Expired suspensions from each caller, and those of the runs in ``refs``."""
+    out: dict[str, Any] = {}
+    for c in contexts:
+        key = c.scope.canonical()
+        out[f"expired@{key}"] = store.list_expired(c, FAR_FUTURE)
+        for rid in refs.get("run_ids", ()):
+            out[f"suspension[{rid}]@{key}"] = attempt(store.get_suspension, c, rid)
+    return out
+
+
+def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
+    return {"expired@*": store.list_expired_across_scopes(Context(Scope()), FAR_FUTURE)}

@@ -30,6 +30,7 @@ from .gateway import InboundMessage
 from .runs import Run, RunState, Step, ToolCall
 from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason
+from .views import FAR_FUTURE
 
 __all__ = [
     "ClauseViolation",
@@ -383,8 +384,6 @@ def assert_strict_equal(actual: Any, expected: Any, what: str = "value") -> None
         raise AssertionError(f"{what} differs (types included):\n  got      {actual!r}\n  expected {expected!r}")
 
 
-#: An instant far in the future, for "every deadline has passed" views.
-FAR_FUTURE = datetime(2999, 1, 1, tzinfo=timezone.utc)
 
 
 def state_view(
@@ -409,57 +408,22 @@ def state_view(
     context (a ``Context`` may carry one); the scope-ignoring a2a lists are
     read for every partition of ``scopes`` and for the global one.
     """
+    from .classes import CLASSES, closure
+
     caps = frozenset(getattr(store, "capabilities", frozenset()))
     if classes is not None:
-        from .classes import closure
-
         caps &= closure(frozenset(classes))
-    view: dict[str, Any] = {}
     contexts = [s if isinstance(s, Context) else ctx(s) for s in scopes]
-    for c in contexts:
-        key = c.scope.canonical()
-        if "runs" in caps:
-            view[f"runs@{key}"] = store.list_runs(c)
-            for rid in run_ids:
-                view[f"steps[{rid}]@{key}"] = store.list_steps(c, rid)
-            for sid in step_ids:
-                view[f"tool_calls[{sid}]@{key}"] = store.list_tool_calls(c, sid)
-        if "suspensions" in caps:
-            view[f"expired@{key}"] = store.list_expired(c, FAR_FUTURE)
-            for rid in run_ids:
-                view[f"suspension[{rid}]@{key}"] = _try(store.get_suspension, c, rid)
-        if "checkpoints" in caps:
-            view[f"pending@{key}"] = store.list_pending(c)
-        if "a2a" in caps:
-            key = f"{key}#{c.partition}"
-            view[f"messages@{key}"] = store.list_messages(c)
-            view[f"conversations@{key}"] = store.list_conversations(c)
-            view[f"expired_asks@{key}"] = store.list_expired_asks(c, FAR_FUTURE)
-            view[f"inbox@{key}"] = store.list_inbox(c, "worker")
-            for did in delivery_ids:
-                view[f"delivery[{did}]@{key}"] = _try(store.get_delivery, c, did)
-            for rw in reply_withs:
-                view[f"ask[{rw}]@{key}"] = _try(store.get_pending_ask, c, rw)
-            for cid in conversation_ids:
-                view[f"conversation[{cid}]@{key}"] = _try(store.get_conversation, c, cid)
-                view[f"pending_asks[{cid}]@{key}"] = store.list_pending_asks_by_conversation(c, cid)
-    if "a2a" in caps:
-        for partition in sorted({c.partition for c in contexts} | {""}):
-            anywhere = Context(Scope(), partition)
-            view[f"queued@*#{partition}"] = store.list_queued_deliveries(anywhere)
-            view[f"expired_asks@*#{partition}"] = store.list_expired_asks_across_scopes(anywhere, FAR_FUTURE)
-    if "suspensions" in caps:
-        view["expired@*"] = store.list_expired_across_scopes(ZERO, FAR_FUTURE)
-    if "checkpoints" in caps:
-        view["pending@*"] = store.list_pending_across_scopes(ZERO)
+    refs = {"run_ids": run_ids, "step_ids": step_ids, "delivery_ids": delivery_ids,
+            "reply_withs": reply_withs, "conversation_ids": conversation_ids}
+    view: dict[str, Any] = {}
+    for cls in CLASSES.values():
+        if cls.name in caps and cls.view is not None:
+            view.update(cls.view(store, contexts, refs))
+    for cls in CLASSES.values():
+        if cls.name in caps and cls.view_across is not None:
+            view.update(cls.view_across(store, contexts))
     return view
-
-
-def _try(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - the error class is the observation
-        return f"<{type(exc).__name__}>"
 
 
 def make_message(channel: str = "telegram", message_id: str | None = None, **fields: Any) -> InboundMessage:
