@@ -201,13 +201,14 @@ def _get_run(depth: int) -> sa.Select:
 
 
 @lru_cache(maxsize=None)
-def _update_run(depth: int) -> sa.Update:
-    # the SET columns come from the parameters (the mutable fields only),
-    # and the revision advances in the same statement (RUN-REV-2)
+def _update_run(depth: int, columns: tuple[str, ...]) -> sa.Update:
+    # SET the written columns (each from its ``v_`` parameter: the mutable
+    # fields, updated_at, the lease LEASE-CLEAR-1 clears) and advance the
+    # revision in the same statement (RUN-REV-2)
     return (
         sa.update(runs)
         .where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
-        .values(revision=runs.c.revision + 1)
+        .values({**{name: sa.bindparam(f"v_{name}") for name in columns}, "revision": runs.c.revision + 1})
         .returning(runs)
     )
 
@@ -293,16 +294,18 @@ class RunsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
         now = self._now()
-        params = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id,
-                  **scope_params(scope)}
+        written = {**_run_fields(fields), "updated_at": ms(now)}
         if fields["state"] != RunState.RUNNING:
             # LEASE-CLEAR-1: a run leaving `running` drops its lease in the same statement
-            params.update(lease_owner=None, lease_expires_at=None)
+            written.update(lease_owner=None, lease_expires_at=None)
+        update = _update_run(scope.depth, tuple(written))
+        params = {**{f"v_{name}": value for name, value in written.items()}, "w_id": run_id,
+                  **scope_params(scope)}
 
         def write(conn):
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
             # mutable fields and updated_at; scope and the rest never change.
-            row = conn.execute(_update_run(scope.depth), params).one_or_none()
+            row = conn.execute(update, params).one_or_none()
             if row is None:
                 raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
             updated = run_from_row(row)
