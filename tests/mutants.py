@@ -12,12 +12,14 @@ Every mutant is usable as a store: ``--cortex-store mutants:<name>`` (with
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import attrs
 
 from cortex_spec.a2a import (
+    MAX_PAGE,
     Address,
     ConversationStatus,
     DeliveryState,
@@ -37,6 +39,7 @@ from cortex_spec.entities import detach, replace
 from cortex_spec.errors import (
     AlreadyExists,
     AskAlreadyClaimed,
+    AskResolutionNotFound,
     CheckpointNotFound,
     ConversationClosed,
     ConversationNotFound,
@@ -51,6 +54,7 @@ from cortex_spec.errors import (
 from cortex_spec.errors import OverlayNotFound
 from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query
 from cortex_spec.reference import MemoryMedium, MemoryStore
+from cortex_spec.reference.a2a import MemoryA2ARows
 from cortex_spec.reference.kinds import MemoryStorage
 from cortex_spec.reference.harness import ReferenceHarness
 from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
@@ -1254,6 +1258,153 @@ class RelinkAppends(MemoryStore):
         self._crud.storage.atomic(step)
 
 
+# -- the exactly-once classes of a2a (a2a_resolutions, a2a_replies, a2a_held, a2a_discovery) --
+
+
+class _Seeing(threading.local):
+    """Per thread: whether the mutant's method is running (its rows then see
+    through the mutant's eyes), and what it pinned."""
+
+    inside = False
+    pinned: Any = None
+
+
+class _RowsMutant(MemoryStore):
+    """A store whose exactly-once methods read the a2a rows through
+    ``rows_cls`` (a :class:`MemoryA2ARows` with one bug)."""
+
+    rows_cls: type = MemoryA2ARows
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._seeing = _Seeing()
+
+    def _a2a_rows(self, storage=None):
+        return self.rows_cls(self)
+
+    def _inside(self, call, pinned=None):
+        self._seeing.inside, self._seeing.pinned = True, pinned
+        try:
+            return call()
+        finally:
+            self._seeing.inside, self._seeing.pinned = False, None
+
+
+class SealAcceptsCompeting(MemoryStore):
+    """A seal of an ask that already has a resolution returns the retained
+    resolution whatever its outcome: a competing answer is acknowledged as if
+    it had won."""
+
+    def seal_ask_resolution(self, ctx, ask, reply):
+        try:
+            return super().seal_ask_resolution(ctx, ask, reply)
+        except AskAlreadyClaimed:
+            try:
+                return self.get_ask_resolution(ctx, ask.reply_with)
+            except AskResolutionNotFound:
+                pass
+            raise
+
+
+class _UnclaimedAsks(MemoryA2ARows):
+    def ask(self, reply_with):
+        found = super().ask(reply_with)
+        if found is not None and self.store._seeing.inside:
+            found = replace(found, claimed_at=None)
+        return found
+
+
+class SealAdoptsLegacyClaim(_RowsMutant):
+    """A seal of an ask claimed without a resolution (claim_pending_ask)
+    takes the claim over and stores its outcome."""
+
+    rows_cls = _UnclaimedAsks
+
+    def seal_ask_resolution(self, ctx, ask, reply):
+        return self._inside(lambda: super(SealAdoptsLegacyClaim, self).seal_ask_resolution(ctx, ask, reply))
+
+
+class RetryChargesHop(MemoryStore):
+    """An equal retry of commit_reserved_reply returns the stored receipt but
+    charges the conversation another hop."""
+
+    def commit_reserved_reply(self, ctx, delivery_id, claim_token, commit):
+        receipt = super().commit_reserved_reply(ctx, delivery_id, claim_token, commit)
+        if not receipt.fresh:
+            with self._tx() as t:
+                message = t.a2a_messages[t.a2a_deliveries[delivery_id].message_id]
+                conversation = t.a2a_conversations[message.conversation_id]
+                t.a2a_conversations[conversation.id] = replace(conversation, hops_used=conversation.hops_used + 1)
+        return receipt
+
+
+class _PinnedRevision(MemoryA2ARows):
+    def run(self, run_id):
+        found = super().run(run_id)
+        pinned = self.store._seeing.pinned
+        if found is not None and self.store._seeing.inside and isinstance(pinned, int):
+            found = replace(found, revision=pinned)
+        return found
+
+
+class ReleaseIgnoresRevision(_RowsMutant):
+    """release_held_ask checks that the run is paused but not its revision:
+    a release decided on a pause the run has left (or rewritten) since goes
+    through."""
+
+    rows_cls = _PinnedRevision
+
+    def release_held_ask(self, ctx, request):
+        return self._inside(lambda: super(ReleaseIgnoresRevision, self).release_held_ask(ctx, request),
+                            getattr(request, "run_revision", None))
+
+
+class _RepeatingCursor(MemoryA2ARows):
+    def deferred(self, scope, partition, after, limit):
+        with self.store._tx() as t:
+            found = sorted(
+                d.id for d in t.a2a_deliveries.values()
+                if d.partition == partition and d.scope == scope and d.state == DeliveryState.DELIVERING
+                and d.run_id is not None and (after is None or d.id >= after)
+            )
+        return found[:limit]
+
+
+class DeferredCursorRepeats(_RowsMutant):
+    """list_deferred_recipients pages from its cursor inclusively: the last
+    id of a page comes again first on the next."""
+
+    rows_cls = _RepeatingCursor
+
+
+class _SavedPausesOnly(MemoryA2ARows):
+    def agent_reply_runs(self, scope, partition, after, limit):
+        with self.store._tx() as t:
+            return [i for i in super().agent_reply_runs(scope, partition, after, MAX_PAGE)
+                    if t.runs[i].state == RunState.PAUSED][:limit]
+
+
+class AgentReplyRunsForgetAdmissions(_RowsMutant):
+    """list_agent_reply_runs lists the saved pauses only: a running asker
+    whose pause was removed after its ask was sealed is never found again."""
+
+    rows_cls = _SavedPausesOnly
+
+
+class InScopeQueueSeesDescendants(MemoryStore):
+    """list_queued_deliveries_in_scope selects by the prefix rule (visible)
+    instead of the exact scope: a roster-bound bus dispatches its
+    descendants' traffic."""
+
+    def list_queued_deliveries_in_scope(self, ctx, limit=0):
+        require_scope(ctx)
+        limit, _ = check_page(limit)
+        with self._tx() as t:
+            rows = [d for d in t.a2a_deliveries.values() if visible(ctx, d) and d.state == DeliveryState.QUEUED]
+            rows.sort(key=lambda d: (d.created_at, d.id))
+            return [detach(r) for r in page(rows, limit, 0)]
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -1359,6 +1510,14 @@ MUTANTS: list[Mutant] = [
     _m("orchestration-claim-from-above", ClaimFromAbove, ("ORCH-CLAIM-1",)),
     _m("orchestration-link-while-waiting", LinkWhileWaiting, ("ORCH-LINK-5", "ORCH-RACE-4")),
     _m("orchestration-relink-appends", RelinkAppends, ("ORCH-LINK-3", "ORCH-LINK-7", "ORCH-RACE-3")),
+    _m("a2a-seal-accepts-competing", SealAcceptsCompeting, ("A2A-RES-7", "A2A-RES-RACE-1", "A2A-PAUSE-2")),
+    _m("a2a-seal-adopts-legacy-claim", SealAdoptsLegacyClaim, ("A2A-RES-8",)),
+    _m("a2a-reply-retry-charges-hop", RetryChargesHop, ("A2A-REPLY-3", "A2A-REPLY-7", "A2A-REPLY-RACE-1",
+                                                        "A2A-REPLY-CRASH-1", "MACH-CRASH-3")),
+    _m("a2a-release-ignores-revision", ReleaseIgnoresRevision, ("A2A-HELD-4", "A2A-HELD-RACE-1")),
+    _m("a2a-deferred-cursor-repeats", DeferredCursorRepeats, ("A2A-DEFER-2",)),
+    _m("a2a-agent-reply-runs-forget-admissions", AgentReplyRunsForgetAdmissions, ("A2A-AREPLY-1",)),
+    _m("a2a-in-scope-queue-sees-descendants", InScopeQueueSeesDescendants, ("A2A-ROUTE-2",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
