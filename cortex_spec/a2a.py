@@ -851,7 +851,7 @@ def e_visible(ctx: Context, row: Any) -> bool:
     return row.partition == ctx.partition and row.scope == ctx.scope
 
 
-def canonical(value: Any) -> str:
+def canonical_json(value: Any) -> str:
     """The canonical encoding of a value made of lists, strings, ints, bools
     and None (the caller turns instants into ms and scopes into their text)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -859,7 +859,7 @@ def canonical(value: Any) -> str:
 
 def digest(value: Any) -> str:
     """The lowercase hex SHA-256 of the canonical encoding's UTF-8 bytes."""
-    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def instant_ms(value: datetime | None) -> int | None:
@@ -937,7 +937,7 @@ def check_performative(value: object) -> Performative:
     return _performative(value)
 
 
-__all__ += ["check_address", "check_performative", "e_visible", "canonical", "digest", "instant_ms", "MAX_PAGE", "check_page_size", "A2ARows"]
+__all__ += ["check_address", "check_performative", "e_visible", "canonical_json", "digest", "instant_ms", "MAX_PAGE", "check_page_size", "A2ARows"]
 
 
 # -- what the class shows (cortex_spec.views) ------------------------------------------------

@@ -142,7 +142,7 @@ TABLES = (RESOLUTIONS,)
 def reply_payload(reply: object) -> str:
     """A2A-RES-3: the canonical JSON of a valid reply (else ``InvalidArgument``
     / ``InvalidPerformative``)."""
-    from .a2a import canonical
+    from .a2a import canonical_json
 
     if not isinstance(reply, AskReply):
         raise InvalidArgument(f"reply must be an AskReply, got {type(reply).__name__}")
@@ -160,7 +160,7 @@ def reply_payload(reply: object) -> str:
             "content": check_str(item.content, f"{where}.content"),
             "conversation_id": ids.check_id(item.conversation_id, ids.CONVERSATION, f"{where}.conversation_id"),
         })
-    return canonical({"replies": out, "complete": check_bool(reply.complete, "reply.complete")})
+    return canonical_json({"replies": out, "complete": check_bool(reply.complete, "reply.complete")})
 
 
 def ask_identity(ask: object) -> PendingAsk:
