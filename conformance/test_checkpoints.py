@@ -45,6 +45,7 @@ from cortex_spec.testing import (
     assert_strict_equal,
     ctx,
     expect,
+    expect_raises,
     make_checkpoint,
     make_run,
     make_suspension,
@@ -408,8 +409,8 @@ def test_checkpoint_updated_at_changes_only_on_resolve(store, clock):
     resolved_at = clock.now()
     store.resolve(c, cp.id, Decision(approved=True, decided_at=FAR_FUTURE))
     clock.advance(seconds=1)
-    with pytest.raises(InvalidState):
-        store.resolve(c, cp.id, approve())
+    expect_raises("CP-RESOLVE-3", InvalidState, lambda: store.resolve(c, cp.id, approve()),
+                  "a second resolve of the checkpoint")
     got = store.get_checkpoint(c, cp.id)
     assert_instant(got.created_at, EPOCH, "created_at")
     assert_instant(got.updated_at, resolved_at, "updated_at")
