@@ -236,7 +236,7 @@ class FactoryHarness(Harness):
             store = next(made)
         except StopIteration:
             raise TypeError(f"the store factory {self.name!r} returned without yielding a store") from None
-        (location if isinstance(location, list) else self._pending).append(made)
+        (location if isinstance(location, list) else self._pending).append(made)  # type: ignore[arg-type]
         return store
 
     def discard(self, location: Any) -> None:

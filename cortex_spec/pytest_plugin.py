@@ -570,7 +570,7 @@ class CertificationRun:
         return WorkStealingScheduling(config, log)
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
         """A failure is charged to the clause whose check failed (see
         :mod:`cortex_spec.attribution`); the report's text leads with that
         clause's rule, what was expected and observed, and a replay command,
@@ -617,7 +617,7 @@ class CertificationRun:
         if report.when == "call":  # later phases carry the same properties
             for key, value in report.user_properties:
                 if key == _MACHINE_KEY:
-                    self.record_machine(value)
+                    self.record_machine(dict(value))  # type: ignore[call-overload]
         clause_ids = tuple(props[_CLAUSES_KEY])
         previous = self.records.get(report.nodeid)
         outcome, message = _outcome_of(report)
@@ -664,7 +664,7 @@ class CertificationRun:
     def report_path(self) -> str | None:
         path = self.config.getoption("--cortex-report")
         if path:
-            return path
+            return str(path)
         directory = option(self.config, "cortex_report_dir")
         if directory:
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.store_spec())

@@ -112,7 +112,7 @@ def _inherited_test(cls: type, name: str) -> Callable[..., Any] | None:
     for base in cls.__mro__[1:]:
         found = vars(base).get(name)
         if isinstance(found, staticmethod):
-            return found.__func__  # type: ignore[no-any-return]
+            return found.__func__
     return None
 
 
