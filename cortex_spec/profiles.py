@@ -28,6 +28,7 @@ __all__ = [
     "examples_directory",
     "hypothesis_settings",
     "register_hypothesis_profiles",
+    "reproduction_notes",
 ]
 
 
@@ -106,10 +107,11 @@ HYPOTHESIS_PREFIX = "cortex-"
 
 
 def examples_directory() -> str:
-    """Where the machines' Hypothesis example database lives (failing
-    examples are replayed first the next time): ``CORTEX_SPEC_EXAMPLES_DB``,
-    else ``.hypothesis/cortex-spec`` in the current directory (the tox envs
-    set it to the checkout's ``.hypothesis/cortex-spec``)."""
+    """Where the profiles' Hypothesis example database lives:
+    ``CORTEX_SPEC_EXAMPLES_DB``, else ``.hypothesis/cortex-spec`` in the
+    current directory (the tox envs set it to the checkout's).  The machines
+    run under the run's seed (:func:`cortex_spec.stateful.runner.session_seed`),
+    for which Hypothesis bypasses the database: they are replayed by seed."""
     return os.path.abspath(os.environ.get("CORTEX_SPEC_EXAMPLES_DB") or os.path.join(".hypothesis", "cortex-spec"))
 
 
@@ -147,3 +149,19 @@ def hypothesis_settings(profile: Profile | None = None, **changes: Any) -> Any:
         register_hypothesis_profiles()
         parent = settings.get_profile(name)
     return settings(parent, **changes)
+
+
+def reproduction_notes(exc: BaseException) -> list[str]:
+    """The ``@reproduce_failure(...)`` lines Hypothesis attached (with
+    ``print_blob``) to ``exc`` or to an exception it was raised from or
+    during, outermost first."""
+    found: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for note in getattr(current, "__notes__", ()) or ():
+            if "@reproduce_failure(" in note and note not in found:
+                found.append(note.strip())
+        current = current.__cause__ or current.__context__
+    return found

@@ -67,7 +67,14 @@ from .clauses import GENERAL_CLASSES, UnknownClause, catalogue
 from .clock import ManualClock
 from .errors import BackendUnavailable
 from .harness import Harness, HarnessError, effective_classes, resolve_harness
-from .profiles import HYPOTHESIS_PREFIX, PROFILES, Profile, profile_from_env, register_hypothesis_profiles
+from .profiles import (
+    HYPOTHESIS_PREFIX,
+    PROFILES,
+    Profile,
+    profile_from_env,
+    register_hypothesis_profiles,
+    reproduction_notes,
+)
 
 # registered on import, before Hypothesis' own plugin loads --hypothesis-profile
 register_hypothesis_profiles()
@@ -592,6 +599,9 @@ class CertificationRun:
             failure = {"attribution": "test", "clauses": list(clause_ids),
                        "message": f"{call.excinfo.exconly()}\n(attribution failed: {exc!r})"}
         failure["replay"] = self.replay(item)
+        for note in reproduction_notes(call.excinfo.value):  # a machine's Hypothesis blob
+            if note not in failure["message"]:
+                failure["message"] += "\n" + note
         charged = tuple(failure.pop("clauses"))
         report.user_properties = list(report.user_properties) + [
             (_REFUTED_KEY, charged), (_FAILURE_KEY, failure)]

@@ -43,7 +43,7 @@ from hypothesis.errors import Flaky
 
 from cortex_spec.clock import EPOCH, ManualClock, to_millis
 from cortex_spec.harness import Harness
-from cortex_spec.profiles import Profile, hypothesis_settings
+from cortex_spec.profiles import Profile, hypothesis_settings, reproduction_notes
 
 from .classes import (
     classes_with_targets,
@@ -496,5 +496,8 @@ def run_concurrent(
     except (ScenarioFailure, Flaky) as exc:
         if not last:
             raise
-        raise replay(last[-1]) from None if isinstance(exc, ScenarioFailure) else exc
+        failure = replay(last[-1])
+        for note in reproduction_notes(exc):  # Hypothesis' blob, kept on the replayed failure
+            failure.add_note(note)
+        raise failure from None if isinstance(exc, ScenarioFailure) else exc
     return stats

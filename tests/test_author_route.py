@@ -227,3 +227,11 @@ def test_the_example_store_gets_one_verdict_from_the_suite_class_and_from_the_cl
     # and both exit as the verdict says
     assert by_class.returncode == (0 if a["gate"] == "pass" else 1)
     assert by_cli.returncode == by_class.returncode
+
+
+def test_a_machine_failure_carries_its_reproduce_failure_blob(failing_report):
+    lin = next(c for c in failing_report["clauses"] if c["id"] == "MACH-LIN-1")
+    assert lin["outcome"] == "failed"
+    message = lin["failures"][0]["message"]
+    assert "@reproduce_failure('" in message, message[-800:]
+    assert "Seed 12345" in message  # beside the seed that replays the run
