@@ -11,6 +11,7 @@ Options::
     --cortex-output FORMAT=PATH          also as markdown, junit, github, html, text
     --cortex-waivers FILE                TOML waivers of known failures
     --hypothesis-seed N                  the seed of the state machines (replays a run)
+    --hypothesis-profile cortex-quick|cortex-full   the profile, as Hypothesis names it
 
 A failure is charged to the clause whose check failed (see
 :mod:`cortex_spec.attribution`) and its text leads with that clause's rule,
