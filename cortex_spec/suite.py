@@ -48,6 +48,7 @@ or override the ``cortex_harness`` fixture in a ``conftest.py``.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -104,6 +105,21 @@ class _Tests:
                 for mark in getattr(original, "pytestmark", []):
                     if mark.name in _KEPT_MARKS:
                         pytest.MarkDecorator(mark)(value)
+        unknown = sorted(key for key in vars(cls).get("skip_tests", {}) if not _names_a_test(cls, key))
+        if unknown:
+            raise TypeError(f"{cls.__qualname__}.skip_tests names no test of the suite: {', '.join(unknown)}")
+
+
+def _names_a_test(cls: type, key: str) -> bool:
+    """Whether ``key`` (``name`` or ``module::name``) names a test of the
+    suite class ``cls`` or of one of its nested suite classes."""
+    module, _, name = key.rpartition("::")
+    holders = [cls] + [v for k in dir(cls) if k.startswith("Test") and isinstance(v := getattr(cls, k), type)]
+    return any(
+        isinstance(inspect.getattr_static(holder, name, None), staticmethod)
+        and (not module or str(getattr(holder, "cortex_suite", "")).rsplit(".", 1)[-1] == module)
+        for holder in holders
+    )
 
 
 def _inherited_test(cls: type, name: str) -> Callable[..., Any] | None:

@@ -235,3 +235,15 @@ def test_a_machine_failure_carries_its_reproduce_failure_blob(failing_report):
     message = lin["failures"][0]["message"]
     assert "@reproduce_failure('" in message, message[-800:]
     assert "Seed 12345" in message  # beside the seed that replays the run
+
+
+def test_skip_tests_naming_no_test_is_refused_when_the_class_is_made():
+    from cortex_spec.suite import CheckpointsSuite, StoreSuite
+
+    with pytest.raises(TypeError, match="skip_tests names no test of the suite: test_no_such_thing"):
+        type("TestTypo", (CheckpointsSuite,), {"skip_tests": {"test_no_such_thing": "why"}})
+    # a nested module's test, by name or module::name, is known to StoreSuite
+    type("TestFine", (StoreSuite,), {"skip_tests": {
+        "test_checkpoint_state_enumeration": "r", "test_suspensions::test_create_refuses_invalid_field": "r"}})
+    with pytest.raises(TypeError, match="test_runs::test_checkpoint_state_enumeration"):
+        type("TestWrongModule", (StoreSuite,), {"skip_tests": {"test_runs::test_checkpoint_state_enumeration": "r"}})
