@@ -150,11 +150,16 @@ def test_a_store_without_close_is_refused_in_one_clear_line(session):
 
 
 def test_hypothesis_profile_selects_the_certification_profile(session):
-    result, report = session("from cortex_spec.conformance.test_checkpoints import *\n",
-                             "--hypothesis-profile", "cortex-full", "-k", "state_enumeration",
-                             ini='cortex_store = "examples.checkpoint_store:make_store"\n')
-    assert report["profile"] == "full"
     from hypothesis import settings
+
+    previous = settings.get_current_profile_name()
+    try:
+        result, report = session("from cortex_spec.conformance.test_checkpoints import *\n",
+                                 "--hypothesis-profile", "cortex-full", "-k", "state_enumeration",
+                                 ini='cortex_store = "examples.checkpoint_store:make_store"\n')
+    finally:
+        settings.load_profile(previous)  # the in-process run loaded cortex-full globally
+    assert report["profile"] == "full"
 
     assert settings.get_profile("cortex-full").print_blob is True
     assert settings.get_profile("cortex-full").deadline is None
