@@ -17,12 +17,12 @@ A failure is charged to the clause whose check failed (see
 :mod:`cortex_spec.attribution`) and its text leads with that clause's rule,
 expected and observed, and a command that replays the test.
 
-Every option but ``--cortex-output`` and ``--cortex-postgres-url`` may also
-be set in the environment (``CORTEX_SPEC_STORE``, ...) or in the ini file
+``--cortex-store``, ``--cortex-profile``, ``--cortex-classes``,
+``--cortex-waivers`` and ``--cortex-report-dir`` may also be set in the
+environment (``CORTEX_SPEC_STORE``, ...) or in the ini file
 (``[tool.pytest.ini_options]``: ``cortex_store = "mypkg.store:make_store"``,
 ``cortex_profile``, ``cortex_classes``, ``cortex_waivers``,
 ``cortex_report_dir``); the command line wins, then the environment.
-``--hypothesis-profile cortex-quick|cortex-full`` selects the profile too.
 
 Fixtures: ``cortex_harness`` (the started backend: ``--cortex-store``'s,
 for the session; a module, class or conftest overrides it to certify
