@@ -36,11 +36,9 @@ __all__ = [
     "BehaviorNotFound",
     "PersonaNotFound",
     "OverlayNotFound",
-    "OrchestrationNotFound",
     "OrchestrationRunNotFound",
     "SessionNotFound",
     "WorkingMemoryNotFound",
-    "OrchestrationRunNotFound",
     "NotSuspended",
     "SuspensionExpired",
     "InvalidState",
@@ -146,10 +144,6 @@ class OverlayNotFound(NotFound):
     pass
 
 
-class OrchestrationNotFound(NotFound):
-    pass
-
-
 class OrchestrationRunNotFound(NotFound):
     pass
 
@@ -159,10 +153,6 @@ class SessionNotFound(NotFound):
 
 
 class WorkingMemoryNotFound(NotFound):
-    pass
-
-
-class OrchestrationRunNotFound(NotFound):
     pass
 
 

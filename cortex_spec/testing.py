@@ -384,7 +384,7 @@ def strict_equal(a: Any, b: Any) -> bool:
         return all(
             strict_equal(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))
         )
-    return a == b
+    return bool(a == b)
 
 
 def assert_strict_equal(actual: Any, expected: Any, what: str = "value") -> None:
