@@ -146,9 +146,7 @@ class World:
                           conversation_ids=self.conversations, classes={"a2a"})
 
 
-@pytest.fixture
-def w(store, clock) -> World:
-    return World(store, clock)
+# the fixture ``w`` (a World on the test's store and clock) is the plugin's
 
 
 VIEW = [HOME, "ws=w1", "ws=w1/proj=p2", ctx(HOME, "orch-1")]

@@ -27,7 +27,6 @@ from cortex_spec.a2a_replies import ReplyCommit, ReservedReply
 from cortex_spec.errors import (
     AlreadyExists,
     ConversationClosed,
-    ConversationNotFound,
     DeliveryClaimLost,
     DeliveryNotFound,
     HopCeilingExceeded,

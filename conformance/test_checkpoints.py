@@ -44,6 +44,8 @@ from cortex_spec.testing import (
     approve,
     assert_strict_equal,
     ctx,
+    expect,
+    expect_raises,
     make_checkpoint,
     make_run,
     make_suspension,
@@ -407,8 +409,8 @@ def test_checkpoint_updated_at_changes_only_on_resolve(store, clock):
     resolved_at = clock.now()
     store.resolve(c, cp.id, Decision(approved=True, decided_at=FAR_FUTURE))
     clock.advance(seconds=1)
-    with pytest.raises(InvalidState):
-        store.resolve(c, cp.id, approve())
+    expect_raises("CP-RESOLVE-3", InvalidState, lambda: store.resolve(c, cp.id, approve()),
+                  "a second resolve of the checkpoint")
     got = store.get_checkpoint(c, cp.id)
     assert_instant(got.created_at, EPOCH, "created_at")
     assert_instant(got.updated_at, resolved_at, "updated_at")
@@ -828,14 +830,15 @@ def test_concurrent_resolves_have_exactly_one_winner(store, clock, profile):
         ]
         outcomes = race([lambda d=d: store.resolve(c, cp.id, d) for d in decisions])
         won = [i for i, o in enumerate(outcomes) if o.ok]
-        assert len(won) == 1, outcomes
-        for i, o in enumerate(outcomes):
-            if i != won[0]:
-                assert isinstance(o.error, InvalidState), o.error
+        expect("CP-RESOLVE-4", len(won), 1,
+               f"resolves that succeeded of {len(outcomes)} racing on one pending checkpoint (round {r})")
+        losers = [type(o.error).__name__ for i, o in enumerate(outcomes) if i != won[0]]
+        expect("CP-RESOLVE-4", losers, ["InvalidState"] * len(losers), "the errors of the resolves that lost")
         got = store.get_checkpoint(c, cp.id)
-        assert got.state == CheckpointState.RESOLVED
-        assert _fields(got.decision) == _fields(decisions[won[0]])
-        assert got.decision.decided_at == now and got.updated_at == now
+        expect("CP-RESOLVE-4", (got.state, _fields(got.decision)),
+               (CheckpointState.RESOLVED, _fields(decisions[won[0]])), "the stored state and decision: the winner's")
+        expect("CP-RESOLVE-1", (got.decision.decided_at, got.updated_at), (now, now),
+               "decided_at and updated_at after the race: clock now")
         assert_strict_equal(outcomes[won[0]].value, got, "winner's result")
 
 

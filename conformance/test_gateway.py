@@ -81,14 +81,6 @@ def raises_nothing_written(gateway, call, exc=InvalidArgument, keys=(), channels
     assert gateway_view(gateway, keys, channels, conversations) == before
 
 
-@pytest.fixture
-def other_location(cortex_harness):
-    """A second fresh gateway location."""
-    location = cortex_harness.new_gateway_location()
-    yield location
-    cortex_harness.discard_gateway_location(location)
-
-
 def _populate(gw) -> dict[str, Any]:
     """One row of each status, an offset and a selection; returns what was written."""
     p = make_message("tg", "p1", text="pending one")

@@ -370,7 +370,8 @@ def _expected(table: k.Table, listing: k.Listing, rows: list[Any], c: Context, a
     return out[:limit] if limit else out
 
 
-@pytest.mark.clause("MC-GEN-2", "MC-GEN-7", "MC-GEN-8", "SCOPE-VIS-1", "SCOPE-VIS-5", "SCOPE-EXACT-1")
+@pytest.mark.clause("MC-GEN-2", "MC-GEN-7", "MC-GEN-8", "SCOPE-VIS-1", "SCOPE-VIS-5", "SCOPE-EXACT-1",
+                    *_clause_marks(("list", "count")).args)
 @pytest.mark.parametrize("table, listing", _listing_params())
 def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listing):
     """Rows at look-alike, ancestor, descendant and sibling scopes, two of

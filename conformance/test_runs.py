@@ -1874,7 +1874,7 @@ PAGES = [
 
 @pytest.mark.clause("RUN-LIST-3", "RUN-LIST-4", "RUN-LIST-2")
 @pytest.mark.parametrize("limit,offset,window", PAGES,
-                         ids=[f"limit{l}-offset{o}" for l, o, _ in PAGES])
+                         ids=[f"limit{n}-offset{o}" for n, o, _ in PAGES])
 def test_paging_and_count_ignoring_it(store, clock, limit, offset, window):
     c = ctx(W1)
     made = []

@@ -40,8 +40,8 @@ def _checkout_root() -> str | None:
     return str(root)
 
 
-if (_root := _checkout_root()) is not None and _root not in __path__:  # type: ignore[name-defined]
-    __path__.append(_root)  # type: ignore[name-defined]
+if (_root := _checkout_root()) is not None and _root not in __path__:
+    __path__.append(_root)
 
 from . import errors, ids  # noqa: E402
 from .a2a import (  # noqa: E402

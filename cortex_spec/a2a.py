@@ -28,7 +28,7 @@ import attrs
 from . import ids
 from .clock import to_millis
 from .context import Context
-from .entities import entity
+from .entities import entity, replace
 from .errors import (
     InvalidArgument,
     InvalidPerformative,
@@ -428,7 +428,7 @@ def validate_new_envelope(e: object, ctx: Context, now: datetime) -> Envelope:
         created_at=now,
     )
     validate_envelope(stored)
-    stored = attrs.evolve(stored, performative=_performative(stored.performative))
+    stored = replace(stored, performative=_performative(stored.performative))
     check_entity_size(stored, "envelope")
     return stored
 
@@ -447,7 +447,7 @@ def _strict_eq(a: Any, b: Any) -> bool:
         return a == b or (math.isnan(a) and math.isnan(b))
     if attrs.has(type(a)):
         return all(_strict_eq(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a)))
-    return a == b
+    return bool(a == b)
 
 
 def same_envelope(stored: Envelope, candidate: Envelope) -> bool:
@@ -469,8 +469,8 @@ def admit(conversation: Conversation, envelope: Envelope, now: datetime) -> tupl
         if a not in participants:
             participants.append(a)
     return (
-        attrs.evolve(conversation, hops_used=hops, participants=tuple(participants), updated_at=now),
-        attrs.evolve(envelope, hops=hops, created_at=now),
+        replace(conversation, hops_used=hops, participants=tuple(participants), updated_at=now),
+        replace(envelope, hops=hops, created_at=now),
     )
 
 
@@ -490,7 +490,7 @@ def _check_peer(node: object, context: object) -> tuple[str, str]:
     context = check_short_str(context, "conversation.peer_context")
     if (node == "") != (context == ""):
         raise InvalidArgument("peer_node and peer_context must both be empty or both be set")
-    return node, context  # type: ignore[return-value]
+    return node, context
 
 
 #: A2A-CONV-5: the fields ``update_conversation`` takes from its argument.
@@ -549,7 +549,7 @@ def check_status_filter(status: object) -> ConversationStatus | None:
     return None if status is None else check_enum(status, ConversationStatus, "status")
 
 
-def peer_order_key(c: Conversation) -> tuple:
+def peer_order_key(c: Conversation) -> tuple[int, datetime | None, str]:
     """A2A-PEER-4: shallowest scope first, then oldest, then smallest id."""
     return (c.scope.depth, c.created_at, c.id)
 
@@ -605,7 +605,7 @@ def check_delivery_error(error: object) -> str:
     widest = "x" * 255
     probe = Delivery(
         id=ids.DELIVERY + "_" + "0" * 26, message_id=ids.MESSAGE + "_" + "0" * 26,
-        receiver=Address(widest, widest), state=DeliveryState.DELIVERED, error=error,
+        receiver=Address(widest, widest), state=DeliveryState.DELIVERED, error=str(error),
         claim_token="x" * 64, claimed_at=_EPOCH, delivered_at=_EPOCH, read_at=_EPOCH,
         run_id=ids.RUN + "_" + "0" * 26, scope=Scope(*((widest, widest),) * 3), partition=widest,
         created_at=_EPOCH, updated_at=_EPOCH,

@@ -141,6 +141,15 @@ def _by_words(words: Sequence[str], clauses: Sequence[str]) -> tuple[str, ...]:
     return chosen if len(chosen) < len(clauses) else ()
 
 
+def source_path(item: Any) -> Path:
+    """The file a test's code is in: its module's, or for a suite test run
+    through a suite class (:mod:`cortex_spec.suite`) the suite module's."""
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    if code is not None:
+        return Path(code.co_filename)
+    return Path(str(getattr(item, "path", "")))
+
+
 def _frame(excinfo: Any, path: Path) -> int | None:
     """The 1-based line of the last traceback entry in the test's file."""
     line = None
@@ -171,7 +180,7 @@ def attribute(item: Any, excinfo: Any, clauses: Sequence[str], when: str = "call
     exc = excinfo.value
     named = tuple(getattr(exc, "cortex_clauses", ()) or ())
     failure: dict[str, Any] = {}
-    path = Path(str(getattr(item, "path", "")))
+    path = source_path(item)
     line = _frame(excinfo, path) if when == "call" else None
     stmt: ast.stmt | None = None
     withs: list[ast.With] = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from importlib import resources
 
 import attrs
@@ -71,7 +72,7 @@ class Catalogue:
     def __contains__(self, clause_id: object) -> bool:
         return clause_id in self.clauses
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Clause]:
         return iter(self.clauses.values())
 
     def __len__(self) -> int:

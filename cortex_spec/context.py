@@ -9,6 +9,8 @@ is not zero (``NoScope``), before anything else (SCOPE-ZERO-3).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from .errors import InvalidArgument, NoScope
@@ -18,16 +20,16 @@ from .validation import check_short_str
 __all__ = ["Context", "require_context", "require_scope"]
 
 
-def _scope_validator(_inst: object, _attr: object, value: object) -> None:
+def _scope_validator(_inst: object, _attr: object, value: Any) -> None:
     if not isinstance(value, Scope):
         raise InvalidArgument(f"Context.scope must be a Scope, got {type(value).__name__}")
 
 
-def _partition_validator(_inst: object, _attr: object, value: object) -> None:
+def _partition_validator(_inst: object, _attr: object, value: Any) -> None:
     check_short_str(value, "Context.partition")
 
 
-def _principal_validator(_inst: object, _attr: object, value: object) -> None:
+def _principal_validator(_inst: object, _attr: object, value: Any) -> None:
     if value is not None:
         check_short_str(value, "Context.principal")
 

@@ -7,7 +7,7 @@ be able to build a bad entity and hand it to a store, which refuses it with
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeVar, dataclass_transform
 
 import attrs
 
@@ -15,8 +15,14 @@ __all__ = ["entity", "detach", "replace"]
 
 T = TypeVar("T")
 
-#: The decorator every entity uses: frozen, keyword-only, compared by value.
-entity = attrs.frozen(kw_only=True, eq=True, hash=False)
+C = TypeVar("C", bound=type)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
+def entity(cls: C) -> C:
+    """The decorator every entity uses: a frozen, keyword-only attrs class,
+    compared by value (``dataclass_transform`` tells type checkers so)."""
+    return attrs.frozen(kw_only=True, eq=True, hash=False)(cls)
 
 
 def detach(value: T) -> T:

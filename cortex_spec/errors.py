@@ -39,11 +39,9 @@ __all__ = [
     "BehaviorNotFound",
     "PersonaNotFound",
     "OverlayNotFound",
-    "OrchestrationNotFound",
     "OrchestrationRunNotFound",
     "SessionNotFound",
     "WorkingMemoryNotFound",
-    "OrchestrationRunNotFound",
     "NotSuspended",
     "SuspensionExpired",
     "InvalidState",
@@ -164,10 +162,6 @@ class OverlayNotFound(NotFound):
     pass
 
 
-class OrchestrationNotFound(NotFound):
-    pass
-
-
 class OrchestrationRunNotFound(NotFound):
     pass
 
@@ -177,10 +171,6 @@ class SessionNotFound(NotFound):
 
 
 class WorkingMemoryNotFound(NotFound):
-    pass
-
-
-class OrchestrationRunNotFound(NotFound):
     pass
 
 

@@ -67,7 +67,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, InboxItem):
         fields = {k: getattr(value, k) for k in _MESSAGE_FIELDS}
         fields.update(status=str(value.status), reply=value.reply,
-                      received_at=to_millis(value.received_at))
+                      received_at=None if value.received_at is None else to_millis(value.received_at))
         return {"$item": fields}
     if isinstance(value, tuple):
         return {"$tuple": [encode(v) for v in value]}
@@ -168,7 +168,7 @@ class GatewayChild:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            return json.loads(line)
+            return dict(json.loads(line))
         except ValueError as exc:
             raise ChildFailed(f"unreadable answer from the gateway child: {line[:200]!r}") from exc
 
@@ -183,7 +183,7 @@ class GatewayChild:
         if "error" in answer:
             if answer["error"] not in _CONTRACT_ERRORS:
                 raise ChildFailed(f"the child's open failed: {answer}")
-            return answer["error"]
+            return str(answer["error"])
         return None
 
     def call_request(self, method: str, *args: Any) -> dict[str, Any]:

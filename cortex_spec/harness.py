@@ -3,10 +3,17 @@
 A :class:`Harness` starts a backend once per test session and then hands out
 fresh, empty stores wired to a given clock.  Backend authors either write a
 ``Harness`` subclass or, for the common case, pass a plain factory
-``factory(clock) -> store``; :func:`resolve_harness` accepts both::
+``factory(clock) -> store`` (or a generator that yields the store and cleans up
+after the ``yield``); :func:`resolve_harness` accepts both::
 
     pytest --pyargs cortex_spec.conformance --cortex-store mypkg.store:make_store
     cortex-spec certify mypkg.store:make_store
+
+A package may also register a backend *name* for ``--cortex-store NAME`` in
+the entry-point group ``cortex_spec.stores`` (:data:`ENTRY_POINT_GROUP`)::
+
+    [project.entry-points."cortex_spec.stores"]
+    mystore = "mypkg.store:make_store"
 
 Durability (a store closed and opened again on the same storage sees
 everything acknowledged) is only checked for harnesses that say
@@ -28,11 +35,13 @@ and the cross-process lock clauses need a location a child process can open
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import os
 import sys
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable, Generator
+from typing import Any
 
 from .classes import closure, declared_classes
 from .clock import Clock
@@ -42,6 +51,8 @@ __all__ = [
     "Harness",
     "FactoryHarness",
     "BUILTIN_HARNESSES",
+    "ENTRY_POINT_GROUP",
+    "registered_stores",
     "resolve_harness",
     "HarnessError",
 ]
@@ -176,26 +187,84 @@ class Harness:
         location = self.new_location()
         store = self.open(location, clock)
         try:
-            return declared_classes(store)
+            declared = declared_classes(store)
+            if not callable(getattr(store, "close", None)):
+                raise TypeError(
+                    f"{type(store).__name__} has no close() method: every store provides "
+                    "close(), which releases its connections and locks and may do nothing "
+                    "(cortex_spec.Store)"
+                )
+            return declared
         finally:
-            store.close()
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
             self.discard(location)
 
 
 class FactoryHarness(Harness):
-    """Wraps a plain ``factory(clock) -> store`` (each call a fresh store)."""
+    """Wraps a plain ``factory(clock) -> store`` (each call a fresh store).
+
+    A factory may instead be a generator that yields one store: the code
+    after its ``yield`` runs once the test is over, after the store's
+    ``close()`` (when the test's storage is discarded), e.g. to delete a
+    temporary database::
+
+        def make_store(clock):
+            path = tempfile.mkdtemp()
+            yield MyStore(path, clock)
+            shutil.rmtree(path)
+    """
 
     reopenable = False
 
-    def __init__(self, factory: Callable[[Clock], Any], name: str) -> None:
+    def __init__(self, factory: Callable[[Clock], Any], name: str | None = None) -> None:
         self.factory = factory
-        self.name = name
+        self.name = name or factory_name(factory)
+        #: cleanups of stores opened without a location of this harness
+        self._pending: list[Generator[Any, None, None]] = []
 
-    def new_location(self) -> None:
-        return None
+    def new_location(self) -> list[Generator[Any, None, None]]:
+        """The cleanups still to run for the stores opened on this location."""
+        return []
 
-    def open(self, location: None, clock: Clock) -> Any:
-        return self.factory(clock)
+    def open(self, location: Any, clock: Clock) -> Any:
+        made = self.factory(clock)
+        if not inspect.isgenerator(made):
+            return made
+        try:
+            store = next(made)
+        except StopIteration:
+            raise TypeError(f"the store factory {self.name!r} returned without yielding a store") from None
+        (location if isinstance(location, list) else self._pending).append(made)  # type: ignore[arg-type]
+        return store
+
+    def discard(self, location: Any) -> None:
+        if isinstance(location, list):
+            _finish(self.name, location)
+
+    def stop(self) -> None:
+        _finish(self.name, self._pending)
+
+
+def _finish(name: str, generators: list[Generator[Any, None, None]]) -> None:
+    """Run the code after the ``yield`` of each generator factory (in reverse
+    order of opening); a factory that yields twice is an error."""
+    while generators:
+        gen = generators.pop()
+        try:
+            next(gen)
+        except StopIteration:
+            continue
+        gen.close()
+        raise TypeError(f"the store factory {name!r} yielded more than one store")
+
+
+def factory_name(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` of a factory (the spelling ``--cortex-store`` takes)."""
+    module = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None) or type(factory).__qualname__
+    return f"{module}:{qualname}" if module else qualname
 
 
 #: Built-in backends by name (``--cortex-store NAME``).
@@ -207,6 +276,21 @@ BUILTIN_HARNESSES: dict[str, str] = {
     "mongo-url": "cortex_spec.adapters.mongo.harness:MongoUrlHarness",
     "mongo-docker": "cortex_spec.adapters.mongo.harness:MongoDockerHarness",
 }
+
+#: The entry-point group through which a package registers backend names:
+#: ``name = "module:factory"`` (or ``"module:HarnessClass"``).
+ENTRY_POINT_GROUP = "cortex_spec.stores"
+
+
+def registered_stores() -> dict[str, str]:
+    """Every backend name ``--cortex-store`` takes -> its ``module:obj``: the
+    built-in ones and those packages register in :data:`ENTRY_POINT_GROUP`
+    (a built-in name cannot be taken over)."""
+    out: dict[str, str] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        out.setdefault(ep.name, ep.value)
+    out.update(BUILTIN_HARNESSES)
+    return out
 
 
 def _import(target: str) -> Any:
@@ -235,22 +319,30 @@ def resolve_harness(spec: str) -> Harness:
     """``NAME`` of a built-in backend, or ``module:obj`` where ``obj`` is a
     :class:`Harness` subclass or instance, or a ``factory(clock)``."""
     if ":" not in spec:
-        if spec not in BUILTIN_HARNESSES:
-            known = ", ".join(sorted(BUILTIN_HARNESSES))
+        known = registered_stores()
+        if spec not in known:
             raise HarnessError(
-                f"unknown store {spec!r}: use one of {known}, or 'module:factory' "
-                "naming your own factory(clock) -> store"
+                f"unknown store {spec!r}: use one of {', '.join(sorted(known))}, or 'module:factory' "
+                f"naming your own factory(clock) -> store (a package registers a name in the "
+                f"{ENTRY_POINT_GROUP!r} entry-point group)"
             )
-        target = BUILTIN_HARNESSES[spec]
+        target = known[spec]
     else:
         target = spec
     obj = _import(target)
+    return as_harness(obj, spec, target)
+
+
+def as_harness(obj: Any, name: str | None = None, target: str | None = None) -> Harness:
+    """A :class:`Harness` from a harness class or instance, or a factory
+    ``factory(clock) -> store`` (or a generator factory) wrapped as one."""
     if inspect.isclass(obj) and issubclass(obj, Harness):
         return obj()
     if isinstance(obj, Harness):
         return obj
     if callable(obj):
-        return FactoryHarness(obj, name=spec)
+        return FactoryHarness(obj, name=name)
+    target = target or repr(obj)
     raise HarnessError(f"{target!r} is neither a Harness nor a callable factory(clock)")
 
 

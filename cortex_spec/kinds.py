@@ -40,6 +40,7 @@ fields, taken from the object on create and written by update when
 from __future__ import annotations
 
 import enum
+from enum import Enum
 import math
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TypeVar
@@ -280,9 +281,9 @@ class Choice(FieldKind):
     """A member of ``enum`` or its exact string value (RSC-GEN-10); read
     back as the member."""
 
-    enum: type[enum.Enum]
+    enum: type[Enum]
 
-    def check(self, value: object, where: str) -> enum.Enum:
+    def check(self, value: object, where: str) -> Enum:
         if isinstance(value, self.enum):
             return value
         if isinstance(value, str):
@@ -678,7 +679,7 @@ def update_fields(table: Table, obj: object) -> tuple[str, dict[str, Any]]:
     cls = table.entity
     if not isinstance(obj, cls):
         raise InvalidArgument(f"{table.singular} must be a {cls.__name__}, got {type(obj).__name__}")
-    key_value = specs(cls)["id"].kind.check(obj.id, f"{table.singular}.id")
+    key_value = specs(cls)["id"].kind.check(getattr(obj, "id"), f"{table.singular}.id")
     fields = {name: specs(cls)[name].kind.check(getattr(obj, name), f"{table.singular}.{name}")
               for name in table.mutable}
     return key_value, fields
@@ -843,7 +844,7 @@ class Crud:
     def delete(self, table: Table, ctx: object, key: object) -> None:
         scope = require_scope(ctx)
         key = table.fields["id"].kind.check(key, f"{table.singular}_id")
-        if not self.storage.delete(table, key, scope):
+        if not self.storage.delete(table, str(key), scope):
             raise table.not_found(f"{table.singular} {key} not found")
 
     def list(self, table: Table, listing: Listing, ctx: object, args: dict[str, Any],
@@ -946,7 +947,7 @@ def sort_rows(rows: list[Any], order: Order) -> list[Any]:
     """``rows`` in ``order`` (stable sorts from the last key to the first;
     strings by code point, RSC-GEN-11; a scope sorts by its depth)."""
     for name, descending in reversed(order):
-        rows.sort(key=lambda r, n=name: _sort_key(r, n), reverse=descending)
+        rows.sort(key=lambda r, n=name: _sort_key(r, n), reverse=descending)  # type: ignore[misc]
     return rows
 
 

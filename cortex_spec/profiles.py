@@ -1,17 +1,35 @@
 """Certification profiles: how hard the suite pushes.
 
 ``quick`` is the pull-request gate (one backend in about a minute on two
-cores); ``full`` is the nightly run.  Select with ``--cortex-profile`` or the
-``CORTEX_SPEC_PROFILE`` environment variable.
+cores); ``full`` is the nightly run.  Select with ``--cortex-profile``, the
+``CORTEX_SPEC_PROFILE`` environment variable, ``cortex_profile`` in the ini
+file, or ``--hypothesis-profile cortex-quick|cortex-full``.
+
+Each profile is also a registered Hypothesis settings profile
+(``cortex-quick``, ``cortex-full``, see :func:`register_hypothesis_profiles`)
+that the state machines' settings derive from: no deadline, the
+``@reproduce_failure`` blob printed with every failure, and the example
+database in :func:`examples_directory`.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import attrs
 
-__all__ = ["Profile", "PROFILES", "profile_from_env", "DEFAULT_PROFILE"]
+__all__ = [
+    "Profile",
+    "PROFILES",
+    "profile_from_env",
+    "DEFAULT_PROFILE",
+    "HYPOTHESIS_PREFIX",
+    "examples_directory",
+    "hypothesis_settings",
+    "register_hypothesis_profiles",
+    "reproduction_notes",
+]
 
 
 @attrs.frozen
@@ -82,3 +100,68 @@ DEFAULT_PROFILE = "quick"
 
 def profile_from_env(default: str = DEFAULT_PROFILE) -> str:
     return os.environ.get("CORTEX_SPEC_PROFILE", default) or default
+
+
+#: ``--hypothesis-profile cortex-<name>`` selects profile ``<name>``.
+HYPOTHESIS_PREFIX = "cortex-"
+
+
+def examples_directory() -> str:
+    """Where the profiles' Hypothesis example database lives:
+    ``CORTEX_SPEC_EXAMPLES_DB``, else ``.hypothesis/cortex-spec`` in the
+    current directory (the tox envs set it to the checkout's).  The machines
+    run under the run's seed (:func:`cortex_spec.stateful.runner.session_seed`),
+    for which Hypothesis bypasses the database: they are replayed by seed."""
+    return os.path.abspath(os.environ.get("CORTEX_SPEC_EXAMPLES_DB") or os.path.join(".hypothesis", "cortex-spec"))
+
+
+def register_hypothesis_profiles() -> None:
+    """Register ``cortex-quick`` and ``cortex-full`` with Hypothesis
+    (idempotent; the pytest plugin does it on import, so that
+    ``--hypothesis-profile`` finds them)."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    database = DirectoryBasedExampleDatabase(examples_directory())
+    for profile in PROFILES.values():
+        settings.register_profile(
+            HYPOTHESIS_PREFIX + profile.name,
+            max_examples=profile.differential_examples,
+            stateful_step_count=profile.differential_steps,
+            deadline=None,
+            print_blob=True,
+            report_multiple_bugs=False,
+            database=database,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                   HealthCheck.filter_too_much],
+        )
+
+
+def hypothesis_settings(profile: Profile | None = None, **changes: Any) -> Any:
+    """The ``hypothesis.settings`` of the state machines: the registered
+    ``cortex-<profile>`` profile with ``changes`` (example and step budgets)."""
+    from hypothesis import settings
+
+    name = HYPOTHESIS_PREFIX + (profile.name if profile is not None else profile_from_env())
+    try:
+        parent = settings.get_profile(name)
+    except Exception:  # noqa: BLE001 - not registered yet (used outside the plugin)
+        register_hypothesis_profiles()
+        parent = settings.get_profile(name)
+    return settings(parent, **changes)
+
+
+def reproduction_notes(exc: BaseException) -> list[str]:
+    """The ``@reproduce_failure(...)`` lines Hypothesis attached (with
+    ``print_blob``) to ``exc`` or to an exception it was raised from or
+    during, outermost first."""
+    found: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for note in getattr(current, "__notes__", ()) or ():
+            if "@reproduce_failure(" in note and note not in found:
+                found.append(note.strip())
+        current = current.__cause__ or current.__context__
+    return found

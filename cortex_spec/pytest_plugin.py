@@ -11,18 +11,34 @@ Options::
     --cortex-output FORMAT=PATH          also as markdown, junit, github, html, text
     --cortex-waivers FILE                TOML waivers of known failures
     --hypothesis-seed N                  the seed of the state machines (replays a run)
+    --hypothesis-profile cortex-quick|cortex-full   the profile, as Hypothesis names it
 
 A failure is charged to the clause whose check failed (see
 :mod:`cortex_spec.attribution`) and its text leads with that clause's rule,
 expected and observed, and a command that replays the test.
 
-Fixtures: ``cortex_harness`` (session; the started backend),
-``cortex_clock`` (a fresh :class:`~cortex_spec.ManualClock` per test),
-``cortex_store`` (a fresh, empty store on that clock, closed afterwards),
-``cortex_location`` / ``cortex_open`` (reopen the same storage),
-``cortex_profile``, and for class ``gateway`` ``cortex_gateway_location`` (a
-fresh location), ``cortex_open_gateway`` (open a gateway store through the
-test's store) and ``cortex_gateway`` (one open on the fresh location).
+``--cortex-store``, ``--cortex-profile``, ``--cortex-classes``,
+``--cortex-waivers`` and ``--cortex-report-dir`` may also be set in the
+environment (``CORTEX_SPEC_STORE``, ...) or in the ini file
+(``[tool.pytest.ini_options]``: ``cortex_store = "mypkg.store:make_store"``,
+``cortex_profile``, ``cortex_classes``, ``cortex_waivers``,
+``cortex_report_dir``); the command line wins, then the environment.
+
+Fixtures: ``cortex_harness`` (the started backend: ``--cortex-store``'s,
+for the session; a module, class or conftest overrides it to certify
+another store, see :mod:`cortex_spec.suite`), ``cortex_declared`` (the
+classes certified), ``cortex_clock`` (a fresh
+:class:`~cortex_spec.ManualClock` per test), ``cortex_store`` (a fresh,
+empty store on that clock, closed afterwards), ``cortex_location`` /
+``cortex_open`` (reopen the same storage), ``cortex_profile``, and for class
+``gateway`` ``cortex_gateway_location`` (a fresh location),
+``cortex_open_gateway`` (open a gateway store through the test's store) and
+``cortex_gateway`` (one open on the fresh location).  The suites use them
+under short names, provided here too so that an author's own test module
+can star-import a suite (``from cortex_spec.conformance.test_checkpoints
+import *``): ``store``, ``clock``, ``profile``, ``gateway_location``,
+``open_gateway``, ``gateway``, ``other_location`` (a second gateway
+location) and ``w`` (an a2a ``World`` on ``store`` and ``clock``).
 
 Markers: ``@pytest.mark.clause("SUSP-CLAIM-1", ...)`` names the clauses a test
 checks; ``@pytest.mark.cortex_classes("runs")`` names classes a test needs
@@ -52,7 +68,17 @@ from .clauses import GENERAL_CLASSES, UnknownClause, catalogue
 from .clock import ManualClock
 from .errors import BackendUnavailable
 from .harness import Harness, HarnessError, effective_classes, resolve_harness
-from .profiles import PROFILES, Profile, profile_from_env
+from .profiles import (
+    HYPOTHESIS_PREFIX,
+    PROFILES,
+    Profile,
+    profile_from_env,
+    register_hypothesis_profiles,
+    reproduction_notes,
+)
+
+# registered on import, before Hypothesis' own plugin loads --hypothesis-profile
+register_hypothesis_profiles()
 
 NOT_CLAIMED = "cortex-spec: not claimed"
 #: Exit status of a run whose backend could not start.
@@ -103,7 +129,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--cortex-report-dir",
         default=None,
-        help="write the JSON report to DIR/<store>-<profile>.json",
+        help="write the JSON report to DIR/<store>-<profile>.json (env CORTEX_SPEC_REPORT_DIR)",
     )
     group.addoption(
         "--cortex-waivers",
@@ -132,6 +158,7 @@ _OPTIONS = {
     "cortex_profile": ("--cortex-profile", "CORTEX_SPEC_PROFILE", "certification profile"),
     "cortex_classes": ("--cortex-classes", "CORTEX_SPEC_CLASSES", "classes to certify"),
     "cortex_waivers": ("--cortex-waivers", "CORTEX_SPEC_WAIVERS", "waiver file"),
+    "cortex_report_dir": ("--cortex-report-dir", "CORTEX_SPEC_REPORT_DIR", "directory of the JSON report"),
 }
 
 
@@ -218,10 +245,19 @@ def _store_spec(config: pytest.Config) -> str:
 
 
 def _profile(config: pytest.Config) -> Profile:
-    name = option(config, "cortex_profile") or profile_from_env()
+    name = option(config, "cortex_profile") or _hypothesis_profile(config) or profile_from_env()
     if name not in PROFILES:
         raise pytest.UsageError(f"unknown cortex-spec profile {name!r}; use one of {', '.join(PROFILES)}")
     return PROFILES[name]
+
+
+def _hypothesis_profile(config: pytest.Config) -> str | None:
+    """The certification profile ``--hypothesis-profile cortex-NAME`` names, if any."""
+    given = config.getoption("hypothesis_profile", None)
+    prefix = HYPOTHESIS_PREFIX
+    if isinstance(given, str) and given.startswith(prefix):
+        return given.removeprefix(prefix)
+    return None
 
 
 def unit_of(item: pytest.Item, classes: frozenset[str]) -> str:
@@ -230,8 +266,9 @@ def unit_of(item: pytest.Item, classes: frozenset[str]) -> str:
     ``suite:<class>`` for the class whose clauses it checks (the one among
     its required classes that no other of them requires; ``general`` for
     library-level clauses that need no store)."""
-    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-    if module == "test_machines":
+    function = getattr(item, "function", None)
+    module = getattr(function, "__module__", None) or item.nodeid.split("::", 1)[0].removesuffix(".py")
+    if module.rsplit(".", 1)[-1].rsplit("/", 1)[-1] == "test_machines":
         return f"machine:{item.name.removeprefix('test_')}"
     needed = {c for c in classes if c in CLASSES}
     top = sorted(c for c in needed if not any(c in closure({o}) - {o} for o in needed))
@@ -305,6 +342,10 @@ class CertificationRun:
         self.config = config
         self.harness: Harness | None = None
         self.resolved: Harness | None = None
+        #: every started backend: id(harness) -> see :meth:`backend`
+        self.backends: dict[int, tuple[Harness, frozenset[str], dict[str, Any], float]] = {}
+        #: True once ``--cortex-store``'s own harness started
+        self.default_started = False
         self.declared: frozenset[str] | None = None
         #: the classes --cortex-classes selects (with what they require), or None
         self.selected: frozenset[str] | None = None
@@ -383,12 +424,17 @@ class CertificationRun:
         profile, the class selection and the seed of this run."""
         import shlex
 
+        if getattr(getattr(item, "cls", None), "cortex_suite", None) is not None:
+            # a suite class (cortex_spec.suite) names its own store
+            args = ["pytest", "-p", "no:cacheprovider", item.nodeid,
+                    "--cortex-profile", _profile(self.config).name, f"--hypothesis-seed={self.seed}"]
+            return " ".join(shlex.quote(a) for a in args)
         module = getattr(getattr(item, "module", None), "__name__", None)
         if module and module.split(".", 1)[0] in _SUITE_PACKAGES:
             module = f"cortex_spec.{module}"
         target = f"{module}::{item.nodeid.split('::', 1)[1]}" if module and "::" in item.nodeid else item.nodeid
         args = ["pytest", "-p", "no:cacheprovider", "--pyargs", target,
-                "--cortex-store", _store_spec(self.config), "--cortex-profile", _profile(self.config).name]
+                "--cortex-store", self.store_spec(), "--cortex-profile", _profile(self.config).name]
         if self.selected is not None:
             args += ["--cortex-classes", option(self.config, "cortex_classes") or ""]
         args.append(f"--hypothesis-seed={self.seed}")
@@ -405,13 +451,29 @@ class CertificationRun:
                 raise pytest.UsageError(str(exc)) from None
         return self.resolved
 
-    def start_backend(self) -> Harness:
-        if self.harness is not None:
-            return self.harness
+    def store_spec(self) -> str:
+        """What the report names as the store: ``--cortex-store``, else the
+        name of the first backend a test started (a suite class's)."""
+        given = option(self.config, "cortex_store")
+        if given:
+            return given
+        return str(self.backend_info.get("spec") or self.backend_info.get("name") or "reference")
+
+    def start_backend(self, harness: Harness | None = None) -> Harness:
+        """Start ``harness`` (by default ``--cortex-store``'s) once and read
+        the classes its store declares.  The first backend started is the one
+        the report describes; a suite class or an overridden
+        ``cortex_harness`` fixture brings its own (see :mod:`cortex_spec.suite`)."""
+        if harness is None:
+            if self.default_started:
+                return self.resolve()
+            harness, spec = self.resolve(), _store_spec(self.config)
+        else:
+            if id(harness) in self.backends:
+                return harness
+            spec = harness.name
         if self.unavailable is not None:
             pytest.exit(self.unavailable, returncode=EXIT_NOT_CERTIFIED)
-        spec = _store_spec(self.config)
-        harness = self.resolve()
         started = time.monotonic()
         try:
             harness.start()
@@ -420,23 +482,35 @@ class CertificationRun:
             self._unavailable(harness, spec, str(exc))
         except Exception as exc:  # noqa: BLE001 - any start failure is "not certified"
             self._unavailable(harness, spec, f"{type(exc).__name__}: {exc}")
-        self.backend_start_s = time.monotonic() - started
+        start_s = time.monotonic() - started
         unknown = sorted(declared - set(CLASSES))
-        self.harness = harness
         certified = declared & set(CLASSES)
         if self.selected is not None:
             certified &= self.selected
-        self.declared = effective_classes(certified)
-        self.backend_info = dict(harness.describe())
-        self.backend_info["declared"] = sorted(declared)
+        effective = effective_classes(certified)
+        info = dict(harness.describe())
+        info.setdefault("spec", spec)
+        info["declared"] = sorted(declared)
         if self.selected is not None:
-            self.backend_info["selected"] = sorted(self.selected)
+            info["selected"] = sorted(self.selected)
         if unknown:
-            self.backend_info["unknown_classes"] = unknown
-        missing = sorted(declared & set(CLASSES) - self.declared)
+            info["unknown_classes"] = unknown
+        missing = sorted(declared & set(CLASSES) - effective)
         if missing:
-            self.backend_info["unmet_requirements"] = missing
+            info["unmet_requirements"] = missing
+        self.backends[id(harness)] = (harness, effective, info, round(start_s, 3))
+        if harness is self.resolved:
+            self.default_started = True
+        if self.harness is None:  # the report's store
+            self.harness, self.declared, self.backend_info = harness, effective, info
+            self.backend_start_s = start_s
         return harness
+
+    def backend(self, harness: Harness) -> tuple[Harness, frozenset[str], dict[str, Any], float]:
+        """(harness, classes certified, what the report shows, start seconds)
+        of a started backend (started now if it was not)."""
+        self.start_backend(harness)
+        return self.backends[id(harness)]
 
     def _unavailable(self, harness: Harness, spec: str, reason: str) -> None:
         try:
@@ -460,8 +534,10 @@ class CertificationRun:
             os.environ["CORTEX_SPEC_SEED"] = previous
 
     def stop_backend(self) -> None:
-        if self.harness is not None:
-            self.harness.stop()
+        """Stop every started backend (the last started first)."""
+        for harness, *_ in reversed(list(self.backends.values())):
+            harness.stop()
+        self.backends.clear()
 
     # -- records ------------------------------------------------------------------
 
@@ -502,7 +578,7 @@ class CertificationRun:
         return WorkStealingScheduling(config, log)
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
         """A failure is charged to the clause whose check failed (see
         :mod:`cortex_spec.attribution`); the report's text leads with that
         clause's rule, what was expected and observed, and a replay command,
@@ -524,6 +600,9 @@ class CertificationRun:
             failure = {"attribution": "test", "clauses": list(clause_ids),
                        "message": f"{call.excinfo.exconly()}\n(attribution failed: {exc!r})"}
         failure["replay"] = self.replay(item)
+        for note in reproduction_notes(call.excinfo.value):  # a machine's Hypothesis blob
+            if note not in failure["message"]:
+                failure["message"] += "\n" + note
         charged = tuple(failure.pop("clauses"))
         report.user_properties = list(report.user_properties) + [
             (_REFUTED_KEY, charged), (_FAILURE_KEY, failure)]
@@ -549,7 +628,7 @@ class CertificationRun:
         if report.when == "call":  # later phases carry the same properties
             for key, value in report.user_properties:
                 if key == _MACHINE_KEY:
-                    self.record_machine(value)
+                    self.record_machine(dict(value))  # type: ignore[call-overload]
         clause_ids = tuple(props[_CLAUSES_KEY])
         previous = self.records.get(report.nodeid)
         outcome, message = _outcome_of(report)
@@ -596,10 +675,10 @@ class CertificationRun:
     def report_path(self) -> str | None:
         path = self.config.getoption("--cortex-report")
         if path:
-            return path
-        directory = self.config.getoption("--cortex-report-dir")
+            return str(path)
+        directory = option(self.config, "cortex_report_dir")
         if directory:
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", _store_spec(self.config))
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.store_spec())
             return os.path.join(directory, f"{name}-{_profile(self.config).name}.json")
         return None
 
@@ -610,8 +689,8 @@ class CertificationRun:
             TestRecord(nodeid, outcome, clauses, message, duration, refuted, failure)
             for nodeid, (outcome, message, clauses, duration, refuted, failure) in self.records.items()
         ]
-        store = dict(self.backend_info) or {"name": _store_spec(self.config)}
-        store.setdefault("spec", _store_spec(self.config))
+        store = dict(self.backend_info) or {"name": self.store_spec()}
+        store.setdefault("spec", self.store_spec())
         return build_report(
             catalogue(),
             records,
@@ -770,8 +849,10 @@ def _outcome_of(report: pytest.TestReport) -> tuple[str | None, str]:
 def _short_traceback(item: pytest.Item, excinfo: Any, limit: int = 12) -> str:
     """The test's own frames (file:line, function, source line) and the
     error, without the library frames in between."""
+    from .attribution import source_path
+
     lines = ["traceback (the test's lines):"]
-    path = str(getattr(item, "path", ""))
+    path = str(source_path(item))
     entries = list(excinfo.traceback)
     own = [e for e in entries if str(e.path) == path]
     if entries and (not own or own[-1] is not entries[-1]):
@@ -805,13 +886,12 @@ def cortex_harness(pytestconfig: pytest.Config) -> Harness:
     return _run(pytestconfig).start_backend()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def cortex_declared(cortex_harness: Harness, pytestconfig: pytest.Config) -> frozenset[str]:
-    """The classes certified in this run: those the store declares (with
-    what they require), narrowed by ``--cortex-classes``."""
-    declared = _run(pytestconfig).declared
-    assert declared is not None  # set when the backend started
-    return declared
+    """The classes certified in this run: those the store of
+    ``cortex_harness`` declares (with what they require), narrowed by
+    ``--cortex-classes``."""
+    return _run(pytestconfig).backend(cortex_harness)[1]
 
 
 @pytest.fixture(scope="session")
@@ -832,15 +912,13 @@ def _cortex_claim_gate(request: pytest.FixtureRequest) -> None:
     if not classes and not features and "cortex_harness" not in item.fixturenames:
         return  # a library-level clause (e.g. Scope validation): no store needed
     run = _run(request.config)
-    harness = run.start_backend()
-    assert run.declared is not None
+    harness, certified, info, start_s = run.backend(request.getfixturevalue("cortex_harness"))
     item.user_properties.append(
-        (_BACKEND_KEY, {"info": run.backend_info, "declared": sorted(run.declared),
-                        "start_s": round(run.backend_start_s, 3)})
+        (_BACKEND_KEY, {"info": info, "declared": sorted(certified), "start_s": start_s})
     )
-    missing = sorted(classes - run.declared)
+    missing = sorted(classes - certified)
     if missing:
-        declared = set(run.backend_info.get("declared", ()))
+        declared = set(info.get("declared", ()))
         if run.selected is not None and set(missing) <= declared:
             pytest.skip(f"{NOT_CLAIMED}: --cortex-classes leaves out {', '.join(missing)}")
         pytest.skip(f"{NOT_CLAIMED}: the store does not declare {', '.join(missing)}")
@@ -920,3 +998,58 @@ def cortex_open_gateway(cortex_store: Any, cortex_gateway_location: Any) -> Iter
 def cortex_gateway(cortex_open_gateway: Any) -> Any:
     """An open gateway store on a fresh location."""
     return cortex_open_gateway()
+
+
+# -- the suites' short names ------------------------------------------------------
+
+
+@pytest.fixture
+def store(cortex_store: Any) -> Any:
+    """A fresh, empty store of the backend under certification."""
+    return cortex_store
+
+
+@pytest.fixture
+def clock(cortex_clock: ManualClock) -> ManualClock:
+    """The manual clock ``store`` reads."""
+    return cortex_clock
+
+
+@pytest.fixture
+def profile(cortex_profile: Profile) -> Profile:
+    """The certification profile (how hard the suites push)."""
+    return cortex_profile
+
+
+@pytest.fixture
+def gateway_location(cortex_gateway_location: Any) -> Any:
+    """A fresh gateway location of the backend under certification."""
+    return cortex_gateway_location
+
+
+@pytest.fixture
+def open_gateway(cortex_open_gateway: Any) -> Any:
+    """``open_gateway(location=None)``: open a gateway store through ``store``."""
+    return cortex_open_gateway
+
+
+@pytest.fixture
+def gateway(cortex_gateway: Any) -> Any:
+    """An open gateway store on a fresh location."""
+    return cortex_gateway
+
+
+@pytest.fixture
+def other_location(cortex_harness: Harness) -> Iterator[Any]:
+    """A second fresh gateway location, discarded after the test."""
+    location = cortex_harness.new_gateway_location()
+    yield location
+    cortex_harness.discard_gateway_location(location)
+
+
+@pytest.fixture
+def w(store: Any, clock: ManualClock) -> Any:
+    """Class a2a's building blocks (``World``) on ``store`` and ``clock``."""
+    from cortex_spec.conformance.test_a2a import World
+
+    return World(store, clock)

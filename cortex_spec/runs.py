@@ -15,7 +15,7 @@ import attrs
 
 from . import ids
 from .context import Context
-from .entities import entity
+from .entities import entity, replace
 from .errors import InvalidArgument
 from .scope import Scope
 from .validation import (
@@ -231,7 +231,7 @@ def apply_run_update(stored: Run, fields: dict[str, Any], now: datetime) -> Run:
     its lease in the same step (LEASE-CLEAR-1); one that stays keeps it
     (LEASE-CLEAR-2)."""
     lease = stored.lease if fields["state"] == RunState.RUNNING else None
-    updated = attrs.evolve(stored, updated_at=now, revision=stored.revision + 1, lease=lease, **fields)
+    updated = replace(stored, updated_at=now, revision=stored.revision + 1, lease=lease, **fields)
     check_entity_size(updated, "run")
     return updated
 

@@ -188,11 +188,11 @@ class Scope:
     def __str__(self) -> str:
         return self._canonical
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Scope], tuple[tuple[str, str], ...]]:
         return (Scope, self._levels)
 
     def __copy__(self) -> "Scope":
         return self
 
-    def __deepcopy__(self, memo: dict) -> "Scope":
+    def __deepcopy__(self, memo: dict[int, object]) -> "Scope":
         return self

@@ -215,16 +215,24 @@ def expect_result(clause_id: str, call: Callable[[], Any], expected: Any, what: 
     expect(clause_id, observed, expected, what)
 
 
+class Said(str):
+    """Words, not a value: shown as they are (no quotes) as expected or observed."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def expect_raises(clause_id: str, error: type[BaseException], call: Callable[[], Any],
                   what: str) -> BaseException:
     """Fail ``clause_id`` unless ``call()`` raises exactly an ``error``; returns it."""
+    expected = Said(f"raises {error.__name__}")
     try:
         value = call()
     except error as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - the wrong error is the observation
-        raise ClauseViolation(clause_id, what, error.__name__, f"{type(exc).__name__}: {exc}") from exc
-    raise ClauseViolation(clause_id, what, error.__name__, f"returned {shorten(value)}")
+        raise ClauseViolation(clause_id, what, expected, Said(f"raised {type(exc).__name__}: {exc}")) from exc
+    raise ClauseViolation(clause_id, what, expected, Said(f"did not raise {error.__name__}: returned {shorten(value)}"))
 
 
 def ctx(scope: str | Scope, partition: str = "", principal: str | None = None) -> Context:
@@ -376,7 +384,7 @@ def strict_equal(a: Any, b: Any) -> bool:
         return all(
             strict_equal(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))
         )
-    return a == b
+    return bool(a == b)
 
 
 def assert_strict_equal(actual: Any, expected: Any, what: str = "value") -> None:

@@ -49,6 +49,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
 
 
 def _check_text(value: str, field: str) -> None:
@@ -175,7 +176,7 @@ def check_page(limit: object, offset: object = 0) -> tuple[int, int]:
     return max(limit, 0), max(offset, 0)  # type: ignore[call-overload]
 
 
-def page(rows: list, limit: int, offset: int) -> list:
+def page(rows: list[T], limit: int, offset: int) -> list[T]:
     """Apply ``offset`` then ``limit`` (``0`` = none) to an ordered list."""
     if offset > 0:
         rows = rows[offset:]

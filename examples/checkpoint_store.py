@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import copy
 import threading
-
-import attrs
+from typing import Any
 
 from cortex_spec import CheckpointState, ids
 from cortex_spec.checkpoints import (
+    Checkpoint,
+    CheckpointFilter,
+    Decision,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
 )
-from cortex_spec.clock import truncate_ms
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.clock import Clock, truncate_ms
+from cortex_spec.context import Context, require_context, require_scope
+from cortex_spec.entities import replace
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState
 from cortex_spec.validation import check_page, page
 
@@ -32,21 +35,21 @@ from cortex_spec.validation import check_page, page
 class DictCheckpointStore:
     capabilities = frozenset({"checkpoints"})
 
-    def __init__(self, clock):
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._rows = {}
+        self._rows: dict[str, Checkpoint] = {}
         self._lock = threading.Lock()
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def _visible(self, scope, checkpoint_id):
+    def _visible(self, scope: Any, checkpoint_id: str) -> Checkpoint:
         row = self._rows.get(checkpoint_id)
         if row is None or not scope.covers(row.scope):
             raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")
         return row
 
-    def create_checkpoint(self, ctx, checkpoint):
+    def create_checkpoint(self, ctx: Context, checkpoint: Checkpoint) -> Checkpoint:
         require_scope(ctx)
         with self._lock:
             row = validate_new_checkpoint(checkpoint, ctx, truncate_ms(self.clock.now()))
@@ -55,13 +58,13 @@ class DictCheckpointStore:
             self._rows[row.id] = row
             return copy.deepcopy(row)
 
-    def get_checkpoint(self, ctx, checkpoint_id):
+    def get_checkpoint(self, ctx: Context, checkpoint_id: str) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         with self._lock:
             return copy.deepcopy(self._visible(scope, checkpoint_id))
 
-    def resolve(self, ctx, checkpoint_id, decision):
+    def resolve(self, ctx: Context, checkpoint_id: str, decision: Decision) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
@@ -70,16 +73,16 @@ class DictCheckpointStore:
             if row.state != CheckpointState.PENDING:
                 raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
             now = truncate_ms(self.clock.now())
-            row = attrs.evolve(
+            row = replace(
                 row,
                 state=CheckpointState.RESOLVED,
-                decision=attrs.evolve(decision, decided_at=now),
+                decision=replace(decision, decided_at=now),
                 updated_at=now,
             )
             self._rows[checkpoint_id] = row
             return copy.deepcopy(row)
 
-    def _pending(self, ctx, flt):
+    def _pending(self, ctx: Context, flt: CheckpointFilter | None) -> tuple[list[Checkpoint], CheckpointFilter]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(flt)
         with self._lock:
@@ -91,14 +94,16 @@ class DictCheckpointStore:
         rows.sort(key=lambda r: (r.created_at, r.id))
         return rows, flt
 
-    def list_pending(self, ctx, filter=None):
+    def list_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> list[Checkpoint]:
         rows, flt = self._pending(ctx, filter)
         return copy.deepcopy(page(rows, flt.limit, flt.offset))
 
-    def count_pending(self, ctx, filter=None):
+    def count_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> int:
         return len(self._pending(ctx, filter)[0])
 
-    def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
+    def list_pending_across_scopes(
+        self, ctx: Context, after_id: str | None = None, limit: int = 0
+    ) -> list[Checkpoint]:
         require_context(ctx)
         after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
         limit, _ = check_page(limit)
@@ -111,6 +116,6 @@ class DictCheckpointStore:
         return copy.deepcopy(page(rows, limit, 0))
 
 
-def make_store(clock):
+def make_store(clock: Clock) -> DictCheckpointStore:
     """The factory ``--cortex-store examples.checkpoint_store:make_store`` calls."""
     return DictCheckpointStore(clock)

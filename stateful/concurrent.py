@@ -43,7 +43,7 @@ from hypothesis.errors import Flaky
 
 from cortex_spec.clock import EPOCH, ManualClock, to_millis
 from cortex_spec.harness import Harness
-from cortex_spec.profiles import Profile
+from cortex_spec.profiles import Profile, hypothesis_settings, reproduction_notes
 
 from .classes import (
     classes_with_targets,
@@ -472,14 +472,7 @@ def run_concurrent(
 
     def search(strategy: st.SearchStrategy[Scenario], examples: int) -> None:
         @seed(seed_value)
-        @settings(
-            max_examples=examples,
-            phases=phases(),
-            report_multiple_bugs=False,
-            deadline=None,
-            print_blob=True,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        )
+        @hypothesis_settings(profile, max_examples=examples, phases=phases())
         @given(strategy)
         def race_scenarios(scenario: Scenario) -> None:
             check_scenario(scenario)
@@ -503,5 +496,8 @@ def run_concurrent(
     except (ScenarioFailure, Flaky) as exc:
         if not last:
             raise
-        raise replay(last[-1]) from None if isinstance(exc, ScenarioFailure) else exc
+        failure = replay(last[-1])
+        for note in reproduction_notes(exc):  # Hypothesis' blob, kept on the replayed failure
+            failure.add_note(note)
+        raise failure from None if isinstance(exc, ScenarioFailure) else exc
     return stats

@@ -275,5 +275,5 @@ def run_crash(
         if not any(m.sweeps for m in plugged):
             skip.add("clock_jumps_and_sweeper_runs")
         budget = share(profile.crash_examples, machines.weight)
-        run_machine(machine, machine_settings(budget, profile.crash_steps), stats, skip)
+        run_machine(machine, machine_settings(budget, profile.crash_steps, profile), stats, skip)
     return stats

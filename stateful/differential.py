@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 from cortex_spec.reference import MemoryStore
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -291,19 +291,16 @@ def rule_names(machine: type) -> list[str]:
     )
 
 
-def machine_settings(examples: int, steps: int) -> settings:
+def machine_settings(examples: int, steps: int, profile: Profile | None = None) -> settings:
+    """The settings of one machine run: the registered Hypothesis profile
+    ``cortex-<profile>`` (no deadline, ``@reproduce_failure`` printed, the
+    example database of :func:`cortex_spec.profiles.examples_directory`)
+    with this run's example and step budgets."""
+    from cortex_spec.profiles import hypothesis_settings
+
     from .runner import phases
 
-    return settings(
-        max_examples=examples,
-        phases=phases(),
-        report_multiple_bugs=False,
-        stateful_step_count=steps,
-        deadline=None,
-        print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.filter_too_much],
-    )
+    return hypothesis_settings(profile, max_examples=examples, stateful_step_count=steps, phases=phases())  # type: ignore[no-any-return]
 
 
 def run_differential(
@@ -339,5 +336,5 @@ def run_differential(
         classes = machine_classes(machines.name, declared)
         budget = share(profile.differential_examples, machines.weight)
         machine = build_differential(harness, classes, stats, view_every=profile.view_every)
-        run_machine(machine, machine_settings(budget, profile.differential_steps), stats)
+        run_machine(machine, machine_settings(budget, profile.differential_steps, profile), stats)
     return stats

@@ -737,7 +737,7 @@ def run_gateway_crash(harness: Harness | Callable[..., Any], profile: Profile | 
     examples = max(4, profile.crash_examples // 5) if child else profile.crash_examples
     steps = min(profile.crash_steps, 20) if child else profile.crash_steps
     try:
-        run_machine(machine, machine_settings(examples, steps), stats)
+        run_machine(machine, machine_settings(examples, steps, profile), stats)
     finally:
         if child:
             from cortex_spec.gateway_child import kill_spares

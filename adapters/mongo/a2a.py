@@ -39,8 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
