@@ -63,6 +63,7 @@ from cortex_spec.a2a import (
     check_reply_with,
     check_status_filter,
     same_envelope,
+    updated_conversation,
     validate_conversation_update,
     validate_new_conversation,
     validate_new_delivery,
@@ -612,7 +613,7 @@ class A2AMixin(SqlStoreBase):
             current = _conversation_from_row(row)
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
                 raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
-            updated = attrs.evolve(current, updated_at=now, **fields)
+            updated = updated_conversation(current, fields, now)  # RSC-GEN-13, under the row lock
             conn.execute(_UPDATE_CONVERSATION, {
                 "w_id": conversation_id,
                 "w_protocol": updated.protocol,

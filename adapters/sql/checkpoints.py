@@ -4,6 +4,8 @@
 state = 'pending'``: of concurrent resolves exactly one matches the row
 (CP-RESOLVE-4).  A loser is classified by a read in the same transaction:
 no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
+The winner's row, as the UPDATE returned it, is measured in the same
+transaction: over the size limit the transaction rolls back (CP-RESOLVE-7).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from cortex_spec.checkpoints import (
 from cortex_spec.context import require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import CheckpointNotFound, InvalidState, StoreError
-from cortex_spec.validation import check_page
+from cortex_spec.validation import check_entity_size, check_page
 
 from .schema import checkpoints
 from .store import (
@@ -202,7 +204,11 @@ class CheckpointsMixin(SqlStoreBase):
             for _ in range(_RESOLVE_ATTEMPTS):
                 row = conn.execute(resolve, params).one_or_none()
                 if row is not None:
-                    return _checkpoint_from_row(row)  # the winner: as stored
+                    stored = _checkpoint_from_row(row)  # the winner: as stored
+                    # CP-RESOLVE-7: over the limit raises InvalidArgument and
+                    # the transaction rolls the resolve back
+                    check_entity_size(stored, "resolved checkpoint")
+                    return stored
                 state = conn.execute(read_state, params).scalar_one_or_none()
                 if state is None:
                     raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
