@@ -14,14 +14,15 @@ methods live on no scope (``gateway``) has none.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import pytest
 
 from cortex_spec import CLASSES, Context, Scope, ids
-from cortex_spec.a2a import Address, DeliveryState
+from cortex_spec.a2a import DeliveryState
 from cortex_spec.clock import EPOCH
 from cortex_spec.runs import RunState
 from cortex_spec.testing import (
@@ -180,13 +181,14 @@ def _catalog(store: Any, c: Context, up: Context) -> None:
 
     for table in TABLES:
         held = {f: v for u in table.unique for f, v in u.where}
-        row = _call(table.method("create"), lambda: getattr(store, table.method("create"))(
-            c, example(table.entity, **held)))
+        create, update = getattr(store, table.method("create")), getattr(store, table.method("update"))
+        fresh = example(table.entity, **held)
+        row = _call(table.method("create"), lambda create=create, fresh=fresh: create(c, fresh))
         _scope_of(f"a created {table.singular}", row, c.scope)
         _scope_of(table.method("get"), getattr(store, table.method("get"))(up, row.id), c.scope)
         changed = attrs.evolve(example(table.entity, variant=1, **held), id=row.id)
         _scope_of(f"an updated {table.singular}",
-                  _call(table.method("update"), lambda: getattr(store, table.method("update"))(c, changed)), c.scope)
+                  _call(table.method("update"), lambda update=update, changed=changed: update(c, changed)), c.scope)
         for listing in table.listings:
             rows = getattr(store, listing.method)(up)
             _check(f"{listing.method} from the ancestor", row.id in _ids(rows), True)

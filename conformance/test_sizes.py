@@ -24,8 +24,9 @@ payload; they have tests of their own at the end.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import pytest
