@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from .a2a import A2AStore
+from .admin import ADMIN_METHODS, AdminStore
 from .catalog import CatalogStore
 from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
@@ -23,6 +24,9 @@ from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
 from .memory import TABLES as MEMORY_TABLES
 from .memory import AgentMemoryStore
+from .preparation import PreparationStore
+from .progress import TABLES as PROGRESS_TABLES
+from .progress import ProgressStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
 
@@ -171,6 +175,28 @@ CLASSES: dict[str, ConformanceClass] = {
             _m(*GATEWAY_METHODS, scoped=False),
             scoped=False,
             opened_by="open_gateway",
+        ),
+        ConformanceClass(
+            "progress",
+            "A run's progress snapshot at one exact scope",
+            ProgressStore,
+            _m(*protocol_methods(ProgressStore)),
+            tables=PROGRESS_TABLES,
+        ),
+        ConformanceClass(
+            "preparation",
+            "The reads of a run's preparation in one snapshot (catalog and memory)",
+            PreparationStore,
+            _m(*protocol_methods(PreparationStore)),
+            requires=("catalog", "memory"),
+        ),
+        ConformanceClass(
+            # the storage as a whole: the methods ignore ctx.scope and hold no rows
+            "admin",
+            "Administration: ping, schema versions and migration, scope inspection",
+            AdminStore,
+            _m(*ADMIN_METHODS, scoped=False),
+            scoped=False,
         ),
     )
 }

@@ -9,14 +9,17 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'catalog', 'checkpoints', 'gateway', 'memory', 'runs', 'suspensions']
+['a2a', 'admin', 'catalog', 'checkpoints', 'gateway', 'memory', 'preparation', 'progress', 'runs', 'suspensions']
 """
 
 from .a2a import A2AMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
 from .memory import MemoryMixin
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
 from .suspensions import SuspensionsMixin
@@ -25,9 +28,10 @@ __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
 class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-                  GatewayMixin, StoreBase):
+                  GatewayMixin, ProgressMixin, PreparationMixin, AdminMixin, StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a``, ``memory``, ``catalog`` and ``gateway``.
+    ``a2a``, ``memory``, ``catalog``, ``gateway``, ``progress``,
+    ``preparation`` and ``admin``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -35,7 +39,8 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Memor
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
+                              "progress", "preparation", "admin"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -37,21 +37,25 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 """
 
 from .a2a import A2AMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
 from .memory import MemoryMixin
-from .store import MongoStoreBase
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
+from .store import SCHEMA_VERSION, MongoStoreBase
 from .suspensions import SuspensionsMixin
 
 __all__ = ["MongoStore", "MongoGateway"]
 
 
 class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
-                 MongoStoreBase):
+                 ProgressMixin, PreparationMixin, AdminMixin, MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
     ``a2a`` and ``memory`` (only where the deployment has transactions),
-    ``catalog`` and ``gateway``.
+    ``catalog``, ``gateway``, ``progress``, ``preparation`` (only where it
+    has snapshot sessions) and ``admin``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -60,7 +64,9 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
+                              "progress", "preparation", "admin"})
+    schema_version = SCHEMA_VERSION
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
@@ -68,6 +74,9 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
         if not self._transactions:
             # a conversation's batch and its counters are one transaction
             self.capabilities = frozenset(self.capabilities - {"memory"})
+        if not self._snapshot_sessions:
+            # PREP-7: a capture's reads need one snapshot session
+            self.capabilities = frozenset(self.capabilities - {"preparation"})
         self.gateway_client = gateway_client
         self.gateway_lease = gateway_lease
         if lease_clock is not None:

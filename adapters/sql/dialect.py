@@ -37,10 +37,13 @@ __all__ = [
     "prepare_engine",
     "id_type",
     "WRITE_OPTION",
+    "SNAPSHOT_OPTION",
 ]
 
 #: Execution option set on a connection whose transaction will write.
 WRITE_OPTION = "cortex_write"
+#: Execution option set on a connection whose transaction is one snapshot read.
+SNAPSHOT_OPTION = "cortex_snapshot"
 
 #: A key well out of the way of applications' own advisory locks
 #: (``pg_advisory_xact_lock``), taken while the schema is created.
@@ -103,6 +106,11 @@ class Dialect:
     def prepare_single(self, conn: sa.Connection) -> None:
         """Set up a connection for one statement that is atomic on its own
         (every read of the store, and the writes that are one statement)."""
+
+    def prepare_snapshot(self, conn: sa.Connection) -> None:
+        """Set up a connection whose transaction is one read of several
+        statements, all seeing one snapshot (class preparation)."""
+        conn.execution_options(**{SNAPSHOT_OPTION: True})
 
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
@@ -185,8 +193,13 @@ class _Sqlite(Dialect):
         def _on_begin(conn: sa.Connection) -> None:
             # a write takes the write lock first; a read is one SELECT, which
             # SQLite runs as its own (snapshot) transaction
-            if conn.get_execution_options().get(WRITE_OPTION, False):
+            options = conn.get_execution_options()
+            if options.get(WRITE_OPTION, False):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif options.get(SNAPSHOT_OPTION, False):
+                # a deferred read transaction: in WAL mode its first read
+                # fixes the snapshot every later read of it sees
+                conn.exec_driver_sql("BEGIN")
 
     def ascii_lower(self, expr: Any) -> Any:
         return sa.func.lower(expr)  # SQLite's built-in lower() folds A-Z only
@@ -249,6 +262,11 @@ class _Postgres(Dialect):
     def prepare_single(self, conn: sa.Connection) -> None:
         # one statement needs no BEGIN/COMMIT round trips
         conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def prepare_snapshot(self, conn: sa.Connection) -> None:
+        # one snapshot for every statement of the transaction, taking no row
+        # locks: writers are never blocked by a capture
+        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})

@@ -3,10 +3,13 @@
 from typing import Any
 
 from .a2a import A2AMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
 from .memory import MemoryMixin
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
 from .suspensions import SuspensionsMixin
@@ -15,9 +18,10 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-               GatewayOpenerMixin, SqlStoreBase):
+               GatewayOpenerMixin, ProgressMixin, PreparationMixin, AdminMixin, SqlStoreBase):
     """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
-    ``memory``, ``catalog`` and ``gateway``.
+    ``memory``, ``catalog``, ``gateway``, ``progress``, ``preparation`` and
+    ``admin``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -27,7 +31,8 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMi
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway"})
+    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
+                              "progress", "preparation", "admin"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Callable, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
+from cortex_spec.admin import schema_mismatch
 from cortex_spec.clock import Clock, SystemClock, from_millis, to_millis, truncate_ms
 from cortex_spec.errors import AlreadyExists, CortexError, InvalidArgument, StoreClosed, StoreError
 from cortex_spec.scope import Scope
@@ -69,8 +70,8 @@ def db_int(value: int) -> int:
     return min(value, INT64_MAX)
 
 
-#: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
-READ, WRITE1, TX = "read", "write1", "tx"
+#: The kinds of database work (see SqlStoreBase._read/_write1/_tx/_snapshot).
+READ, WRITE1, TX, SNAPSHOT = "read", "write1", "tx", "snapshot"
 
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
@@ -188,7 +189,8 @@ class SqlStoreBase:
         """Create the tables if they are missing (idempotent, safe to race).
 
         Called on first use; refuses a database whose schema version is not
-        :data:`SCHEMA_VERSION`.
+        :data:`SCHEMA_VERSION` with ``SchemaMismatch`` (an older one until
+        ``migrate`` has run, see :mod:`.admin`).
         """
         if self._schema_ready:
             return
@@ -218,10 +220,9 @@ class SqlStoreBase:
 
             version = self._run(create, TX)
         if version != SCHEMA_VERSION:
-            raise StoreError(
-                f"the database has cortex-spec schema version {version}; "
-                f"this adapter reads version {SCHEMA_VERSION}"
-            )
+            # ADMIN-MIG-3/4: refused until migrate() (an older version) or a
+            # newer store (a newer one); the version is read again next call
+            raise schema_mismatch(version, SCHEMA_VERSION)
         self._schema_ready = True
         _SCHEMA_READY.add(self._engine)
 
@@ -267,6 +268,13 @@ class SqlStoreBase:
         connection was lost before ``COMMIT``."""
         return self._call(fn, TX)
 
+    def _snapshot(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs several SELECTs in one read transaction that sees one
+        snapshot (REPEATABLE READ READ ONLY on PostgreSQL, a deferred BEGIN
+        on SQLite in WAL mode) and takes no locks; retried on a fresh
+        connection when the connection was lost (it wrote nothing)."""
+        return self._call(fn, SNAPSHOT)
+
     def _call(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
         self._check_open()
         self.ensure_schema()
@@ -283,6 +291,8 @@ class SqlStoreBase:
                 with self._engine.connect() as conn:
                     if mode == TX:
                         conn.execution_options(**{WRITE_OPTION: True})
+                    elif mode == SNAPSHOT:
+                        self._dialect.prepare_snapshot(conn)
                     else:
                         self._dialect.prepare_single(conn)
                     with conn.begin():
@@ -298,7 +308,7 @@ class SqlStoreBase:
                 if kind is ErrorKind.UNIQUE:
                     raise AlreadyExists("an entity with this key already exists") from exc
                 if kind is ErrorKind.DISCONNECT:
-                    if committing and mode != READ:
+                    if committing and mode not in (READ, SNAPSHOT):
                         raise StoreError(
                             "the database connection was lost while the write was being "
                             "committed; it happened entirely or not at all"
