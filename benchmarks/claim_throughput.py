@@ -1,24 +1,40 @@
 #!/usr/bin/env python3
-"""Claim throughput: the SQL adapter against hand-written driver SQL.
+"""Claim throughput: the SQL adapter against the same statements run by hand on the driver.
 
-Not a test: a measurement.  For each dialect (SQLite, PostgreSQL) it makes N
-paused runs with a suspension each, then lets 8 threads race to claim every
-one of them (each thread walks all runs in its own random order, so every
-run is contended and exactly N claims win).  It does that twice on fresh
-rows: once through ``SqlStore.claim_suspension`` and once through the
-driver directly (``sqlite3`` / ``psycopg``) running the same statements the
-adapter runs: the conditional UPDATE of the run whose WHERE carries the
-suspension's deadline predicate, then, in the same transaction, the read of
-the suspension (win) or the one-statement classification read (loss).
+Not a test: a measurement.  For each dialect (SQLite, PostgreSQL) and each
+operation it makes N fresh rows, then lets 8 threads race for every one of
+them (each thread walks all N keys in its own random order, so every key is
+contended and exactly N attempts win):
+
+* ``suspension claim`` — ``SqlStore.claim_suspension`` on N paused runs with
+  a suspension each;
+* ``delivery claim`` — ``SqlStore.claim_delivery`` on N queued deliveries;
+* ``gateway accept`` — ``open_gateway(location).accept`` of N messages (a
+  duplicate is a loss).
+
+Each is measured through the store and through the driver (``sqlite3`` /
+``psycopg``) running the **same statements** with hand-written control flow
+and parameters: the SQL text is the adapter's own Core statements compiled
+once (so both paths do the same database work), the driver path then does
+only what a hand-written caller would — execute, fetch, decide, retry.  The
+adapter's SQLite connection settings are the driver's too (WAL,
+``synchronous=FULL``, busy timeout 5 s); PostgreSQL runs single statements
+in autocommit and the gateway's transaction explicitly, as the store does.
+
+Adapter and driver runs alternate (adapter, driver, adapter, …) for
+``--repeats`` pairs on fresh rows; the table shows, per dialect and
+operation, the medians over the repeats of attempts/s and of each run's p50
+and p99 attempt latency, and the median of the per-pair SqlStore/driver
+throughput ratios.  Then it says whether the targets are met: ratio at
+least 0.8 everywhere, and on SQLite the store's p99 within 3× the driver's.
 
 Run from a checkout with the ``postgres`` extra installed::
 
-    python benchmarks/claim_throughput.py            # both dialects, 8 threads
-    python benchmarks/claim_throughput.py --runs 2000 --dialects sqlite
+    python benchmarks/claim_throughput.py                  # both dialects
+    python benchmarks/claim_throughput.py --runs 1000 --dialects sqlite
 
 PostgreSQL comes from ``CORTEX_SPEC_POSTGRES_URL`` or, by default, the
-embedded server of the ``postgres`` certification harness.  The result is
-one run's figures, printed as a table with the adapter/driver ratio.
+embedded server of the ``postgres`` certification harness.
 """
 
 from __future__ import annotations
@@ -26,71 +42,91 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import secrets
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's code
+
+from cortex_spec.adapters.sql import SqlStore
 
 from cortex_spec import ManualClock, errors
-from cortex_spec.adapters.sql import SqlStore
 from cortex_spec.clock import to_millis
-from cortex_spec.testing import ctx, make_run, make_suspension
+from cortex_spec.testing import (
+    ctx,
+    make_delivery,
+    make_message,
+    make_run,
+    make_suspension,
+)
 
 SCOPE = ctx("ws=bench")
+SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}
+OPERATIONS = ("suspension claim", "delivery claim", "gateway accept")
+RATIO_TARGET = 0.8
+P99_FACTOR = 3.0
 
-# The adapter's claim, written out by hand for the driver (one scope level).
-CLAIM = (
-    "UPDATE cortex_runs SET state = 'running', updated_at = {p} "
-    "WHERE cortex_runs.id = {p} AND cortex_runs.state = 'paused' "
-    "AND cortex_runs.scope_k1 = {p} AND cortex_runs.scope_v1 = {p} "
-    "AND EXISTS (SELECT 1 FROM cortex_suspensions WHERE cortex_suspensions.run_id = {p} "
-    "AND cortex_suspensions.scope_k1 = {p} AND cortex_suspensions.scope_v1 = {p} "
-    "AND (cortex_suspensions.expires_at IS NULL OR cortex_suspensions.expires_at > {p}))"
-)
-CLAIMED = (
-    "SELECT * FROM cortex_suspensions WHERE run_id = {p} AND scope_k1 = {p} AND scope_v1 = {p} "
-    "AND (expires_at IS NULL OR expires_at > {p}){lock}"
-)
-PROBE = (
-    "SELECT (SELECT count(*) FROM cortex_suspensions WHERE run_id = {p} AND scope_k1 = {p} "
-    "AND scope_v1 = {p}), "
-    "(SELECT count(*) FROM cortex_suspensions WHERE run_id = {p} AND scope_k1 = {p} "
-    "AND scope_v1 = {p} AND (expires_at IS NULL OR expires_at > {p})), "
-    "(SELECT count(*) FROM cortex_runs WHERE id = {p} AND scope_k1 = {p} AND scope_v1 = {p} "
-    "AND state = 'paused')"
-)
+Worker = Callable[[str], bool]
 
 
-def _statements(p: str, lock: str) -> tuple[str, str, str]:
-    return CLAIM.format(p=p), CLAIMED.format(p=p, lock=lock), PROBE.format(p=p)
+# -- the adapter's statements as driver SQL ------------------------------------------------------
 
 
-def _claim_params(run_id: str, now_ms: int) -> tuple:
-    return (now_ms, run_id, "ws", "bench", run_id, "ws", "bench", now_ms)
+def driver_sql(stmt: Any, dialect: Any, schema: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``stmt`` compiled once for the driver (named parameters) and the values
+    of the constants it binds (``'running'``, ``'paused'`` …)."""
+    kwargs: dict[str, Any] = {}
+    if schema is not None:
+        kwargs = {"schema_translate_map": {None: schema}, "render_schema_translate": True}
+    compiled = stmt.compile(dialect=dialect, **kwargs)
+    constants = {name: bind.effective_value for bind, name in compiled.bind_names.items()
+                 if bind.effective_value is not None}
+    return compiled.string, constants
 
 
-def _probe_params(run_id: str, now_ms: int) -> tuple:
-    return (run_id, "ws", "bench", run_id, "ws", "bench", now_ms, run_id, "ws", "bench")
+def _sqlite_dialect() -> Any:
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.dialect(paramstyle="named")  # sqlite3 takes :name with a dict
 
 
-def _race(run_ids: list[str], threads: int, make_worker: Callable[[], Callable[[str], bool]]):
-    """Every thread tries every run; returns (seconds, attempts, wins)."""
-    workers = [make_worker() for _ in range(threads)]
+def _postgres_dialect() -> Any:
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    return psycopg.dialect()  # %(name)s with a dict
+
+
+# -- racing ------------------------------------------------------------------------------------
+
+
+def _race(keys: list[str], threads: int, workers: list[Worker]) -> dict[str, Any]:
+    """Every thread tries every key; wall time, attempts, wins, latencies."""
     barrier = threading.Barrier(threads + 1)
     wins = [0] * threads
+    latencies: list[list[float]] = [[] for _ in range(threads)]
     failures: list[BaseException] = []
 
     def body(i: int) -> None:
-        order = list(run_ids)
+        order = list(keys)
         random.Random(i).shuffle(order)
-        claim = workers[i]
+        attempt, lat = workers[i], latencies[i]
+        clock = time.perf_counter
         barrier.wait()
         try:
-            for rid in order:
-                if claim(rid):
-                    wins[i] += 1
+            for key in order:
+                t0 = clock()
+                won = attempt(key)
+                lat.append(clock() - t0)
+                wins[i] += won
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
@@ -104,167 +140,404 @@ def _race(run_ids: list[str], threads: int, make_worker: Callable[[], Callable[[
     elapsed = time.perf_counter() - started
     if failures:
         raise failures[0]
-    return elapsed, threads * len(run_ids), sum(wins)
+    every = sorted(x for lat in latencies for x in lat)
+    return {"seconds": elapsed, "attempts": len(every), "wins": sum(wins), "runs": len(keys),
+            "rate": len(every) / elapsed, "p50": _quantile(every, 0.50),
+            "p99": _quantile(every, 0.99)}
 
 
-def _seed(store: SqlStore, n: int) -> list[str]:
-    ids = []
-    for _ in range(n):
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _parallel(fn: Callable[[Any], Any], items: list[Any], threads: int = 4) -> list[Any]:
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, items))
+
+
+# -- the workloads: seeding and both paths ----------------------------------------------------
+
+
+def _seed_runs(store: SqlStore, n: int) -> list[str]:
+    def one(_: int) -> str:
         run = store.create_run(SCOPE, make_run(state="paused"))
         store.create_suspension(SCOPE, make_suspension(run.id))
-        ids.append(run.id)
-    return ids
+        return run.id
+
+    return _parallel(one, list(range(n)))
 
 
-def _adapter_worker(store: SqlStore) -> Callable[[], Callable[[str], bool]]:
-    def make() -> Callable[[str], bool]:
-        def claim(run_id: str) -> bool:
-            try:
-                store.claim_suspension(SCOPE, run_id)
+def _seed_deliveries(store: SqlStore, n: int) -> list[str]:
+    return _parallel(lambda _: store.create_delivery(SCOPE, make_delivery()).id, list(range(n)))
+
+
+def _adapter_claim(store: SqlStore) -> Worker:
+    def attempt(run_id: str) -> bool:
+        try:
+            store.claim_suspension(SCOPE, run_id)
+            return True
+        except errors.NotSuspended:
+            return False
+
+    return attempt
+
+
+def _adapter_delivery(store: SqlStore) -> Worker:
+    def attempt(delivery_id: str) -> bool:
+        try:
+            store.claim_delivery(SCOPE, delivery_id)
+            return True
+        except errors.DeliveryAlreadyClaimed:
+            return False
+
+    return attempt
+
+
+def _adapter_accept(gateway: Any, messages: dict[str, Any], now: Any) -> Worker:
+    return lambda key: gateway.accept(SCOPE, messages[key], now)
+
+
+class _Statements:
+    """The adapter's statements of the three operations, as driver SQL."""
+
+    def __init__(self, dialect_name: str, dialect: Any, sql_dialect: Any,
+                 gateway_schema: str | None = None) -> None:
+        from cortex_spec.adapters.sql import a2a, gateway, suspensions
+        from cortex_spec.adapters.sql.dialect import POSTGRES, SQLITE
+
+        ops = POSTGRES if dialect_name == "postgresql" else SQLITE
+        claim, probe = suspensions._claim_statements(1, "resume", ops)
+        self.claim, self.probe = driver_sql(claim, dialect), driver_sql(probe, dialect)
+        table = a2a.a2a_deliveries.name
+        self.deliver = driver_sql(a2a._conditional_update(table, 1, "claim"), dialect)
+        read = a2a._classify_read(table, 1, "claim")
+        self.reread = driver_sql(read, dialect)
+        self.state_at = [c.key for c in read.selected_columns].index("state")
+        self.accept = driver_sql(gateway._accept(dialect_name), dialect, gateway_schema)
+        self.bump = driver_sql(gateway._BUMP, dialect, gateway_schema)
+        self.sql_dialect = sql_dialect
+
+
+def _accept_values(message: Any, now_ms: int) -> dict[str, Any]:
+    return {"w_channel": message.channel, "w_message_id": message.message_id,
+            "w_conversation": message.conversation, "w_principal": message.principal,
+            "w_text": message.text, "w_trusted": message.trusted, "w_agent": message.agent,
+            "w_project": message.project, "w_received": now_ms}
+
+
+def _driver_workers(stmts: _Statements, execute: Callable[[str, dict[str, Any]], list[tuple]],
+                    transaction: Callable[[], Any], now_ms: int,
+                    messages: dict[str, Any]) -> dict[str, Worker]:
+    """The three operations by hand on one driver connection (``execute``
+    runs one statement outside a transaction; ``transaction()`` is a context
+    manager whose body is one write transaction, ending it with COMMIT, and
+    whose value runs a statement in it, fetching its rows unless told not to)."""
+    (claim_sql, claim_consts), (probe_sql, probe_consts) = stmts.claim, stmts.probe
+
+    def suspension(run_id: str) -> bool:
+        values = {"w_run": run_id, "w_now": now_ms, "w_clock": now_ms, **SCOPE_PARAMS}
+        while True:
+            if execute(claim_sql, {**claim_consts, **values}):
                 return True
-            except errors.NotSuspended:
+            has_s, eligible, paused = execute(probe_sql, {**probe_consts, **values})[0]
+            if not (has_s and eligible and paused):
+                return False  # refused; else claimable now: try again
+
+    (deliver_sql, deliver_consts), (reread_sql, reread_consts) = stmts.deliver, stmts.reread
+    state_at = stmts.state_at
+
+    def delivery(delivery_id: str) -> bool:
+        while True:
+            values = {"w_id": delivery_id, "w_part": SCOPE.partition, "w_now": now_ms,
+                      "w_token": secrets.token_hex(16), **SCOPE_PARAMS}
+            if execute(deliver_sql, {**deliver_consts, **values}):
+                return True
+            rows = execute(reread_sql, {**reread_consts, **values})
+            if not rows or rows[0][state_at] != "queued":
                 return False
 
-        return claim
+    (accept_sql, accept_consts), (bump_sql, bump_consts) = stmts.accept, stmts.bump
 
-    return make
+    def accept(key: str) -> bool:
+        params = {**accept_consts, **_accept_values(messages[key], now_ms)}
+        with transaction() as run:
+            rows = run(accept_sql, params)
+            if not rows:
+                return False  # a duplicate: nothing changed, the transaction commits
+            run(bump_sql, {**bump_consts, "w_seq": rows[0][0]}, False)
+            return True
+
+    return {"suspension claim": suspension, "delivery claim": delivery, "gateway accept": accept}
 
 
-def _sqlite_worker(path: str, now_ms: int) -> Callable[[], Callable[[str], bool]]:
-    claim_sql, claimed_sql, probe_sql = _statements("?", "")
+def _sqlite_driver(path: str, stmts: _Statements, now_ms: int, messages: dict[str, Any]) -> dict[str, Worker]:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=FULL")  # the store's default
 
-    def make() -> Callable[[str], bool]:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=5.0, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # the store's default
-
-        def claim(run_id: str) -> bool:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError:  # busy past the timeout: try again
-                    time.sleep(0.001)
+    def execute(sql: str, params: dict[str, Any]) -> list[tuple]:
+        while True:
             try:
-                won = conn.execute(claim_sql, _claim_params(run_id, now_ms)).rowcount == 1
-                if won:
-                    conn.execute(claimed_sql, (run_id, "ws", "bench", now_ms)).fetchone()
-                else:
-                    conn.execute(probe_sql, _probe_params(run_id, now_ms)).fetchone()
-                conn.execute("COMMIT")
-                return won
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:  # busy past the timeout: try again
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(0.001)
 
-        return claim
+    @contextmanager
+    def transaction() -> Iterator[Callable[..., list[tuple]]]:
+        execute("BEGIN IMMEDIATE", {})
+        try:
+            yield lambda sql, params, rows=True: conn.execute(sql, params).fetchall()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
-    return make
+    return _driver_workers(stmts, execute, transaction, now_ms, messages)
 
 
-def _postgres_worker(url: str, now_ms: int) -> Callable[[], Callable[[str], bool]]:
+def _postgres_driver(url: str, gateway_url: str, stmts: _Statements, now_ms: int,
+                     messages: dict[str, Any]) -> dict[str, Worker]:
     import psycopg
 
-    claim_sql, claimed_sql, probe_sql = _statements("%s", " FOR SHARE")
+    conn = psycopg.connect(url, autocommit=True)
+    gw = psycopg.connect(gateway_url)  # READ COMMITTED, transactions
 
-    def make() -> Callable[[str], bool]:
-        conn = psycopg.connect(url)  # READ COMMITTED, not autocommit
+    def execute(sql: str, params: dict[str, Any]) -> list[tuple]:
+        return conn.execute(sql, params).fetchall()
 
-        def claim(run_id: str) -> bool:
-            with conn.transaction():
-                won = conn.execute(claim_sql, _claim_params(run_id, now_ms)).rowcount == 1
-                if won:
-                    conn.execute(claimed_sql, (run_id, "ws", "bench", now_ms)).fetchone()
-                else:
-                    conn.execute(probe_sql, _probe_params(run_id, now_ms)).fetchone()
-            return won
+    def run(sql: str, params: dict[str, Any], rows: bool = True) -> list[tuple]:
+        cursor = gw.execute(sql, params)
+        return cursor.fetchall() if rows else []
 
-        return claim
+    @contextmanager
+    def transaction() -> Iterator[Callable[..., list[tuple]]]:
+        try:
+            yield run
+        except BaseException:
+            gw.rollback()
+            raise
+        gw.commit()
 
-    return make
+    return _driver_workers(stmts, execute, transaction, now_ms, messages)
 
 
-def bench_sqlite(n: int, threads: int) -> list[dict[str, Any]]:
+# -- per dialect ----------------------------------------------------------------------------
+
+
+def _messages(n: int) -> dict[str, Any]:
+    out = {}
+    for _ in range(n):
+        m = make_message("bench")
+        out[m.message_id] = m
+    return out
+
+
+def _measure(op: str, path: str, seed: Callable[[str], tuple[list[str], Callable[[], list[Worker]],
+                                                              Callable[[], None]]]) -> dict[str, Any]:
+    keys, make_workers, done = seed(path)
+    try:
+        workers = make_workers()
+        return _race(keys, len(workers), workers)
+    finally:
+        done()
+
+
+def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str]) -> list[dict[str, Any]]:
     clock = ManualClock()
-    now_ms = to_millis(clock.now())
-    rows = []
+    now = clock.now()
+    now_ms = to_millis(now)
+    results = []
     with tempfile.TemporaryDirectory(prefix="cortex-bench-") as tmp:
-        for path_name in ("adapter", "driver"):
-            path = os.path.join(tmp, f"{path_name}.sqlite")
-            store = SqlStore.from_url(f"sqlite:///{path}", clock)
-            ids = _seed(store, n)
-            if path_name == "adapter":
-                worker = _adapter_worker(store)
+        counter = iter(range(10**6))
+        stmts = _Statements("sqlite", _sqlite_dialect(), None)
+
+        def seed(op: str, path: str):
+            base = os.path.join(tmp, f"{next(counter)}")
+            db = base + ".sqlite"
+            # seeded with synchronous=OFF (quick); measured with the default FULL
+            seeder = SqlStore.from_url(f"sqlite:///{db}", clock, synchronous="OFF")
+            messages: dict[str, Any] = {}
+            if op == "suspension claim":
+                keys = _seed_runs(seeder, n)
+            elif op == "delivery claim":
+                keys = _seed_deliveries(seeder, n)
             else:
-                worker = _sqlite_worker(path, now_ms)
-            elapsed, attempts, wins = _race(ids, threads, worker)
-            store.close()
-            rows.append(dict(dialect="sqlite", path=path_name, seconds=elapsed,
-                             attempts=attempts, wins=wins, runs=n))
-    return rows
+                messages = _messages(n)
+                keys = list(messages)
+                seeder.open_gateway(base + ".gw").close()  # the gateway's tables
+            seeder.close()
+            store = SqlStore.from_url(f"sqlite:///{db}", clock)
+            gateway = store.open_gateway(base + ".gw") if op == "gateway accept" and path == "adapter" \
+                else None
+
+            def workers() -> list[Worker]:
+                if path == "adapter":
+                    one = {"suspension claim": lambda: _adapter_claim(store),
+                           "delivery claim": lambda: _adapter_delivery(store),
+                           "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
+                    return [one() for _ in range(threads)]
+                target = os.path.join(base + ".gw", "gateway.db") if op == "gateway accept" else db
+                return [_sqlite_driver(target, stmts, now_ms, messages)[op] for _ in range(threads)]
+
+            def done() -> None:
+                if gateway is not None:
+                    gateway.close()
+                store.close()
+
+            return keys, workers, done
+
+        for op in operations:
+            for r in range(repeats):
+                for path in ("adapter", "driver"):
+                    row = _measure(op, path, lambda p, op=op: seed(op, p))
+                    results.append({"dialect": "sqlite", "operation": op, "path": path, "repeat": r, **row})
+    return results
 
 
-def bench_postgres(n: int, threads: int) -> list[dict[str, Any]]:
+def bench_postgres(n: int, threads: int, repeats: int, operations: list[str]) -> list[dict[str, Any]]:
     from cortex_spec.adapters.sql.harness import PostgresHarness
 
     harness = PostgresHarness()
     harness.start()
-    rows = []
+    results = []
     try:
         clock = ManualClock()
-        now_ms = to_millis(clock.now())
-        for path_name in ("adapter", "driver"):
+        now = clock.now()
+        now_ms = to_millis(now)
+        dialect = _postgres_dialect()
+
+        def seed(op: str, path: str):
             location = harness.new_location()  # emptied
             store = harness.open(location, clock)
-            ids = _seed(store, n)
-            if path_name == "adapter":
-                worker = _adapter_worker(store)
+            url = location.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            gw_engine = store.gateway_engine
+            gw_url = gw_engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            namespace = harness.new_gateway_location()
+            messages: dict[str, Any] = {}
+            if op == "suspension claim":
+                keys = _seed_runs(store, n)
+            elif op == "delivery claim":
+                keys = _seed_deliveries(store, n)
             else:
-                url = location.engine.url.set(drivername="postgresql")
-                worker = _postgres_worker(url.render_as_string(hide_password=False), now_ms)
-            elapsed, attempts, wins = _race(ids, threads, worker)
-            store.close()
-            harness.discard(location)
-            rows.append(dict(dialect="postgresql", path=path_name, seconds=elapsed,
-                             attempts=attempts, wins=wins, runs=n,
-                             server=harness.describe()["server"].split(" on ")[0]))
+                messages = _messages(n)
+                keys = list(messages)
+                store.open_gateway(namespace).close()  # the namespace's tables
+            gateway = store.open_gateway(namespace) if op == "gateway accept" and path == "adapter" \
+                else None
+            stmts = _Statements("postgresql", dialect, None, gateway_schema=namespace)
+
+            def workers() -> list[Worker]:
+                if path == "adapter":
+                    one = {"suspension claim": lambda: _adapter_claim(store),
+                           "delivery claim": lambda: _adapter_delivery(store),
+                           "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
+                    return [one() for _ in range(threads)]
+                return [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
+
+            def done() -> None:
+                if gateway is not None:
+                    gateway.close()
+                store.close()
+                harness.discard_gateway_location(namespace)
+                harness.discard(location)
+
+            return keys, workers, done
+
+        for op in operations:
+            for r in range(repeats):
+                for path in ("adapter", "driver"):
+                    row = _measure(op, path, lambda p, op=op: seed(op, p))
+                    results.append({"dialect": "postgresql", "operation": op, "path": path,
+                                    "repeat": r, **row})
     finally:
         harness.stop()
+    return results
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per dialect and operation: medians over the repeats, and the median
+    of the per-repeat adapter/driver throughput ratios."""
+    rows = []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["dialect"], r["operation"]), []).append(r)
+    for (dialect, op), rs in groups.items():
+        by = {p: sorted((r for r in rs if r["path"] == p), key=lambda r: r["repeat"])
+              for p in ("adapter", "driver")}
+        ratios = [a["rate"] / d["rate"] for a, d in zip(by["adapter"], by["driver"])]
+        row: dict[str, Any] = {"dialect": dialect, "operation": op, "repeats": len(ratios),
+                               "ratio": statistics.median(ratios), "ratios": ratios,
+                               "exact": all(r["wins"] == r["runs"] for r in rs)}
+        for p in ("adapter", "driver"):
+            for k in ("rate", "p50", "p99"):
+                row[f"{p}_{k}"] = statistics.median(r[k] for r in by[p])
+        row["p99_factor"] = row["adapter_p99"] / row["driver_p99"]
+        rows.append(row)
     return rows
+
+
+def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int) -> bool:
+    print(f"claim throughput: {threads} threads racing for {runs} keys per operation "
+          f"({threads * runs} attempts, {runs} must win); medians of {repeats} interleaved repeats")
+    print(f"{'dialect':<11} {'operation':<17} {'path':<9} {'attempts/s':>10} {'p50 ms':>8} "
+          f"{'p99 ms':>8}  {'SqlStore/driver':>15}  per repeat")
+    for row in rows:
+        for p, label in (("adapter", "SqlStore"), ("driver", "driver")):
+            tail = ""
+            if p == "adapter":
+                tail = f"  {row['ratio']:>15.2f}  " + " ".join(f"{x:.2f}" for x in row["ratios"])
+            print(f"{row['dialect']:<11} {row['operation']:<17} {label:<9} {row[p + '_rate']:>10.0f} "
+                  f"{row[p + '_p50'] * 1e3:>8.2f} {row[p + '_p99'] * 1e3:>8.2f}{tail}")
+    print("targets:")
+    ok = True
+    for row in rows:
+        met = row["ratio"] >= RATIO_TARGET
+        ok &= met
+        print(f"  {row['dialect']:<11} {row['operation']:<17} SqlStore/driver {row['ratio']:.2f} "
+              f">= {RATIO_TARGET}: {'met' if met else 'NOT MET'}")
+        if row["dialect"] == "sqlite":
+            met = row["p99_factor"] <= P99_FACTOR
+            ok &= met
+            print(f"  {'':<11} {'':<17} p99 {row['adapter_p99'] * 1e3:.2f} ms = "
+                  f"{row['p99_factor']:.2f}x the driver's (<= {P99_FACTOR:g}x): "
+                  f"{'met' if met else 'NOT MET'}")
+    print("all targets met" if ok else "some targets NOT met")
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=500, help="paused runs per measurement")
+    parser.add_argument("--runs", type=int, default=500, help="keys (runs, deliveries, messages) per measurement")
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--dialects", default="sqlite,postgres",
-                        help="comma-separated: sqlite, postgres")
+    parser.add_argument("--repeats", type=int, default=3, help="adapter/driver pairs per operation")
+    parser.add_argument("--dialects", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
+    parser.add_argument("--operations", default=",".join(OPERATIONS),
+                        help="comma-separated: " + ", ".join(OPERATIONS))
     args = parser.parse_args(argv)
-    rows: list[dict[str, Any]] = []
+    operations = [o.strip() for o in args.operations.split(",") if o.strip()]
+    for o in operations:
+        if o not in OPERATIONS:
+            parser.error(f"unknown operation {o!r}")
+    results: list[dict[str, Any]] = []
     for d in args.dialects.split(","):
         d = d.strip()
         if d == "sqlite":
-            rows += bench_sqlite(args.runs, args.threads)
+            results += bench_sqlite(args.runs, args.threads, args.repeats, operations)
         elif d in ("postgres", "postgresql"):
-            rows += bench_postgres(args.runs, args.threads)
+            results += bench_postgres(args.runs, args.threads, args.repeats, operations)
         else:
             parser.error(f"unknown dialect {d!r}")
-    print(f"claim throughput: {args.threads} threads racing for {args.runs} paused runs "
-          f"({args.threads * args.runs} claim attempts, {args.runs} must win)")
-    print(f"{'dialect':<11} {'path':<22} {'seconds':>8} {'attempts/s':>11} {'wins':>6}  "
-          f"adapter/driver")
-    ok = True
-    for i in range(0, len(rows), 2):
-        adapter, driver = rows[i], rows[i + 1]
-        ratio = (adapter["attempts"] / adapter["seconds"]) / (driver["attempts"] / driver["seconds"])
-        for row, label in ((adapter, "SqlStore (SQLAlchemy)"), (driver, "driver SQL")):
-            rate = row["attempts"] / row["seconds"]
-            tail = f"  {ratio:.2f}" if row is adapter else ""
-            print(f"{row['dialect']:<11} {label:<22} {row['seconds']:>8.2f} {rate:>11.0f} "
-                  f"{row['wins']:>6}{tail}")
-            ok &= row["wins"] == row["runs"]
-    if not ok:
-        print("ERROR: some measurement did not have exactly one winner per run", file=sys.stderr)
+    rows = summarize(results)
+    report(rows, args.runs, args.threads, args.repeats)
+    if not all(row["exact"] for row in rows):
+        print("ERROR: some measurement did not have exactly one winner per key", file=sys.stderr)
         return 1
     return 0
 

@@ -6,7 +6,8 @@ binding and stale reclaim, the inbox and read marks, pending asks and their
 sweep lists — each with scope and partition isolation, bad input refused
 with nothing written, total list orders, and threaded races with several
 contenders for every claim and admission (the A2A-RACE clauses are also
-exercised by the concurrent machine).
+exercised by the concurrent machine).  At the end: the examples this module
+gives the scope and common suites (``EXAMPLES``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import functools
 import inspect
 import time
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import attrs
@@ -74,6 +76,9 @@ from cortex_spec.testing import (
     race,
     state_view,
 )
+
+from .examples import PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, Keyed, Kind, XsMethod
+from .helpers import assert_scope
 
 UTC = timezone.utc
 MS = timedelta(milliseconds=1)
@@ -2095,3 +2100,312 @@ def test_race_contenders_split_over_two_partitions(w, clock, profile):
         assert isinstance(outcomes[3].error, AskNotFound)
         assert outcomes[5].value == []
         assert w.s.get_delivery(mine.c, stale.id) == stale
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py)
+# ===========================================================================
+
+
+def _shared() -> SimpleNamespace:
+    """A run and a step the whole-state view of one scope test reads."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A conversation with a message, a queued, an in-flight and a delivered
+    delivery, and an overdue pending ask, at HOME."""
+    c = ctx(HOME)
+    w = SimpleNamespace()
+    w.conv_id = store.create_conversation(c, make_conversation(peer_node="peer", peer_context="thread-1")).id
+    w.msg_id = store.record_message(c, make_envelope(w.conv_id)).id
+    w.delivery_id = store.create_delivery(c, make_delivery(w.msg_id)).id
+    claimed = store.claim_delivery(c, store.create_delivery(c, make_delivery(w.msg_id)).id)
+    w.claimed_id, w.claim_token = claimed.id, claimed.claim_token
+    done = store.claim_delivery(c, store.create_delivery(c, make_delivery(w.msg_id)).id)
+    w.delivered_id = store.finish_delivery(c, done.id, done.claim_token, DeliveryState.DELIVERED).id
+    w.reply_with = store.create_pending_ask(c, make_ask(w.conv_id, deadline=PAST)).reply_with
+    w.delivery_ids = [w.delivery_id, w.claimed_id, w.delivered_id]
+    w.view = dict(delivery_ids=w.delivery_ids, reply_withs=[w.reply_with], conversation_ids=[w.conv_id])
+    return w
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "record_message": lambda s, c, w: s.record_message(c, make_envelope(w.conv_id)),
+    "get_message": lambda s, c, w: s.get_message(c, w.msg_id),
+    "list_messages": lambda s, c, w: s.list_messages(c),
+    "create_conversation": lambda s, c, w: s.create_conversation(c, make_conversation()),
+    "get_conversation": lambda s, c, w: s.get_conversation(c, w.conv_id),
+    "get_conversation_by_peer_context": lambda s, c, w: s.get_conversation_by_peer_context(c, "peer", "thread-1"),
+    "update_conversation": lambda s, c, w: s.update_conversation(c, make_conversation(id=w.conv_id, status="closed")),
+    "list_conversations": lambda s, c, w: s.list_conversations(c),
+    "create_delivery": lambda s, c, w: s.create_delivery(c, make_delivery()),
+    "get_delivery": lambda s, c, w: s.get_delivery(c, w.delivery_id),
+    "claim_delivery": lambda s, c, w: s.claim_delivery(c, w.delivery_id),
+    "bind_delivery_run": lambda s, c, w: s.bind_delivery_run(c, w.claimed_id, w.claim_token, ids.new_id(ids.RUN)),
+    "finish_delivery": lambda s, c, w: s.finish_delivery(c, w.claimed_id, w.claim_token, "delivered"),
+    "list_inbox": lambda s, c, w: s.list_inbox(c, "worker"),
+    "mark_delivery_read": lambda s, c, w: s.mark_delivery_read(c, w.delivered_id),
+    "list_queued_deliveries": lambda s, c, w: s.list_queued_deliveries(c),
+    "reclaim_stale_deliveries": lambda s, c, w: s.reclaim_stale_deliveries(c, FAR_FUTURE),
+    "create_pending_ask": lambda s, c, w: s.create_pending_ask(c, make_ask()),
+    "get_pending_ask": lambda s, c, w: s.get_pending_ask(c, w.reply_with),
+    "claim_pending_ask": lambda s, c, w: s.claim_pending_ask(c, w.reply_with),
+    "list_expired_asks": lambda s, c, w: s.list_expired_asks(c, FAR_FUTURE),
+    "list_expired_asks_across_scopes": lambda s, c, w: s.list_expired_asks_across_scopes(c, FAR_FUTURE),
+    "list_pending_asks_by_conversation": lambda s, c, w: s.list_pending_asks_by_conversation(c, w.conv_id),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "record_message": lambda s, c, w: s.record_message(c, make_envelope(w.conv_id, id="msg_bad")),
+    "get_message": lambda s, c, w: s.get_message(c, w.conv_id),
+    "list_messages": lambda s, c, w: s.list_messages(c, limit="x"),
+    "create_conversation": lambda s, c, w: s.create_conversation(c, make_conversation(hop_ceiling=0)),
+    "get_conversation": lambda s, c, w: s.get_conversation(c, "conv_bad"),
+    "get_conversation_by_peer_context": lambda s, c, w: s.get_conversation_by_peer_context(c, None, "x"),
+    "update_conversation": lambda s, c, w: s.update_conversation(c, make_conversation(id=w.conv_id, status="bogus")),
+    "list_conversations": lambda s, c, w: s.list_conversations(c, status="bogus"),
+    "create_delivery": lambda s, c, w: s.create_delivery(c, make_delivery(state="delivered")),
+    "get_delivery": lambda s, c, w: s.get_delivery(c, w.msg_id),
+    "claim_delivery": lambda s, c, w: s.claim_delivery(c, None),
+    "bind_delivery_run": lambda s, c, w: s.bind_delivery_run(c, w.claimed_id, "", ids.new_id(ids.RUN)),
+    "finish_delivery": lambda s, c, w: s.finish_delivery(c, w.claimed_id, w.claim_token, "queued"),
+    "list_inbox": lambda s, c, w: s.list_inbox(c, ""),
+    "mark_delivery_read": lambda s, c, w: s.mark_delivery_read(c, 7),
+    "list_queued_deliveries": lambda s, c, w: s.list_queued_deliveries(c, limit=True),
+    "reclaim_stale_deliveries": lambda s, c, w: s.reclaim_stale_deliveries(c, datetime(2026, 1, 1)),
+    "create_pending_ask": lambda s, c, w: s.create_pending_ask(c, make_ask(reply_with="")),
+    "get_pending_ask": lambda s, c, w: s.get_pending_ask(c, ""),
+    "claim_pending_ask": lambda s, c, w: s.claim_pending_ask(c, None),
+    "list_expired_asks": lambda s, c, w: s.list_expired_asks(c, "now"),
+    "list_expired_asks_across_scopes": lambda s, c, w: s.list_expired_asks_across_scopes(c, datetime(2026, 1, 1)),
+    "list_pending_asks_by_conversation": lambda s, c, w: s.list_pending_asks_by_conversation(c, w.msg_id),
+}
+
+
+def _create_delivered(store: Any, c: Context, d: Any) -> Any:
+    """A delivery created, claimed and delivered (so that a scoped list, the
+    inbox, shows it)."""
+    d = store.claim_delivery(c, store.create_delivery(c, d).id)
+    return store.finish_delivery(c, d.id, d.claim_token, DeliveryState.DELIVERED)
+
+
+def _shared_view(store: Any, sh: SimpleNamespace, obj: Any, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[sh.run_id], step_ids=[sh.step_id])
+
+
+_KINDS = (
+    Kind(
+        "conversation", "a2a",
+        new=lambda sh, **f: make_conversation(**f),
+        create=lambda s, c, o: s.create_conversation(c, o),
+        get=lambda s, c, o: s.get_conversation(c, o.id),
+        lists=(
+            lambda s, c, sh: s.list_conversations(c),
+            lambda s, c, sh: s.list_conversations(c, status="open"),
+        ),
+        not_found=ConversationNotFound,
+        vary=lambda o: attrs.evolve(o, protocol="impostor", hop_ceiling=3),
+        partitioned=True,
+        shared=_shared,
+        view=_shared_view,
+    ),
+    Kind(
+        "delivery", "a2a",
+        new=lambda sh, **f: make_delivery(**f),
+        create=lambda s, c, o: _create_delivered(s, c, o),
+        get=lambda s, c, o: s.get_delivery(c, o.id),
+        lists=(lambda s, c, sh: s.list_inbox(c, "worker"),),
+        not_found=DeliveryNotFound,
+        vary=lambda o: attrs.evolve(o, message_id=ids.new_id(ids.MESSAGE)),
+        partitioned=True,
+        shared=_shared,
+        view=_shared_view,
+    ),
+)
+
+
+def _setup_a2a(kind: str) -> Callable[[Any, Context], str]:
+    """Setup of a by-id op: one row of ``kind`` at the given scope."""
+    def setup(store: Any, c: Context) -> str:
+        if kind == "message":
+            conv = store.create_conversation(c, make_conversation())
+            return store.record_message(c, make_envelope(conv.id)).id
+        if kind == "conversation":
+            return store.create_conversation(c, make_conversation()).id
+        if kind == "queued":
+            return store.create_delivery(c, make_delivery()).id
+        if kind == "delivered":
+            return _create_delivered(store, c, make_delivery()).id
+        return store.create_pending_ask(c, make_ask(deadline=PAST)).reply_with
+    return setup
+
+
+def _done_a2a(getter: Callable, effect: Callable) -> Callable[[Any, Context, str], None]:
+    def done(store: Any, c: Context, key: str) -> None:
+        row = getter(store, c, key)
+        assert effect(row), row
+        assert_scope(row.scope, c.scope)
+        assert row.partition == c.partition
+    return done
+
+
+def _done_read(getter: Callable) -> Callable[[Any, Context, str], None]:
+    def done(store: Any, c: Context, key: str) -> None:
+        assert_scope(getter(store, c, key).scope, c.scope)
+    return done
+
+
+_BYID = (
+    ByIdOp("get_message", "a2a", MessageNotFound, _setup_a2a("message"),
+           lambda s, c, k: s.get_message(c, k), _done_read(lambda s, c, k: s.get_message(c, k)),
+           missing=lambda: ids.new_id(ids.MESSAGE)),
+    ByIdOp("get_conversation", "a2a", ConversationNotFound, _setup_a2a("conversation"),
+           lambda s, c, k: s.get_conversation(c, k), _done_read(lambda s, c, k: s.get_conversation(c, k)),
+           missing=lambda: ids.new_id(ids.CONVERSATION)),
+    ByIdOp("update_conversation", "a2a", ConversationNotFound, _setup_a2a("conversation"),
+           lambda s, c, k: s.update_conversation(
+               c, make_conversation(id=k, protocol="changed", scope=S("ws=elsewhere"))),
+           _done_a2a(lambda s, c, k: s.get_conversation(c, k), lambda r: r.protocol == "changed"),
+           missing=lambda: ids.new_id(ids.CONVERSATION)),
+    ByIdOp("get_delivery", "a2a", DeliveryNotFound, _setup_a2a("queued"),
+           lambda s, c, k: s.get_delivery(c, k), _done_read(lambda s, c, k: s.get_delivery(c, k)),
+           missing=lambda: ids.new_id(ids.DELIVERY)),
+    ByIdOp("claim_delivery", "a2a", DeliveryNotFound, _setup_a2a("queued"),
+           lambda s, c, k: s.claim_delivery(c, k),
+           _done_a2a(lambda s, c, k: s.get_delivery(c, k), lambda r: r.state == DeliveryState.DELIVERING),
+           missing=lambda: ids.new_id(ids.DELIVERY)),
+    ByIdOp("mark_delivery_read", "a2a", DeliveryNotFound, _setup_a2a("delivered"),
+           lambda s, c, k: s.mark_delivery_read(c, k),
+           _done_a2a(lambda s, c, k: s.get_delivery(c, k), lambda r: r.read_at is not None),
+           missing=lambda: ids.new_id(ids.DELIVERY)),
+    ByIdOp("get_pending_ask", "a2a", AskNotFound, _setup_a2a("ask"),
+           lambda s, c, k: s.get_pending_ask(c, k), _done_read(lambda s, c, k: s.get_pending_ask(c, k)),
+           missing=lambda: "rw-missing-" + ids.new_id(ids.MESSAGE)[4:]),
+    ByIdOp("claim_pending_ask", "a2a", AskNotFound, _setup_a2a("ask"),
+           lambda s, c, k: s.claim_pending_ask(c, k),
+           _done_a2a(lambda s, c, k: s.get_pending_ask(c, k), lambda r: r.claimed_at is not None),
+           missing=lambda: "rw-missing-" + ids.new_id(ids.MESSAGE)[4:]),
+)
+
+
+def _seed_xs_queued(store: Any) -> dict[str, Scope]:
+    """Per scope: a queued delivery (selected) and a claimed one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        expected[store.create_delivery(c, make_delivery()).id] = S(sc)
+        store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+    return expected
+
+
+def _seed_xs_stale(store: Any) -> dict[str, Scope]:
+    """Per scope: a stale claim (selected), a bound one and a delivered one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        expected[store.claim_delivery(c, store.create_delivery(c, make_delivery()).id).id] = S(sc)
+        bound = store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+        store.bind_delivery_run(c, bound.id, bound.claim_token, ids.new_id(ids.RUN))
+        done = store.claim_delivery(c, store.create_delivery(c, make_delivery()).id)
+        store.finish_delivery(c, done.id, done.claim_token, DeliveryState.DELIVERED)
+    return expected
+
+
+def _reclaim_and_restore(store: Any, c: Any) -> list:
+    """Reclaim, list what was moved, then claim each moved row again (under
+    its own scope) so the next caller finds the same stale rows."""
+    moved = store.reclaim_stale_deliveries(c, XS_NOW)
+    rows = store.list_queued_deliveries(c)
+    assert len(rows) == moved, (moved, rows)
+    for row in rows:
+        store.claim_delivery(Context(row.scope, row.partition), row.id)
+    return sorted(rows, key=lambda r: r.id)
+
+
+def _finish_claimed(store: Any, row: Any) -> None:
+    c = Context(row.scope, row.partition)
+    d = store.get_delivery(c, row.id)
+    store.finish_delivery(c, d.id, d.claim_token, DeliveryState.DELIVERED)
+
+
+def _seed_xs_asks(store: Any) -> dict[str, Scope]:
+    """Per scope: an overdue ask (selected), a future one and a claimed one (not)."""
+    expected = {}
+    for i, sc in enumerate(XS_SCOPES):
+        c = ctx(sc)
+        expected[store.create_pending_ask(c, make_ask(deadline=PAST + timedelta(milliseconds=i))).reply_with] = S(sc)
+        store.create_pending_ask(c, make_ask(deadline=XS_NOW + timedelta(days=1)))
+        store.claim_pending_ask(c, store.create_pending_ask(c, make_ask(deadline=PAST)).reply_with)
+    return expected
+
+
+def _keyed_asks(rows: list) -> list:
+    """Pending asks have no ``id``: keyed by ``reply_with``."""
+    return [Keyed(a.reply_with, a.scope, a) for a in rows]
+
+
+def _claim_ask(store: Any, row: Any) -> None:
+    store.claim_pending_ask(Context(row.scope, row.row.partition), row.id)
+    assert store.get_pending_ask(Context(row.scope, row.row.partition), row.id).claimed_at is not None
+
+
+#: These also work within ctx.partition (A2A-PART-3), so their callers keep
+#: the rows' partition.
+_XS = {
+    "list_queued_deliveries": XsMethod(
+        "list_queued_deliveries", "a2a",
+        partitioned=True,
+        seed=_seed_xs_queued,
+        call=lambda s, c: s.list_queued_deliveries(c),
+        act=lambda s, row: s.claim_delivery(Context(row.scope, row.partition), row.id),
+        scoped_twin=lambda s, c: s.list_inbox(c, "worker"),
+        bad=(
+            lambda s, c: s.list_queued_deliveries(c, "1"),
+            lambda s, c: s.list_queued_deliveries(c, True),
+            lambda s, c: s.list_queued_deliveries(c, None),
+        ),
+    ),
+    "reclaim_stale_deliveries": XsMethod(
+        "reclaim_stale_deliveries", "a2a",
+        partitioned=True,
+        seed=_seed_xs_stale,
+        call=_reclaim_and_restore,
+        act=_finish_claimed,
+        scoped_twin=lambda s, c: s.list_inbox(c, "worker"),
+        bad=(
+            lambda s, c: s.reclaim_stale_deliveries(c, datetime(2026, 1, 1)),
+            lambda s, c: s.reclaim_stale_deliveries(c, None),
+            lambda s, c: s.reclaim_stale_deliveries(c, "2026-01-01T00:00:00+00:00"),
+            lambda s, c: s.reclaim_stale_deliveries(c, XS_NOW, limit=1.5),
+        ),
+    ),
+    "list_expired_asks_across_scopes": XsMethod(
+        "list_expired_asks_across_scopes", "a2a",
+        partitioned=True,
+        seed=_seed_xs_asks,
+        call=lambda s, c: _keyed_asks(s.list_expired_asks_across_scopes(c, XS_NOW)),
+        act=_claim_ask,
+        scoped_twin=lambda s, c: s.list_expired_asks(c, XS_NOW),
+        bad=(
+            lambda s, c: s.list_expired_asks_across_scopes(c, datetime(2026, 1, 1)),
+            lambda s, c: s.list_expired_asks_across_scopes(c, None),
+            lambda s, c: s.list_expired_asks_across_scopes(c, XS_NOW, limit="2"),
+        ),
+    ),
+}
+
+EXAMPLES = Examples(
+    "a2a",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset(op.name for op in _BYID),
+    xs=_XS,
+    exact=frozenset({"list_messages", "list_conversations"}),
+)

@@ -97,11 +97,11 @@ def test_ping_answers_an_open_store_and_refuses_a_closed_one(store):
 
 
 @pytest.mark.clause("ADMIN-MIG-1", "ADMIN-MIG-2")
-def test_the_current_layout_reads_its_version_and_migrates_to_nothing(store, cortex_declared):
+def test_the_current_layout_reads_its_version_and_migrates_to_nothing(store, cortex_declared, request):
     version = store.schema_version
     with clause("ADMIN-MIG-1", what="store.schema_version"):
         assert isinstance(version, int) and not isinstance(version, bool)
-    world = _seed_all(store, cortex_declared)
+    world = _seed_all(store, cortex_declared, request.getfixturevalue)
     before = _views(store, cortex_declared, world)
     for c in (ZERO, ctx(HOME)):
         expect("ADMIN-MIG-1", store.get_schema_version(c), version, "get_schema_version of a fresh store")
@@ -114,14 +114,14 @@ def test_the_current_layout_reads_its_version_and_migrates_to_nothing(store, cor
 @pytest.mark.clause("ADMIN-MIG-3", "ADMIN-MIG-5", "ADMIN-MIG-1")
 @pytest.mark.cortex_requires("plant-schema", "reopen")
 def test_an_older_layout_is_refused_until_migrated_and_keeps_every_row(
-        cortex_harness, cortex_location, cortex_open, clock, cortex_declared):
+        cortex_harness, cortex_location, cortex_open, clock, cortex_declared, request):
     """Rows of every declared class, written; the layout taken back one
     version through the driver; a store opened on it refuses every data
     method with SchemaMismatch naming both versions; three concurrent
     migrations bring it up; the rows read back as they were."""
     first = cortex_open(clock)
     version = first.schema_version
-    world = _seed_all(first, cortex_declared)
+    world = _seed_all(first, cortex_declared, request.getfixturevalue)
     kept = NEW_IN_THIS_LAYOUT
     before = _views(first, cortex_declared, world, kept)
     first.close()
@@ -159,10 +159,10 @@ def test_an_older_layout_is_refused_until_migrated_and_keeps_every_row(
 @pytest.mark.clause("ADMIN-MIG-4", "ADMIN-MIG-1")
 @pytest.mark.cortex_requires("plant-schema", "reopen")
 def test_a_newer_layout_is_refused_and_never_migrated(
-        cortex_harness, cortex_location, cortex_open, clock, cortex_declared):
+        cortex_harness, cortex_location, cortex_open, clock, cortex_declared, request):
     first = cortex_open(clock)
     version = first.schema_version
-    world = _seed_all(first, cortex_declared)
+    world = _seed_all(first, cortex_declared, request.getfixturevalue)
     first.close()
     newer = version + 1
     if not cortex_harness.plant_schema_version(cortex_location, newer):
@@ -403,13 +403,13 @@ def _data_calls(store: Any, declared: frozenset[str], world: SimpleNamespace) ->
 NEW_IN_THIS_LAYOUT = frozenset({"progress"})
 
 
-def _seed_all(store: Any, declared: frozenset[str]) -> SimpleNamespace:
+def _seed_all(store: Any, declared: frozenset[str], fixture: Any) -> SimpleNamespace:
     """Rows of every declared class at HOME: the examples' seeds, and for the
     classes without examples a row of each of their kinds."""
     world = SimpleNamespace(plain={})
     for name in sorted(declared):
         if name in CLASSES and CLASSES[name].opened_by is None:
-            for key, value in vars(examples()[name].seed(store)).items():
+            for key, value in vars(examples()[name].seed(store, fixture)).items():
                 setattr(world, key, value)
     plain: dict[str, Any] = {}
     if "runs" in declared:
@@ -451,11 +451,11 @@ def _views(store: Any, declared: frozenset[str], world: SimpleNamespace, skip: f
 
 
 @pytest.mark.clause("ADMIN-CLOSE-1", "ADMIN-CLOSE-2")
-def test_a_closed_store_refuses_every_method(store, cortex_declared):
+def test_a_closed_store_refuses_every_method(store, cortex_declared, request):
     """Every method of every declared class, with valid arguments addressing
     rows written before the close, raises StoreClosed; close stays
     idempotent."""
-    world = _seed_all(store, cortex_declared)
+    world = _seed_all(store, cortex_declared, request.getfixturevalue)
     calls, missing = _calls_of(store, cortex_declared, world)
     with clause("ADMIN-CLOSE-1", what="methods without a call to make on a closed store"):
         assert not missing, f"no call known for {missing} (give the class's examples a good call)"
@@ -467,9 +467,9 @@ def test_a_closed_store_refuses_every_method(store, cortex_declared):
 
 @pytest.mark.clause("ADMIN-CLOSE-3", "MACH-DUR-1")
 @pytest.mark.cortex_requires("reopen")
-def test_closing_loses_nothing_acknowledged(cortex_open, clock, cortex_declared):
+def test_closing_loses_nothing_acknowledged(cortex_open, clock, cortex_declared, request):
     first = cortex_open(clock)
-    world = _seed_all(first, cortex_declared)
+    world = _seed_all(first, cortex_declared, request.getfixturevalue)
     before = _views(first, cortex_declared, world)
     first.close()
     again = cortex_open(clock)

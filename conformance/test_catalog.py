@@ -30,7 +30,7 @@ def _overlay(agent_id: str | None = None, **fields):
     return example(Overlay, agent_id=agent_id or ids.new_id(ids.AGENT), **fields)
 
 
-def _seed(store) -> SimpleNamespace:
+def _seed(store, fixture) -> SimpleNamespace:
     row = store.create_overlay(ctx(HOME), _overlay())
     return SimpleNamespace(overlay_for_agent=row)
 
@@ -42,13 +42,15 @@ EXAMPLES = Examples(
     good={
         "get_overlay_for_agent": lambda s, c, w: s.get_overlay_for_agent(c, w.overlay_for_agent.agent_id),
         "get_overlay_for_agent_at": lambda s, c, w: s.get_overlay_for_agent_at(
-            c, w.overlay_for_agent.agent_id, c.scope if c.scope.depth else S(HOME)),
+            c, w.overlay_for_agent.agent_id, S(HOME)),
     },
     bad={
         "get_overlay_for_agent": lambda s, c, w: s.get_overlay_for_agent(c, "agt_bad"),
         "get_overlay_for_agent_at": lambda s, c, w: s.get_overlay_for_agent_at(
             c, w.overlay_for_agent.agent_id, "ws=w1"),
     },
+    # tested against SCOPE-COVERS-3 by test_overlay_for_agent_at_a_scope_that_covers_the_caller
+    scope_args=frozenset({"get_overlay_for_agent_at"}),
 )
 
 

@@ -7,12 +7,18 @@ the first decision kept, exactly one winner among concurrent resolves),
 ``list_pending``/``count_pending`` with their total order and paging, and the
 cross-scope cursor ``list_pending_across_scopes``. The class stands alone:
 every test uses checkpoint methods only, except CP-RESOLVE-6, which checks
-that resolve leaves runs and suspensions alone.
+that resolve leaves runs and suspensions alone, and SCOPE-ID-3's check that a
+checkpoint naming an invisible run does not reveal it.  After the helpers: the
+examples this module gives the scope and common suites (``EXAMPLES``) and the
+checkpoint tests those suites held (stamps from one clock read, the state
+enumeration, id order and cursor, a resolve never seen half applied).
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import attrs
@@ -20,6 +26,7 @@ import pytest
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import Checkpoint, CheckpointFilter, CheckpointState, Decision
+from cortex_spec.clock import EPOCH
 from cortex_spec.context import Context
 from cortex_spec.errors import (
     AlreadyExists,
@@ -27,7 +34,9 @@ from cortex_spec.errors import (
     InvalidArgument,
     InvalidState,
     NoScope,
+    RunNotFound,
 )
+from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.testing import (
     FAR_FUTURE,
@@ -42,6 +51,10 @@ from cortex_spec.testing import (
     reject,
     state_view,
 )
+
+from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
+from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises
+from .helpers import ms as _ms
 
 MS = timedelta(milliseconds=1)
 
@@ -105,6 +118,396 @@ RICH_METADATA = {
     "d": {"inner": {"k": [0.5, {"deep": "yes"}]}},
     "": "",
 }
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py),
+# and the checkpoint tests those suites held
+# ===========================================================================
+
+S = Scope.parse
+
+
+def _shared() -> SimpleNamespace:
+    """The run every checkpoint of one scope test refers to (and a step the
+    whole-state view reads)."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A pending checkpoint at HOME (``cp`` is the one a site resolves)."""
+    c = ctx(HOME)
+    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), checkpoint_id=ids.new_id(ids.CHECKPOINT))
+    store.create_checkpoint(c, make_checkpoint(w.run_id, id=w.checkpoint_id))
+    w.cp = w.checkpoint_id
+    return w
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_checkpoint": lambda s, c, w: s.create_checkpoint(c, make_checkpoint()),
+    "get_checkpoint": lambda s, c, w: s.get_checkpoint(c, w.checkpoint_id),
+    "resolve": lambda s, c, w: s.resolve(c, w.checkpoint_id, approve()),
+    "list_pending": lambda s, c, w: s.list_pending(c),
+    "count_pending": lambda s, c, w: s.count_pending(c),
+    "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_checkpoint": lambda s, c, w: s.create_checkpoint(c, make_checkpoint(state="resolved")),
+    "get_checkpoint": lambda s, c, w: s.get_checkpoint(c, ids.new_id(ids.RUN)),
+    "resolve": lambda s, c, w: s.resolve(c, w.checkpoint_id, "approved"),
+    "list_pending": lambda s, c, w: s.list_pending(c, CheckpointFilter(run_id="bad")),
+    "count_pending": lambda s, c, w: s.count_pending(c, CheckpointFilter(limit="ten")),
+    "list_pending_across_scopes": lambda s, c, w: s.list_pending_across_scopes(c, after_id=ids.new_id(ids.RUN)),
+}
+
+
+def _invalid_before_not_found(store: Any, w: SimpleNamespace) -> list[Callable[[Context], Any]]:
+    """Calls with a bad argument that address a row the caller cannot reach
+    or that does not exist; InvalidArgument must win over the NotFound."""
+    return [
+        lambda c: store.resolve(c, w.checkpoint_id, "yes"),
+        lambda c: store.resolve(c, ids.new_id(ids.CHECKPOINT), Decision(approved="yes")),
+    ]
+
+
+def _second_resolve(store: Any) -> tuple[Callable[[Context], Any], Callable[[Any], dict]]:
+    """A resolve of a checkpoint already resolved (InvalidState)."""
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint(ids.new_id(ids.RUN)))
+    store.resolve(c, cp.id, approve())
+    return (lambda cc: store.resolve(cc, cp.id, approve(by="mallory"))), (lambda scopes: state_view(store, scopes))
+
+
+def _checkpoint_reads(store: Any, c: Context, obj: Any, sh: SimpleNamespace) -> list[tuple[str, Any]]:
+    out = [("resolve", store.resolve(c, obj.id, approve()).scope)]
+    out.append(("get after resolve", store.get_checkpoint(c, obj.id).scope))
+    return out
+
+
+_KINDS = (
+    Kind(
+        "checkpoint", "checkpoints",
+        new=lambda sh, **f: make_checkpoint(sh.run_id, **f),
+        create=lambda s, c, o: s.create_checkpoint(c, o),
+        get=lambda s, c, o: s.get_checkpoint(c, o.id),
+        lists=(
+            lambda s, c, sh: s.list_pending(c),
+            lambda s, c, sh: s.list_pending(c, CheckpointFilter(run_id=sh.run_id)),
+        ),
+        counts=(
+            lambda s, c, sh: s.count_pending(c),
+            lambda s, c, sh: s.count_pending(c, CheckpointFilter(run_id=sh.run_id, limit=1)),
+        ),
+        across=lambda s, sh: s.list_pending_across_scopes(ZERO),
+        not_found=CheckpointNotFound,
+        vary=lambda o: attrs.evolve(o, reason="impostor"),
+        reads=_checkpoint_reads,
+        shared=_shared,
+        view=lambda s, sh, o, scopes: state_view(s, scopes, run_ids=[sh.run_id], step_ids=[sh.step_id]),
+        # checkpoints of one run at several scopes
+        same_reference={},
+        clauses={"ids": ("CP-CREATE-3",), "same_reference": ("CP-CREATE-4",)},
+    ),
+)
+
+
+def _setup_checkpoint(store: Any, c: Context) -> str:
+    return store.create_checkpoint(c, make_checkpoint()).id
+
+
+def _done_read(store: Any, c: Context, key: str) -> None:
+    assert_scope(store.get_checkpoint(c, key).scope, c.scope)
+
+
+def _done_resolved(store: Any, c: Context, key: str) -> None:
+    cp = store.get_checkpoint(c, key)
+    assert cp.state == CheckpointState.RESOLVED
+    assert_scope(cp.scope, c.scope)
+
+
+_BYID = (
+    ByIdOp("get_checkpoint", "checkpoints", CheckpointNotFound, _setup_checkpoint,
+           lambda s, c, k: s.get_checkpoint(c, k), _done_read, missing=lambda: ids.new_id(ids.CHECKPOINT)),
+    ByIdOp("resolve", "checkpoints", CheckpointNotFound, _setup_checkpoint,
+           lambda s, c, k: s.resolve(c, k, approve()), _done_resolved, missing=lambda: ids.new_id(ids.CHECKPOINT)),
+)
+
+
+def _seed_xs_checkpoints(store: Any) -> dict[str, Scope]:
+    """Per scope: a pending checkpoint (selected) and a resolved one (not)."""
+    expected = {}
+    for sc in XS_SCOPES:
+        c = ctx(sc)
+        pending = store.create_checkpoint(c, make_checkpoint())
+        done = store.create_checkpoint(c, make_checkpoint())
+        store.resolve(c, done.id, approve())
+        expected[pending.id] = S(sc)
+    return expected
+
+
+def _act_on_checkpoint(store: Any, row: Any) -> None:
+    store.resolve(Context(row.scope), row.id, approve())
+    assert store.get_checkpoint(Context(row.scope), row.id).state == CheckpointState.RESOLVED
+
+
+_XS = {
+    "list_pending_across_scopes": XsMethod(
+        "list_pending_across_scopes", "checkpoints",
+        seed=_seed_xs_checkpoints,
+        call=lambda s, c: s.list_pending_across_scopes(c),
+        act=_act_on_checkpoint,
+        scoped_twin=lambda s, c: s.list_pending(c),
+        bad=(
+            lambda s, c: s.list_pending_across_scopes(c, after_id="bad"),
+            lambda s, c: s.list_pending_across_scopes(c, after_id=ids.new_id(ids.RUN)),
+            lambda s, c: s.list_pending_across_scopes(c, after_id=5),
+            lambda s, c: s.list_pending_across_scopes(c, after_id="acp_" + "8" * 26),
+            lambda s, c: s.list_pending_across_scopes(c, limit="x"),
+            lambda s, c: s.list_pending_across_scopes(c, limit=True),
+        ),
+    ),
+}
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """Every write method of the class from each of ``callers`` on rows
+    stored at ``row``, and a check that every row still reads back at ``row``."""
+    home = ctx(row)
+    cps = [store.create_checkpoint(home, make_checkpoint()) for _ in callers]
+    for cp, caller in zip(cps, callers):
+        store.resolve(ctx(caller), cp.id, approve())
+
+    def check() -> None:
+        for cp in cps:
+            got = store.get_checkpoint(home, cp.id)
+            assert got.state == CheckpointState.RESOLVED
+            assert_scope(got.scope, S(row))
+    return SimpleNamespace(), check
+
+
+def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
+    """An outsider of the written rows sees no pending checkpoint."""
+    assert store.list_pending(c) == []
+    assert store.count_pending(c) == 0
+
+
+def _prep_checkpoint(store: Any, c: Context, w: SimpleNamespace) -> None:
+    w.cp = store.create_checkpoint(c, make_checkpoint()).id
+
+
+def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = False, prepare=None) -> Site:
+    return Site(name, cls, call, prefix=prefix, optional=optional, prepare=prepare)
+
+
+#: Where values go, per rule of the common suite (see conformance/examples.py).
+_SITES: dict[str, tuple[Site, ...]] = {
+    "create": (
+        Site("create_checkpoint", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(**v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id), clauses=("CP-CREATE-1",)),
+    ),
+    "id": (
+        _id_site("create_checkpoint.checkpoint.id", "checkpoints", ids.CHECKPOINT,
+                 lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(id=v))),
+        _id_site("create_checkpoint.checkpoint.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.create_checkpoint(
+                     c, Checkpoint(id=ids.new_id(ids.CHECKPOINT), run_id=v, agent_id=ids.new_id(ids.AGENT)))),
+        _id_site("create_checkpoint.checkpoint.agent_id", "checkpoints", ids.AGENT,
+                 lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(agent_id=v))),
+        _id_site("get_checkpoint.checkpoint_id", "checkpoints", ids.CHECKPOINT, lambda s, c, w, v: s.get_checkpoint(c, v)),
+        _id_site("resolve.checkpoint_id", "checkpoints", ids.CHECKPOINT, lambda s, c, w, v: s.resolve(c, v, approve())),
+        _id_site("list_pending.filter.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.list_pending(c, CheckpointFilter(run_id=v)), optional=True),
+        _id_site("count_pending.filter.run_id", "checkpoints", ids.RUN,
+                 lambda s, c, w, v: s.count_pending(c, CheckpointFilter(run_id=v)), optional=True),
+        _id_site("list_pending_across_scopes.after_id", "checkpoints", ids.CHECKPOINT,
+                 lambda s, c, w, v: s.list_pending_across_scopes(ZERO, after_id=v), optional=True),
+    ),
+    "short": (
+        Site("decision.decided_by", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=True, decided_by=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.decided_by, prepare=_prep_checkpoint),
+    ),
+    "text": (
+        Site("checkpoint.reason", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(reason=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).reason),
+        Site("checkpoint.metadata.nested-key", "checkpoints",
+             lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(metadata={"a": {"b": {v: True}}})),
+             read=lambda s, c, w, r: next(iter(s.get_checkpoint(c, r.id).metadata["a"]["b"]))),
+        Site("decision.decided_by", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=False, decided_by=v[:255])),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.decided_by, prepare=_prep_checkpoint),
+        Site("decision.reason", "checkpoints",
+             lambda s, c, w, v: s.resolve(c, w.cp, Decision(approved=True, reason=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp).decision.reason, prepare=_prep_checkpoint),
+    ),
+    "json": (
+        Site("checkpoint.metadata", "checkpoints", lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(metadata=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).metadata),
+    ),
+    "counter": (
+        Site("checkpoint.step_index", "checkpoints",
+             lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(step_index=v)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id).step_index),
+    ),
+}
+
+
+EXAMPLES = Examples(
+    "checkpoints",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset({"get_checkpoint", "resolve"}),
+    xs=_XS,
+    precedence=_invalid_before_not_found,
+    state_errors=(StateError("resolve", "checkpoints", _second_resolve, CheckpointNotFound, InvalidState,
+                             clauses=("CP-RESOLVE-3",)),),
+    every_write=_every_write,
+    hidden=_hidden,
+    sites=_SITES,
+)
+
+
+# -- common clauses of checkpoints (held by the common suite until it read the examples) -----
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "CP-RESOLVE-1")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_stamps_use_one_truncated_clock_read(cortex_open):
+    clock = RawClock(T1, tick=MS)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint())
+    assert_instant(cp.created_at, _ms(T1), "checkpoint.created_at")
+    assert_instant(cp.updated_at, _ms(T1), "checkpoint.updated_at")
+    clock.set(T2)
+    resolved = store.resolve(c, cp.id, approve())
+    for got in (resolved, store.get_checkpoint(c, cp.id)):
+        assert_instant(got.decision.decided_at, _ms(T2), "decision.decided_at")
+        assert_instant(got.updated_at, _ms(T2), "checkpoint.updated_at")
+        assert_instant(got.created_at, _ms(T1), "checkpoint.created_at")
+
+
+@pytest.mark.clause("RSC-GEN-4", "CP-RESOLVE-1", "CP-RESOLVE-3")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_updated_at_changes_only_on_resolve(store, clock):
+    c = ctx(HOME)
+    cp = store.create_checkpoint(c, make_checkpoint())
+    clock.advance(seconds=1)
+    store.get_checkpoint(c, cp.id)
+    store.list_pending(c)
+    assert_strict_equal(store.get_checkpoint(c, cp.id), cp, "checkpoint after reads")
+    clock.advance(seconds=1)
+    resolved_at = clock.now()
+    store.resolve(c, cp.id, Decision(approved=True, decided_at=FAR_FUTURE))
+    clock.advance(seconds=1)
+    with pytest.raises(InvalidState):
+        store.resolve(c, cp.id, approve())
+    got = store.get_checkpoint(c, cp.id)
+    assert_instant(got.created_at, EPOCH, "created_at")
+    assert_instant(got.updated_at, resolved_at, "updated_at")
+    assert_instant(got.decision.decided_at, resolved_at, "decided_at")
+
+
+@pytest.mark.clause("RSC-GEN-10", "CP-CREATE-2")
+@pytest.mark.cortex_classes("checkpoints")
+def test_checkpoint_state_enumeration(store, request):
+    site = Site("checkpoint.state", "checkpoints",
+                lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(state=v)))
+    expect_invalid(store, request.getfixturevalue, site, ["bogus", "PENDING", " pending", "", None, 1,
+                                                          RunState.CREATED])
+    for good in (CheckpointState.PENDING, "pending"):
+        cp = store.create_checkpoint(ctx(HOME), make_checkpoint(state=good))
+        assert store.get_checkpoint(ctx(HOME), cp.id).state == CheckpointState.PENDING
+
+
+@pytest.mark.clause("RSC-GEN-11", "CP-LIST-2", "CP-XLIST-1", "CP-XLIST-2", "CP-XLIST-4")
+@pytest.mark.cortex_classes("checkpoints")
+def test_id_order_and_cursor_use_code_point_order_checkpoints(store):
+    cp_ids = crafted(ids.CHECKPOINT)
+    scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w2"]
+    for i, cid in enumerate(cp_ids):
+        store.create_checkpoint(ctx(scopes[i % 3]), make_checkpoint(id=cid))
+    ordered = sorted(cp_ids)
+    assert [c.id for c in store.list_pending_across_scopes(ZERO)] == ordered
+    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=ordered[3])] == ordered[4:]
+    # a cursor that names no stored checkpoint, between "...0a" and "...10"
+    cursor = "acp_0000000000000000000000000b"
+    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=cursor)] == [i for i in ordered if i > cursor]
+    pages, after = [], None
+    while True:
+        page = store.list_pending_across_scopes(ZERO, after_id=after, limit=3)
+        if not page:
+            break
+        pages += [c.id for c in page]
+        after = page[-1].id
+    assert pages == ordered
+    mine = [cid for i, cid in enumerate(cp_ids) if scopes[i % 3] != "ws=w2"]
+    assert [c.id for c in store.list_pending(ctx("ws=w1"))] == sorted(mine)
+    assert [c.id for c in store.list_pending(ctx("ws=w1"), CheckpointFilter(offset=1, limit=2))] == sorted(mine)[1:3]
+
+
+@pytest.mark.clause("RSC-GEN-12", "CP-RESOLVE-4", "CP-ENT-1")
+@pytest.mark.cortex_classes("checkpoints")
+def test_concurrent_resolve_is_never_seen_half_applied(store, profile):
+    """Resolvers race on one pending checkpoint while readers read it: each
+    read is either pending without decision or resolved with the winner's
+    complete decision, and a reader never goes back to pending."""
+    c = ctx(HOME)
+    resolvers = profile.race_threads
+    readers = max(2, profile.race_threads // 2)
+    decisions = [Decision(approved=i % 2 == 0, decided_by=f"judge-{i}", reason=f"reason {i} " * 50)
+                 for i in range(resolvers)]
+    for _ in range(profile.race_rounds):
+        cp = store.create_checkpoint(c, make_checkpoint())
+
+        def read() -> list:
+            out = []
+            for _ in range(20):
+                got = store.get_checkpoint(c, cp.id)
+                out.append((got.state, got.decision, got.updated_at))
+            return out
+
+        outcomes = race([functools.partial(store.resolve, c, cp.id, d) for d in decisions] + [read] * readers)
+        winners = [i for i, o in enumerate(outcomes[:resolvers]) if o.ok]
+        assert len(winners) == 1
+        for o in outcomes[:resolvers]:
+            assert o.ok or isinstance(o.error, InvalidState), repr(o.error)
+        win = decisions[winners[0]]
+        final = store.get_checkpoint(c, cp.id)
+        assert (final.decision.approved, final.decision.decided_by, final.decision.reason) == (
+            win.approved, win.decided_by, win.reason)
+        for o in outcomes[resolvers:]:
+            assert o.ok, repr(o.error)
+            resolved_seen = False
+            for state, decision, updated_at in o.value:
+                if state == CheckpointState.PENDING:
+                    assert decision is None and not resolved_seen
+                    assert updated_at == cp.updated_at
+                else:
+                    resolved_seen = True
+                    assert_strict_equal(decision, final.decision, "decision seen by a reader")
+                    assert updated_at == final.updated_at
+
+
+# -- scope clauses of checkpoints (held by the scope suite until it read the examples) -------
+
+
+@pytest.mark.clause("SCOPE-ID-3", "CP-CREATE-4")
+@pytest.mark.cortex_classes("checkpoints", "runs")
+def test_checkpoint_referencing_an_invisible_run_does_not_reveal_it(store):
+    run = store.create_run(ctx("ws=w1"), make_run())
+    cp = store.create_checkpoint(ctx("ws=w2"), make_checkpoint(run.id))
+    raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
+    assert store.list_runs(ctx("ws=w2")) == []
+    assert [c.id for c in store.list_pending(ctx("ws=w2"), CheckpointFilter(run_id=run.id))] == [cp.id]
+    assert store.list_pending(ctx("ws=w1"), CheckpointFilter(run_id=run.id)) == []
 
 
 # -- CP-ENT / CP-CREATE -------------------------------------------------------------------

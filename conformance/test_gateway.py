@@ -10,13 +10,16 @@ receipt instant then insertion; pruning of old done rows only; per-channel
 offsets; conversation selection; and the upstream unit tests' properties
 together with the deviations the spec decides.  The crash machine and the
 concurrent machine (cortex_spec.stateful) check GW-CRASH and GW-RACE under
-generated histories.
+generated histories.  At the end: the examples this module gives the scope
+and common suites (``EXAMPLES``: a gateway opened through the
+``cortex_open_gateway`` fixture, its calls and its view).
 """
 
 from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -27,8 +30,10 @@ from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
 from cortex_spec.gateway_child import GatewayChild
-from cortex_spec.testing import ZERO, assert_strict_equal, clause, ctx, gateway_view, make_message, race
+from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, gateway_view, make_message, race
 from cortex_spec.validation import MAX_ENTITY_BYTES
+
+from .examples import HOME, Examples
 
 UTC = timezone.utc
 T0 = EPOCH + timedelta(days=3)
@@ -1341,3 +1346,65 @@ def test_crash_between_calls_leaves_whole_rows(store, gateway_location, cortex_h
             assert sel in (("", ""), ("a", ""), ("a", "p")), sel
     finally:
         again.close()
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py)
+# ===========================================================================
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A gateway store opened on a fresh location (the class's methods live
+    on it), with one row of each status, an offset and a selection; the
+    rows carry no scope (GW-SCOPE-1)."""
+    c = ctx(HOME)
+    w = SimpleNamespace(gateway=fixture("cortex_open_gateway")())
+    gw = w.gateway
+    for mid in ("p", "r", "d"):
+        gw.accept(c, make_message("tg", mid), EPOCH)
+    gw.set_replied(c, "tg", "r", "reply")
+    gw.mark_done(c, "tg", "d")
+    gw.set_offset(c, "tg", 3)
+    gw.set_conversation_agent(c, "tg", "chat", "a")
+    return w
+
+
+def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
+    """Everything observable through the gateway the world opened."""
+    return {"gateway": gateway_view(w.gateway, [("tg", m) for m in "prdx"], ["tg"], [("tg", "chat")])}
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Any] = {
+    "accept": lambda s, c, w: w.gateway.accept(c, make_message("tg", "x"), EPOCH),
+    "get_item": lambda s, c, w: w.gateway.get_item(c, "tg", "p"),
+    "pending": lambda s, c, w: w.gateway.pending(c),
+    "set_replied": lambda s, c, w: w.gateway.set_replied(c, "tg", "p", "reply"),
+    "pending_replies": lambda s, c, w: w.gateway.pending_replies(c),
+    "mark_done": lambda s, c, w: w.gateway.mark_done(c, "tg", "r"),
+    "prune_done": lambda s, c, w: w.gateway.prune_done(c, FAR_FUTURE),
+    "offset": lambda s, c, w: w.gateway.offset(c, "tg"),
+    "set_offset": lambda s, c, w: w.gateway.set_offset(c, "tg", 4),
+    "conversation": lambda s, c, w: w.gateway.conversation(c, "tg", "chat"),
+    "set_conversation_agent": lambda s, c, w: w.gateway.set_conversation_agent(c, "tg", "chat", "b"),
+    "set_conversation_project": lambda s, c, w: w.gateway.set_conversation_project(c, "tg", "chat", "p"),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Any] = {
+    "accept": lambda s, c, w: w.gateway.accept(c, make_message("", "x"), EPOCH),
+    "get_item": lambda s, c, w: w.gateway.get_item(c, "tg", ""),
+    "pending": lambda s, c, w: w.gateway.pending(c, limit="all"),
+    "set_replied": lambda s, c, w: w.gateway.set_replied(c, "tg", "p", None),
+    "pending_replies": lambda s, c, w: w.gateway.pending_replies(c, offset=1.5),
+    "mark_done": lambda s, c, w: w.gateway.mark_done(c, None, "r"),
+    "prune_done": lambda s, c, w: w.gateway.prune_done(c, datetime(2026, 1, 1)),
+    "offset": lambda s, c, w: w.gateway.offset(c, 7),
+    "set_offset": lambda s, c, w: w.gateway.set_offset(c, "tg", 2**63),
+    "conversation": lambda s, c, w: w.gateway.conversation(c, "tg", "c\x00"),
+    "set_conversation_agent": lambda s, c, w: w.gateway.set_conversation_agent(c, "tg", "chat", "a" * 256),
+    "set_conversation_project": lambda s, c, w: w.gateway.set_conversation_project(c, "tg", "chat", True),
+}
+
+EXAMPLES = Examples("gateway", seed=_examples_seed, good=_GOOD_CALLS, bad=_BAD_CALLS, view=_examples_view)

@@ -38,7 +38,7 @@ def _msgs(*contents: str, role: str = "user") -> list[Message]:
             for i, c in enumerate(contents)]
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Any) -> SimpleNamespace:
     c = ctx(HOME)
     session = _session(store)
     store.save_conversation(c, session.agent_id, session.id, _msgs("hello", "world"))

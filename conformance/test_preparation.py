@@ -74,10 +74,10 @@ def _outcome(fn: Any) -> Any:
         return ("error", type(exc).__name__)
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Any) -> SimpleNamespace:
     world = SimpleNamespace()
     for cls in ("catalog", "memory"):
-        for key, value in vars(examples()[cls].seed(store)).items():
+        for key, value in vars(examples()[cls].seed(store, fixture)).items():
             setattr(world, key, value)
     return world
 
@@ -88,11 +88,11 @@ def _source_params() -> list:
 
 @pytest.mark.clause("PREP-3", "PREP-1")
 @pytest.mark.parametrize("method", _source_params())
-def test_every_source_reads_what_the_store_method_reads(store, method):
+def test_every_source_reads_what_the_store_method_reads(store, method, request):
     """The source and the store method of one name, with the arguments the
     classes' examples give, from the rows' scope, an ancestor, a descendant
     and an outsider: the same value (types kept) or the same error class."""
-    world = _seed(store)
+    world = _seed(store, request.getfixturevalue)
     good = {**examples()["catalog"].good, **examples()["memory"].good}
     with clause("PREP-3", what=f"an example call of {method}"):
         assert method in good, f"no example call of {method} in the catalog and memory examples"
@@ -107,8 +107,8 @@ def test_every_source_reads_what_the_store_method_reads(store, method):
 
 
 @pytest.mark.clause("PREP-1", "PREP-4", "PREP-5")
-def test_a_capture_returns_what_collect_returns_and_writes_nothing(store):
-    world = _seed(store)
+def test_a_capture_returns_what_collect_returns_and_writes_nothing(store, request):
+    world = _seed(store, request.getfixturevalue)
     view = examples()["catalog"].viewer()
     before = view(store, world, [HOME, "ws=w1"])
     calls: list[PreparationSources] = []
@@ -127,8 +127,8 @@ def test_a_capture_returns_what_collect_returns_and_writes_nothing(store):
 
 
 @pytest.mark.clause("PREP-4")
-def test_an_exception_of_collect_is_raised_unchanged(store):
-    _seed(store)
+def test_an_exception_of_collect_is_raised_unchanged(store, request):
+    _seed(store, request.getfixturevalue)
 
     class Mine(Exception):
         pass

@@ -42,7 +42,7 @@ def _progress(run: str | None = None, **fields: Any) -> Progress:
     return Progress(run_id=run or ids.new_id(ids.RUN), **fields)
 
 
-def _seed(store: Any) -> SimpleNamespace:
+def _seed(store: Any, fixture: Any) -> SimpleNamespace:
     run = ids.new_id(ids.RUN)
     store.save_progress(ctx(HOME), _progress(run))
     return SimpleNamespace(progress_run=run)

@@ -7,12 +7,18 @@ visibility of every by-run method, the expired lists (scoped and across
 scopes) with their total order and limit, threaded claim races with exactly
 one winner, and the four engine writers (resume, rejected checkpoint, expiry
 sweep, cancel) racing on one paused run (FOUR-1..6; FOUR-7 is checked by the
-linearizability machine).
+linearizability machine).  After the helpers: the examples this module gives the
+scope and common suites (``EXAMPLES``) and the suspension tests those suites
+held (one suspension per run over all scopes, an invisible run, claims racing
+from look-alike scopes, one clock read per claim, truncated instants, the
+clock written and never the ``now`` argument, id tie-breaks).
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import attrs
@@ -20,6 +26,7 @@ import pytest
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import CheckpointFilter, CheckpointState
+from cortex_spec.clock import EPOCH
 from cortex_spec.context import Context
 from cortex_spec.errors import (
     AlreadyExists,
@@ -27,6 +34,7 @@ from cortex_spec.errors import (
     InvalidState,
     NoScope,
     NotSuspended,
+    RunNotFound,
     SuspensionExpired,
 )
 from cortex_spec.runs import RunState
@@ -37,6 +45,7 @@ from cortex_spec.testing import (
     ZERO,
     approve,
     assert_strict_equal,
+    clause,
     ctx,
     make_checkpoint,
     make_run,
@@ -44,6 +53,37 @@ from cortex_spec.testing import (
     race,
     reject,
     state_view,
+)
+
+from .examples import (
+    HOME,
+    ID_CALLERS,
+    OUTSIDERS_OF_HOME,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Kind,
+    SITE_VIEW_SCOPES,
+    Site,
+    StateError,
+    XsMethod,
+)
+from .helpers import (
+    MINUS_0800,
+    PLUS_0530,
+    T1,
+    T2,
+    T3,
+    US,
+    UTC,
+    RawClock,
+    assert_instant,
+    assert_scope,
+    crafted,
+    raises,
+    ms as _ms,
 )
 
 MS = timedelta(milliseconds=1)
@@ -125,6 +165,544 @@ RICH_PENDING = (
     PendingCall(id="call_m", name="noop", arguments=""),
     PendingCall(id="call_u", name="écrire", arguments="ligne 1\nligne 2\t😀"),
 )
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py),
+# and the suspension tests those suites held
+# ===========================================================================
+
+S = Scope.parse
+
+
+def _shared() -> SimpleNamespace:
+    """The run and step the whole-state view of one scope test reads."""
+    return SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A paused run and its suspension at HOME, its deadline passed."""
+    c = ctx(HOME)
+    w = SimpleNamespace(run_id=ids.new_id(ids.RUN), step_id=ids.new_id(ids.STEP))
+    store.create_run(c, make_run(id=w.run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(w.run_id, expires_at=PAST))
+    w.view = dict(run_ids=[w.run_id], step_ids=[w.step_id])
+    return w
+
+
+#: A call of each method with valid arguments addressing the seeded rows.
+_GOOD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_suspension": lambda s, c, w: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN))),
+    "get_suspension": lambda s, c, w: s.get_suspension(c, w.run_id),
+    "claim_suspension": lambda s, c, w: s.claim_suspension(c, w.run_id),
+    "claim_expired_suspension": lambda s, c, w: s.claim_expired_suspension(c, w.run_id, EPOCH),
+    "delete_suspension": lambda s, c, w: s.delete_suspension(c, w.run_id),
+    "list_expired": lambda s, c, w: s.list_expired(c, FAR_FUTURE),
+    "list_expired_across_scopes": lambda s, c, w: s.list_expired_across_scopes(c, FAR_FUTURE),
+}
+
+#: A call of each method whose other arguments are garbage (InvalidArgument
+#: under a valid context).
+_BAD_CALLS: dict[str, Callable[[Any, Any, SimpleNamespace], Any]] = {
+    "create_suspension": lambda s, c, w: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), reason="bogus")),
+    "get_suspension": lambda s, c, w: s.get_suspension(c, None),
+    "claim_suspension": lambda s, c, w: s.claim_suspension(c, ids.new_id(ids.SUSPENSION)),
+    "claim_expired_suspension": lambda s, c, w: s.claim_expired_suspension(c, w.run_id, datetime(2026, 1, 1)),
+    "delete_suspension": lambda s, c, w: s.delete_suspension(c, 3.5),
+    "list_expired": lambda s, c, w: s.list_expired(c, "2026-01-01T00:00:00Z"),
+    "list_expired_across_scopes": lambda s, c, w: s.list_expired_across_scopes(c, datetime(2026, 1, 1)),
+}
+
+
+def _invalid_before_not_found(store: Any, w: SimpleNamespace) -> list[Callable[[Context], Any]]:
+    """Calls with a bad argument that address a row the caller cannot reach
+    or that does not exist; InvalidArgument must win over the NotFound."""
+    missing_run = ids.new_id(ids.RUN)
+    return [
+        lambda c: store.claim_expired_suspension(c, w.run_id, datetime(2026, 1, 1)),
+        lambda c: store.claim_expired_suspension(c, missing_run, "now"),
+    ]
+
+
+def _expired_resume_claim(store: Any) -> tuple[Callable[[Context], Any], Callable[[Any], dict]]:
+    """A resume claim of a suspension whose deadline has passed (SuspensionExpired)."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=PAST))  # deadline passed
+    return (lambda cc: store.claim_suspension(cc, run_id)), (lambda scopes: state_view(store, scopes, run_ids=[run_id]))
+
+
+def _new_suspension(sh: SimpleNamespace, **fields: Any) -> Any:
+    fields.setdefault("expires_at", PAST)
+    return make_suspension(fields.pop("run_id", ids.new_id(ids.RUN)), **fields)
+
+
+def _suspension_reads(store: Any, c: Context, obj: Any, sh: SimpleNamespace) -> list[tuple[str, Any]]:
+    store.create_run(c, make_run(id=obj.run_id, state=RunState.PAUSED))
+    out = [("claim_expired", store.claim_expired_suspension(c, obj.run_id, EPOCH).scope)]
+    out.append(("run", store.get_run(c, obj.run_id).scope))
+    return out
+
+
+_KINDS = (
+    Kind(
+        "suspension", "suspensions",
+        new=_new_suspension,
+        create=lambda s, c, o: s.create_suspension(c, o),
+        get=lambda s, c, o: s.get_suspension(c, o.run_id),
+        lists=(lambda s, c, sh: s.list_expired(c, FAR_FUTURE),),
+        across=lambda s, sh: s.list_expired_across_scopes(ZERO, FAR_FUTURE),
+        not_found=NotSuspended,
+        vary=lambda o: attrs.evolve(o, run_id=ids.new_id(ids.RUN), continuation={"impostor": True}),
+        reads=_suspension_reads,
+        shared=_shared,
+        view=lambda s, sh, o, scopes: state_view(s, scopes, run_ids=[sh.run_id, o.run_id], step_ids=[sh.step_id]),
+        clauses={"ids": ("SUSP-CREATE-3",)},
+    ),
+)
+
+
+def _setup_suspension(deadline: datetime | None) -> Callable[[Any, Context], str]:
+    def setup(store: Any, c: Context) -> str:
+        run_id = ids.new_id(ids.RUN)
+        store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+        return run_id
+    return setup
+
+
+def _done_read(store: Any, c: Context, key: str) -> None:
+    assert_scope(store.get_suspension(c, key).scope, c.scope)
+
+
+def _done_run_resumed(store: Any, c: Context, key: str) -> None:
+    run = store.get_run(c, key)
+    assert run.state == RunState.RUNNING
+    assert_scope(run.scope, c.scope)
+    assert_scope(store.get_suspension(c, key).scope, c.scope)
+
+
+def _done_deleted(store: Any, c: Context, key: str) -> None:
+    raises(lambda: store.get_suspension(c, key), NotSuspended)
+    run = store.get_run(c, key)
+    assert run.state == RunState.PAUSED
+    assert_scope(run.scope, c.scope)
+
+
+def _run_view(store: Any, key: str, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[key])
+
+
+def _byid(name: str, setup: Callable, call: Callable, done: Callable) -> ByIdOp:
+    return ByIdOp(name, "suspensions", NotSuspended, setup, call, done, missing=lambda: ids.new_id(ids.RUN),
+                  view=_run_view)
+
+
+_BYID = (
+    _byid("get_suspension", _setup_suspension(None), lambda s, c, k: s.get_suspension(c, k), _done_read),
+    _byid("claim_suspension", _setup_suspension(None), lambda s, c, k: s.claim_suspension(c, k),
+          _done_run_resumed),
+    _byid("claim_expired_suspension", _setup_suspension(PAST),
+          lambda s, c, k: s.claim_expired_suspension(c, k, EPOCH), _done_run_resumed),
+    _byid("delete_suspension", _setup_suspension(None), lambda s, c, k: s.delete_suspension(c, k),
+          _done_deleted),
+)
+
+
+def _seed_xs_suspensions(store: Any) -> dict[str, Scope]:
+    """Per scope: an expired suspension (selected) and a future one (not); returns id -> scope."""
+    expected = {}
+    for i, sc in enumerate(XS_SCOPES):
+        c = ctx(sc)
+        for deadline, selected in ((PAST + timedelta(milliseconds=i), True), (XS_NOW + timedelta(days=1), False)):
+            run_id = ids.new_id(ids.RUN)
+            store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+            s = store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+            if selected:
+                expected[s.id] = S(sc)
+    return expected
+
+
+def _act_on_suspension(store: Any, row: Any) -> None:
+    store.claim_expired_suspension(Context(row.scope), row.run_id, XS_NOW)
+    assert store.get_run(Context(row.scope), row.run_id).state == RunState.RUNNING
+    store.delete_suspension(Context(row.scope), row.run_id)
+
+
+_XS = {
+    "list_expired_across_scopes": XsMethod(
+        "list_expired_across_scopes", "suspensions",
+        seed=_seed_xs_suspensions,
+        call=lambda s, c: s.list_expired_across_scopes(c, XS_NOW),
+        act=_act_on_suspension,
+        scoped_twin=lambda s, c: s.list_expired(c, XS_NOW),
+        bad=(
+            lambda s, c: s.list_expired_across_scopes(c, datetime(2026, 1, 1)),
+            lambda s, c: s.list_expired_across_scopes(c, None),
+            lambda s, c: s.list_expired_across_scopes(c, "2026-01-01T00:00:00+00:00"),
+            lambda s, c: s.list_expired_across_scopes(c, 1767225600),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit="1"),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit=True),
+            lambda s, c: s.list_expired_across_scopes(c, XS_NOW, limit=1.5),
+        ),
+    ),
+}
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """Every write method of the class from each of ``callers`` on rows
+    stored at ``row``, and a check that every row still reads back at ``row``."""
+    home = ctx(row)
+    kept, dropped = ids.new_id(ids.RUN), ids.new_id(ids.RUN)
+    for run_id in (kept, dropped):
+        store.create_run(home, make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(home, make_suspension(run_id, expires_at=EPOCH + timedelta(minutes=1)))
+    for caller in callers:
+        store.claim_suspension(ctx(caller), kept)
+        store.update_run(ctx(caller), make_run(id=kept, state=RunState.PAUSED))
+    with clause("SUSP-PART-2", what="the sweep claim from an ancestor with now at the deadline instant"):
+        store.claim_expired_suspension(ctx(callers[-1]), kept, EPOCH + timedelta(minutes=1))
+    store.delete_suspension(ctx(callers[-1]), dropped)
+
+    def check() -> None:
+        for run_id in (kept, dropped):
+            assert_scope(store.get_run(home, run_id).scope, S(row))
+        assert_scope(store.get_suspension(home, kept).scope, S(row))
+        raises(lambda: store.get_suspension(home, dropped), NotSuspended)
+        assert [s.scope for s in store.list_expired_across_scopes(ZERO, FAR_FUTURE)] == [S(row)]
+    return SimpleNamespace(run_ids=[kept, dropped]), check
+
+
+def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
+    """An outsider of the written rows sees no suspension."""
+    assert store.list_expired(c, FAR_FUTURE) == []
+    for run_id in getattr(written, "run_ids", ()):
+        raises(lambda: store.get_suspension(c, run_id), NotSuspended)
+
+
+def _susp_with(**fields: Any) -> Callable:
+    return lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), **{
+        k: (f(v) if callable(f) else f) for k, f in fields.items()}))
+
+
+def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = False, prepare=None) -> Site:
+    return Site(name, cls, call, prefix=prefix, optional=optional, prepare=prepare)
+
+
+#: Where values go, per rule of the common suite (see conformance/examples.py).
+_SITES: dict[str, tuple[Site, ...]] = {
+    "instant": (
+        Site("suspension.expires_at", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).expires_at),
+        Site("claim_expired_suspension.now", "suspensions",
+             lambda s, c, w, v: s.claim_expired_suspension(c, w.run_id, v)),
+        Site("list_expired.now", "suspensions", lambda s, c, w, v: s.list_expired(c, v)),
+        Site("list_expired_across_scopes.now", "suspensions",
+             lambda s, c, w, v: s.list_expired_across_scopes(ZERO, v)),
+    ),
+    "create": (
+        Site("create_suspension", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), **v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id), clauses=("SUSP-CREATE-1",)),
+    ),
+    "id": (
+        _id_site("create_suspension.suspension.id", "suspensions", ids.SUSPENSION,
+                 lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), id=v))),
+        _id_site("create_suspension.suspension.run_id", "suspensions", ids.RUN,
+                 lambda s, c, w, v: s.create_suspension(c, make_suspension(v))),
+        _id_site("get_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.get_suspension(c, v)),
+        _id_site("claim_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.claim_suspension(c, v)),
+        _id_site("claim_expired_suspension.run_id", "suspensions", ids.RUN,
+                 lambda s, c, w, v: s.claim_expired_suspension(c, v, FAR_FUTURE)),
+        _id_site("delete_suspension.run_id", "suspensions", ids.RUN, lambda s, c, w, v: s.delete_suspension(c, v)),
+    ),
+    "short": (
+        Site("pending.id", "suspensions",
+             lambda s, c, w, v: s.create_suspension(
+                 c, make_suspension(ids.new_id(ids.RUN), pending=(PendingCall(id=v, name="n"),))),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].id),
+        Site("pending.name", "suspensions",
+             lambda s, c, w, v: s.create_suspension(
+                 c, make_suspension(ids.new_id(ids.RUN), pending=(PendingCall(id="i", name=v),))),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].name),
+    ),
+    "text": (
+        Site("pending.arguments", "suspensions",
+             _susp_with(pending=lambda v: (PendingCall(id="i", name="n", arguments=v),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].arguments),
+        Site("pending.id", "suspensions", _susp_with(pending=lambda v: (PendingCall(id=v[:255], name="n"),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].id),
+        Site("pending.name", "suspensions", _susp_with(pending=lambda v: (PendingCall(id="i", name=v[:255]),)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).pending[0].name),
+        Site("continuation.nested-key", "suspensions", _susp_with(continuation=lambda v: {"s": [{v: 1}]}),
+             read=lambda s, c, w, r: next(iter(s.get_suspension(c, r.run_id).continuation["s"][0]))),
+        Site("continuation.value", "suspensions", _susp_with(continuation=lambda v: {"token": v}),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).continuation["token"]),
+    ),
+    "json": (
+        Site("suspension.continuation", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), continuation=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).continuation),
+    ),
+    "enum": (
+        Site("suspension.reason", "suspensions",
+             lambda s, c, w, v: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), reason=v)),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id).reason,
+             enum=SuspensionReason, invalid=(RunState.PAUSED, CheckpointState.PENDING)),
+    ),
+}
+
+
+EXAMPLES = Examples(
+    "suspensions",
+    seed=_examples_seed,
+    good=_GOOD_CALLS,
+    bad=_BAD_CALLS,
+    kinds=_KINDS,
+    byid=_BYID,
+    byid_methods=frozenset({"get_suspension", "claim_suspension", "claim_expired_suspension", "delete_suspension"}),
+    xs=_XS,
+    precedence=_invalid_before_not_found,
+    state_errors=(StateError("claim_suspension", "suspensions", _expired_resume_claim, NotSuspended,
+                             SuspensionExpired, clauses=("SUSP-CLAIM-5", "SUSP-CLAIM-6")),),
+    every_write=_every_write,
+    hidden=_hidden,
+    sites=_SITES,
+)
+
+
+# -- common clauses of suspensions (held by the common suite until it read the examples) -----
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-4", "SUSP-CLAIM-2", "SUSP-XCLAIM-2", "SUSP-PART-2")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_claims_compare_and_write_one_clock_read(cortex_open):
+    """The resume claim compares the deadline with the same clock value it
+    writes: with the clock at 0.6 ms before the deadline and moving 1 ms per
+    read, the claim succeeds and stamps the run with deadline - 1 ms (a second
+    read would give the deadline itself)."""
+    clock = RawClock(T1, tick=MS)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    deadline = datetime(2026, 3, 4, 6, 0, 0, tzinfo=UTC)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    clock.set(T2)
+    s = store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    assert_instant(s.created_at, _ms(T2), "suspension.created_at")
+    assert_instant(s.updated_at, _ms(T2), "suspension.updated_at")
+    clock.set(deadline - timedelta(microseconds=600))
+    store.claim_suspension(c, run_id)
+    run = store.get_run(c, run_id)
+    assert run.state == RunState.RUNNING
+    assert_instant(run.updated_at, deadline - MS, "run.updated_at after the resume claim")
+    assert_instant(store.get_suspension(c, run_id).updated_at, _ms(T2), "suspension.updated_at")
+    # the sweep claim: updated_at from the (truncated) clock read
+    other = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=other, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(other, expires_at=deadline))
+    clock.set(T3)
+    with clause("SUSP-PART-2", what="the sweep claim with now at the deadline instant"):
+        store.claim_expired_suspension(c, other, deadline)
+    assert_instant(store.get_run(c, other).updated_at, _ms(T3), "run.updated_at after the sweep claim")
+
+
+D = EPOCH + timedelta(seconds=10)
+
+
+_PLUS_0200 = timezone(timedelta(hours=2))
+
+
+TRUNCATION_CASES = [
+    ("now-half-ms-past-deadline", D, D + 500 * US, True),
+    ("sub-ms-deadline-now-at-its-ms", D + 700 * US, D, True),
+    ("now-half-ms-before-deadline", D, D - 500 * US, False),  # rounding up would wrongly make it eligible
+    ("both-sub-ms-in-one-ms", D + 700 * US, D + 300 * US, True),
+    ("now-in-plus-0530-at-deadline", D, D.astimezone(PLUS_0530), True),
+    ("now-in-minus-0800-just-before", D, (D - 100 * US).astimezone(MINUS_0800), False),
+    ("deadline-in-plus-0200-sub-ms", (D + 500 * US).astimezone(_PLUS_0200), D, True),
+    ("deadline-one-ms-after-now", D + MS, D + 900 * US, False),
+]
+
+
+@pytest.mark.clause("RSC-GEN-2", "SUSP-XCLAIM-1", "SUSP-XCLAIM-3", "SUSP-PART-2")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize("case, deadline, now, eligible", TRUNCATION_CASES, ids=[t[0] for t in TRUNCATION_CASES])
+def test_sweep_claim_compares_truncated_utc_instants(store, case, deadline, now, eligible):
+    """Both the stored deadline and `now` are truncated to the millisecond (in
+    UTC) before they are compared: `deadline <= now` on the truncated values."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    before = state_view(store, [HOME], run_ids=[run_id])
+    if eligible:
+        store.claim_expired_suspension(c, run_id, now)
+        assert store.get_run(c, run_id).state == RunState.RUNNING
+    else:
+        with pytest.raises(NotSuspended):
+            store.claim_expired_suspension(c, run_id, now)
+        assert state_view(store, [HOME], run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("RSC-GEN-2", "SUSP-LIST-1", "SUSP-XLIST-1")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize("case, deadline, now, eligible", TRUNCATION_CASES, ids=[t[0] for t in TRUNCATION_CASES])
+def test_expired_lists_compare_truncated_utc_instants(store, case, deadline, now, eligible):
+    c = ctx(HOME)
+    s = store.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=deadline))
+    assert (s.id in {x.id for x in store.list_expired(c, now)}) is eligible
+    assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
+
+
+@pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6", "SUSP-CLAIM-8")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize(
+    "deadline, clock_at, resumes",
+    [
+        (D, D - 500 * US, True),  # clock truncates down to D - 1 ms: before the deadline
+        (D + 900 * US, D + 500 * US, False),  # both truncate to D: at the deadline
+        (D, D + 500 * US, False),
+        (D + MS, D + 999 * US, True),
+    ],
+    ids=["clock-half-ms-before", "same-ms", "clock-half-ms-after", "one-ms-apart"],
+)
+def test_resume_claim_compares_truncated_clock_with_truncated_deadline(cortex_open, deadline, clock_at, resumes):
+    clock = RawClock(EPOCH)
+    store = cortex_open(clock)
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    store.create_suspension(c, make_suspension(run_id, expires_at=deadline))
+    clock.set(clock_at)
+    if resumes:
+        store.claim_suspension(c, run_id)
+        assert store.get_run(c, run_id).state == RunState.RUNNING
+        assert_instant(store.get_run(c, run_id).updated_at, _ms(clock_at), "run.updated_at")
+    else:
+        before = state_view(store, [HOME], run_ids=[run_id])
+        with pytest.raises(SuspensionExpired):
+            store.claim_suspension(c, run_id)
+        with clause("SUSP-CLAIM-8", what="the stored state after the refused claim"):
+            assert state_view(store, [HOME], run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("RSC-GEN-3", "SUSP-XCLAIM-2", "SUSP-ENT-1")
+@pytest.mark.cortex_classes("suspensions")
+@pytest.mark.parametrize(
+    "now",
+    [FAR_FUTURE, PAST + timedelta(minutes=30), (PAST + timedelta(minutes=1)).astimezone(PLUS_0530), PAST],
+    ids=["far-future", "before-the-clock", "other-offset", "exactly-the-deadline"],
+)
+def test_sweep_claim_writes_clock_now_whatever_the_now_argument(store, clock, now):
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    created = store.create_suspension(c, make_suspension(run_id, expires_at=PAST))
+    clock.advance(seconds=5, milliseconds=7)
+    returned = store.claim_expired_suspension(c, run_id, now)
+    run = store.get_run(c, run_id)
+    assert run.state == RunState.RUNNING
+    assert_instant(run.updated_at, clock.now(), "run.updated_at")
+    assert_strict_equal(store.get_suspension(c, run_id), created, "suspension after the sweep claim")
+    assert_strict_equal(returned, created, "suspension returned by the sweep claim")
+
+
+@pytest.mark.clause("RSC-GEN-3")
+@pytest.mark.cortex_classes("suspensions")
+def test_expired_lists_write_nothing(store, clock):
+    w = _examples_seed(store, None)
+    view = EXAMPLES.viewer()
+    before = view(store, w, SITE_VIEW_SCOPES)
+    clock.advance(seconds=3)
+    for now in (FAR_FUTURE, PAST, EPOCH):
+        store.list_expired(ctx(HOME), now)
+        store.list_expired_across_scopes(ZERO, now)
+    assert view(store, w, SITE_VIEW_SCOPES) == before
+
+
+@pytest.mark.clause("RSC-GEN-4", "SUSP-ENT-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_updated_at_never_changes(store, clock):
+    """No method rewrites a suspension: its stamps stay those of its creation
+    across reads and claims, while the claimed run gets clock now."""
+    c = ctx(HOME)
+    run_id = ids.new_id(ids.RUN)
+    store.create_run(c, make_run(id=run_id, state=RunState.PAUSED))
+    s = store.create_suspension(c, make_suspension(run_id))
+    clock.advance(seconds=2)
+    store.claim_suspension(c, run_id)
+    assert_strict_equal(store.get_suspension(c, run_id), s, "suspension after the claim")
+    assert_instant(store.get_run(c, run_id).updated_at, clock.now(), "run.updated_at after the claim")
+
+
+@pytest.mark.clause("RSC-GEN-11", "SUSP-LIST-3", "SUSP-XLIST-1")
+@pytest.mark.cortex_classes("suspensions")
+def test_id_tie_breaks_use_code_point_order_suspensions(store):
+    sus_ids = crafted(ids.SUSPENSION)
+    scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w2"]
+    for i, sid in enumerate(sus_ids):
+        store.create_suspension(ctx(scopes[i % 3]), make_suspension(ids.new_id(ids.RUN), id=sid, expires_at=PAST))
+    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH)] == sorted(sus_ids)
+    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH, limit=3)] == sorted(sus_ids)[:3]
+    mine = [sid for i, sid in enumerate(sus_ids) if scopes[i % 3] != "ws=w2"]
+    assert [s.id for s in store.list_expired(ctx("ws=w1"), EPOCH)] == sorted(mine)
+
+
+# -- scope clauses of suspensions (held by the scope suite until it read the examples) -------
+
+
+@pytest.mark.clause("SCOPE-ID-2", "SUSP-CREATE-2")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_run_id_uniqueness_is_global_not_per_scope(store):
+    """The one uniqueness rule on a non-id field here (one suspension per run)
+    is counted over all scopes, not per scope: an ancestor, a descendant or a
+    sibling cannot add a second suspension for the same run."""
+    run_id = ids.new_id(ids.RUN)
+    store.create_suspension(ctx(HOME), make_suspension(run_id))
+    before = state_view(store, ID_CALLERS, run_ids=[run_id])
+    for caller in ID_CALLERS:
+        raises(lambda: store.create_suspension(ctx(caller), make_suspension(run_id)), AlreadyExists)
+    assert state_view(store, ID_CALLERS, run_ids=[run_id]) == before
+
+
+@pytest.mark.clause("SCOPE-ID-3", "SUSP-CREATE-4", "SUSP-CLAIM-7")
+@pytest.mark.cortex_classes("suspensions")
+def test_suspension_referencing_an_invisible_run_does_not_reveal_it(store):
+    run = store.create_run(ctx("ws=w1"), make_run(state=RunState.PAUSED))
+    store.create_suspension(ctx("ws=w2"), make_suspension(run.id))
+    before = state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id])
+    raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
+    raises(lambda: store.claim_suspension(ctx("ws=w2"), run.id), NotSuspended)
+    assert state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id]) == before
+    assert store.get_run(ctx("ws=w1"), run.id).state == RunState.PAUSED
+
+
+@pytest.mark.clause("SCOPE-BYID-2", "SUSP-CLAIM-5", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-IMM-4")
+@pytest.mark.cortex_classes("suspensions")
+def test_race_exact_claimer_against_sibling_and_lookalike_claimers(store, profile):
+    """A claim from the row's own scope races claims from siblings and
+    look-alike scopes: the outsiders always get NotSuspended, the exact-scope
+    claimer always wins, and the run and suspension keep their scope."""
+    outsiders = [o for o in OUTSIDERS_OF_HOME if o != "ws=w1/proj=p1/env=e1"] + ["ws=w1/proj=p1/env=e1"]
+    n_out = max(profile.race_threads - 1, 1)
+    for _ in range(profile.race_rounds):
+        run_id = ids.new_id(ids.RUN)
+        store.create_run(ctx(HOME), make_run(id=run_id, state=RunState.PAUSED))
+        store.create_suspension(ctx(HOME), make_suspension(run_id))
+        contenders = [HOME] + [outsiders[i % len(outsiders)] for i in range(n_out)]
+        outcomes = race([functools.partial(store.claim_suspension, ctx(sc), run_id) for sc in contenders])
+        assert outcomes[0].ok, repr(outcomes[0].error)
+        assert outcomes[0].value.run_id == run_id
+        assert_scope(outcomes[0].value.scope, S(HOME))
+        for sc, o in zip(contenders[1:], outcomes[1:]):
+            assert isinstance(o.error, NotSuspended), (sc, o)
+        run = store.get_run(ctx(HOME), run_id)
+        assert run.state == RunState.RUNNING
+        assert_scope(run.scope, S(HOME))
+        assert_scope(store.get_suspension(ctx(HOME), run_id).scope, S(HOME))
 
 
 @pytest.mark.clause("SUSP-ENT-2", "SUSP-CREATE-1", "SCOPE-CANON-5", "RSC-GEN-7")

@@ -66,6 +66,8 @@ from .classes import CLASSES, ConformanceClass, Store
 from .clock import Clock, ManualClock, SystemClock, truncate_ms
 from .context import Context
 from .gateway import GatewayOpener, GatewayStore, InboundMessage, InboxItem, ItemStatus
+from .leases import LeaseStore
+from .orchestration import OrchestrationStore
 from .runs import Lease, Run, RunFilter, RunState, RunStore, Step, ToolCall
 from .scope import Scope
 from .suspensions import PendingCall, Suspension, SuspensionReason, SuspensionStore
@@ -110,6 +112,8 @@ __all__ = [
     "Suspension",
     "SuspensionReason",
     "SuspensionStore",
+    "LeaseStore",
+    "OrchestrationStore",
     "SystemClock",
     "ToolCall",
     "answers_ask",

@@ -278,6 +278,9 @@ NAMED_CLAUSES = {
     "count": "MC-GEN-8",
     "search": "MC-GEN-10",
     "fields": "MC-GEN-13",
+    "race.unique": "CAT-RACE-1",
+    "race.rename": "CAT-RACE-2",
+    "race.delete": "CAT-RACE-4",
 }
 _NAME_UNIQUE = (Unique(("name",), name="name"),)
 
@@ -309,6 +312,8 @@ OVERLAYS = Table(
         "delete": "CAT-OVL-9",
         "list": "CAT-OVL-10",
         "fields": "MC-GEN-13",
+        "race.unique": "CAT-RACE-3",
+        "race.delete": "CAT-RACE-4",
     },
 )
 

@@ -22,8 +22,11 @@ from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
 from .gateway import GATEWAY_METHODS, GatewayStore
 from .kinds import Table, protocol_methods
+from .leases import LeaseStore
 from .memory import TABLES as MEMORY_TABLES
 from .memory import AgentMemoryStore
+from .orchestration import TABLES as ORCHESTRATION_TABLES
+from .orchestration import OrchestrationStore
 from .preparation import PreparationStore
 from .progress import TABLES as PROGRESS_TABLES
 from .progress import ProgressStore
@@ -111,6 +114,14 @@ CLASSES: dict[str, ConformanceClass] = {
             requires=("runs",),
         ),
         ConformanceClass(
+            "leases",
+            "Run leases, takeovers and continuation discovery",
+            LeaseStore,
+            _m("hold_lease", "mark_notified")
+            + _m("list_lapsed_across_scopes", "list_continuable_across_scopes", scoped=False),
+            requires=("runs", "suspensions"),
+        ),
+        ConformanceClass(
             "checkpoints",
             "Approval checkpoints",
             CheckpointStore,
@@ -167,6 +178,13 @@ CLASSES: dict[str, ConformanceClass] = {
             CatalogStore,
             _m(*protocol_methods(CatalogStore)),
             tables=CATALOG_TABLES,
+        ),
+        ConformanceClass(
+            "orchestration",
+            "Team configurations and runs, the continuation claim and child admission",
+            OrchestrationStore,
+            _m(*protocol_methods(OrchestrationStore)),
+            tables=ORCHESTRATION_TABLES,
         ),
         ConformanceClass(
             "gateway",

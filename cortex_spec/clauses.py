@@ -7,7 +7,10 @@ metadata comment naming the class its clauses belong to::
     <!-- cortex-spec: class=suspensions requires=runs -->
 
 and states each rule as a bullet ``- **SUSP-CLAIM-1** …`` (continuation
-lines indented by two spaces).  Tests name clause ids with
+lines indented by two spaces).  A rule may end with its provenance: ``[D]``
+(designed here: no upstream source implements it), ``[U]`` (as upstream)
+or ``[U≠n]`` (upstream, deviating as row n of the file's table says); the
+tag is kept apart from the text (:attr:`Clause.provenance`).  Tests name clause ids with
 ``@pytest.mark.clause(...)``; reports list every clause with its outcome.
 
 Classes ``scope``, ``common``, ``machines`` and ``durability`` are not
@@ -31,6 +34,9 @@ GENERAL_CLASSES = frozenset({"scope", "common", "machines", "durability"})
 
 _META = re.compile(r"<!--\s*cortex-spec:\s*(?P<body>.*?)-->")
 _CLAUSE = re.compile(r"^- \*\*(?P<id>[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+)\*\*\s*(?P<text>.*)$")
+_PROVENANCE = re.compile(r"\s*\[(?P<tag>D|U|U≠\d+)\]$")
+#: what a provenance tag means
+PROVENANCE = {"D": "designed here", "U": "upstream"}
 
 
 class UnknownClause(KeyError):
@@ -44,6 +50,8 @@ class Clause:
     text: str
     section: str
     source: str
+    #: ``"designed here"``, ``"upstream"``, ``"upstream, deviating (row n)"`` or ``""`` (untagged)
+    provenance: str = ""
 
 
 @attrs.frozen
@@ -94,7 +102,14 @@ def parse(text: str, source: str) -> tuple[str, str, tuple[str, ...], list[Claus
 
     def flush() -> None:
         if current is not None:
-            clauses.append(Clause(current_id, cls, " ".join(current).strip(), section, source))
+            text = " ".join(current).strip()
+            tag = _PROVENANCE.search(text)
+            provenance = ""
+            if tag:
+                text = text[:tag.start()]
+                t = tag.group("tag")
+                provenance = PROVENANCE.get(t) or f"upstream, deviating (row {t[2:]})"
+            clauses.append(Clause(current_id, cls, text, section, source, provenance))
 
     for line in lines:
         m = _CLAUSE.match(line)

@@ -4,16 +4,25 @@
     cortex-spec certify mypkg.store:make_store --profile full
     cortex-spec clauses --class suspensions
     cortex-spec show cortex-reports/reference-quick.json
+    cortex-spec report cortex-reports/reference-quick.json --format markdown
+    cortex-spec diff main-report.json cortex-reports/reference-quick.json
 
 ``certify`` runs the clause suite and the state machines in-process under
 pytest with a live progress display, writes the JSON report (default
 ``cortex-reports/<store>-<profile>.json``) and a log with every failure's
 full traceback next to it, prints a summary table, and exits with
 
-* 0 — certified;
-* 1 — not certified (a clause failed, or was not tested);
-* 2 — usage error (unknown store, bad option);
+* 0 — certified (or every clause not passed is covered by a waiver in force);
+* 1 — not certified (a clause failed, or was not tested; an expired waiver);
+* 2 — usage error (unknown store or class, bad option, missing or malformed
+  file);
 * 3 — the backend could not start (not certified).
+
+Arguments after ``--`` go to pytest unchanged
+(``cortex-spec certify reference --report-dir out -- -x --maxfail 3``).
+``report`` renders a JSON report in another format (``markdown``, ``junit``,
+``github``, ``html``, ``text``, ``json``); ``diff`` compares two reports and
+exits 1 only when a clause is newly not passed (a regression).
 """
 
 from __future__ import annotations
@@ -23,15 +32,16 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
 import pytest
 
 from .clauses import catalogue
 from .profiles import PROFILES, profile_from_env
 
-__all__ = ["main", "SUITES"]
+__all__ = ["SUITES", "main"]
 
 #: The packages a certification runs, in order.
 SUITES = ("cortex_spec.conformance", "cortex_spec.stateful")
@@ -112,7 +122,10 @@ class Progress:
         elapsed = now - self.started
         # the estimate scales the time so far by the tests left; the state
         # machines run first under pytest-xdist, so it falls as they finish
-        left = elapsed / self.done * (self.total - self.done) if self.done and self.total else None
+        # (no estimate before a twentieth of the tests is done: the first
+        # ones are the long machines, and their rate says nothing yet)
+        left = (elapsed / self.done * (self.total - self.done)
+                if self.total and self.done >= max(1, self.total // 20) else None)
         clock = f"{_mmss(elapsed)} elapsed" + (f", ~{_mmss(left)} left" if left is not None else "")
         summary = (
             f"[{self.done:>4}/{self.total}] {pct:>3}%  {clock}  passed {self.counts['passed']}"
@@ -155,9 +168,20 @@ def default_workers() -> int:
     return 0 if cores < 2 else min(cores, 4)
 
 
-def certify(args: argparse.Namespace) -> int:
-    from .reports import read_report, render_summary
+class UsageError(Exception):
+    """A misuse of the command line: one line on standard error, exit status 2."""
 
+
+def certify(args: argparse.Namespace) -> int:
+    from .harness import HarnessError, resolve_harness
+    from .reports import read_report, render_annotations, render_summary
+
+    try:
+        resolve_harness(args.store)  # an unknown store is a usage error before pytest starts
+    except HarnessError as exc:
+        raise UsageError(str(exc)) from None
+    if args.waivers and not Path(args.waivers).is_file():
+        raise UsageError(f"waiver file {args.waivers!r} does not exist")
     profile = args.profile or profile_from_env()
     report_path = Path(
         args.report
@@ -182,13 +206,25 @@ def certify(args: argparse.Namespace) -> int:
         pytest_args += ["-k", args.keyword]
     if args.exitfirst:
         pytest_args.append("-x")
+    if args.classes:
+        pytest_args += ["--cortex-classes", args.classes]
+    if args.waivers:
+        pytest_args += ["--cortex-waivers", args.waivers]
+    for output in args.output or []:
+        pytest_args += ["--cortex-output", output]
     pytest_args += args.pytest_args or []
+    import shlex
+
+    os.environ["CORTEX_SPEC_COMMAND"] = " ".join(shlex.quote(a) for a in ["cortex-spec", *args.argv])
     progress = Progress(sys.stderr, log_path)
     sys.stderr.write(f"cortex-spec: certifying {args.store!r} (profile {profile})\n")
     try:
         status = int(pytest.main(pytest_args, plugins=[progress]))
     finally:
         progress.close()
+        os.environ.pop("CORTEX_SPEC_COMMAND", None)
+    if status == 4:  # pytest's usage error (a bad option or class, a bad waiver file)
+        return 2
     if not report_path.exists():
         sys.stderr.write(
             f"cortex-spec: no report was written (pytest exit status {status}); "
@@ -200,33 +236,83 @@ def certify(args: argparse.Namespace) -> int:
     print(f"report: {report_path}")
     if progress.log is not None:
         print(f"failure log: {log_path}")
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        print(render_annotations(report))
     if status == 3:
         return 3
-    if status in (2, 4):
+    if status == 2:
         return 2
-    return 0 if report["certified"] else 1
+    return 0 if report["gate"] == "pass" else 1
 
 
 def clauses(args: argparse.Namespace) -> int:
+    import json
+
     cat = catalogue()
-    for clause in cat:
-        if args.cls and clause.cls != args.cls:
-            continue
+    if args.cls and args.cls not in cat.classes:
+        raise UsageError(f"unknown class {args.cls!r}; the classes are {', '.join(cat.classes)}")
+    chosen = [c for c in cat if not args.cls or c.cls == args.cls]
+    if args.json:
+        print(json.dumps([{"id": c.id, "class": c.cls, "section": c.section, "text": c.text} for c in chosen],
+                         indent=2, ensure_ascii=False))
+        return 0
+    for clause in chosen:
         print(f"{clause.id:<16} [{clause.cls}] {clause.text}")
     return 0
 
 
-def show(args: argparse.Namespace) -> int:
-    from .reports import read_report, render_summary
+def _read(path: str) -> dict[str, Any]:
+    from .reports import ReportError, read_report
 
-    print(render_summary(read_report(args.report)))
+    try:
+        return read_report(path)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def show(args: argparse.Namespace) -> int:
+    from .reports import FORMATS
+
+    report = _read(args.report)
+    sys.stdout.write(FORMATS["json" if args.json else "text"](report))
     return 0
 
 
+def report_cmd(args: argparse.Namespace) -> int:
+    from .reports import FORMATS
+
+    text = FORMATS[args.format](_read(args.report))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def diff_cmd(args: argparse.Namespace) -> int:
+    import json
+
+    from .reports import diff_reports, render_diff
+
+    diff = diff_reports(_read(args.base), _read(args.new))
+    if args.format == "json":
+        print(json.dumps(diff, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_diff(diff, args.format))
+    return 1 if diff["regressions"] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .reports import FORMATS
+
     parser = argparse.ArgumentParser(
-        prog="cortex-spec", description="Certify durable agent-runtime stores."
+        prog="cortex-spec", description="Certify durable agent-runtime stores.",
+        epilog="exit status: 0 certified (or only waived failures), 1 not certified or a regression, "
+        "2 usage error, 3 the backend could not start",
     )
+    parser.add_argument("--version", action="version", version=f"cortex-spec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("certify", help="run the certification suite against a store")
@@ -241,22 +327,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-x", dest="exitfirst", action="store_true", help="stop at the first failure")
     p.add_argument("--workers", "-n", dest="workers", type=int, default=None,
                    help="pytest-xdist worker processes (default: one per core, at most 4; 0: one process)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-    p.set_defaults(func=certify)
+    p.add_argument("--classes", default=None,
+                   help="certify only these declared classes (comma-separated); the others are not claimed")
+    p.add_argument("--waivers", default=None, help="TOML file of known failures (see the README)")
+    p.add_argument("--output", action="append", default=[], metavar="FORMAT=PATH",
+                   help=f"also write the report as FORMAT ({', '.join(sorted(FORMATS))}) to PATH; repeatable")
+    p.set_defaults(func=certify, pytest_args=[])
 
     p = sub.add_parser("clauses", help="list the clause catalogue")
     p.add_argument("--class", dest="cls", default=None, help="only this class")
+    p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(func=clauses)
 
     p = sub.add_parser("show", help="print the summary of a JSON report")
     p.add_argument("report")
+    p.add_argument("--json", action="store_true", help="print the report itself (validated) as JSON")
     p.set_defaults(func=show)
+
+    p = sub.add_parser("report", help="render a JSON report as Markdown, JUnit, GitHub annotations, HTML, ...")
+    p.add_argument("report")
+    p.add_argument("--format", "-f", choices=sorted(FORMATS), default="markdown")
+    p.add_argument("--output", "-o", default=None, help="write here instead of standard output")
+    p.set_defaults(func=report_cmd)
+
+    p = sub.add_parser("diff", help="compare two reports; exit 1 only on regressions")
+    p.add_argument("base", help="the report to compare with (e.g. the main branch's)")
+    p.add_argument("new", help="the new report (e.g. the pull request's)")
+    p.add_argument("--format", "-f", choices=("text", "markdown", "json"), default="text")
+    p.set_defaults(func=diff_cmd)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    """Run the command line; returns the exit status (see the module docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, passthrough = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(ours)  # exits 2 with one line on a bad option
+        if passthrough and args.command != "certify":
+            raise UsageError(f"arguments after -- go to pytest, which only 'certify' runs: {' '.join(passthrough)}")
+        args.pytest_args = passthrough
+        args.argv = argv
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return status
+    except UsageError as exc:
+        sys.stderr.write(f"cortex-spec: error: {exc}\n")
+        return 2
+    except BrokenPipeError:
+        # the reader went away (``cortex-spec clauses | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,8 @@ __all__ = [
     "BehaviorNotFound",
     "PersonaNotFound",
     "OverlayNotFound",
+    "OrchestrationNotFound",
+    "OrchestrationRunNotFound",
     "SessionNotFound",
     "WorkingMemoryNotFound",
     "OrchestrationRunNotFound",
@@ -141,6 +143,14 @@ class PersonaNotFound(NotFound):
 
 
 class OverlayNotFound(NotFound):
+    pass
+
+
+class OrchestrationNotFound(NotFound):
+    pass
+
+
+class OrchestrationRunNotFound(NotFound):
     pass
 
 

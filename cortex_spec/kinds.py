@@ -307,14 +307,19 @@ class Strings(FieldKind):
     tuple in order (MC-GEN-13)."""
 
     item: FieldKind = Short()
+    #: no item twice (a repeated one is ``InvalidArgument``)
+    unique: bool = False
 
     def check(self, value: object, where: str) -> tuple[Any, ...]:
         if not isinstance(value, (tuple, list)):
             raise InvalidArgument(f"{where} must be a tuple, got {type(value).__name__}")
-        return tuple(self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value))
+        items = tuple(self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value))
+        if self.unique and len(set(items)) != len(items):
+            raise InvalidArgument(f"{where} repeats an item: {list(items)!r}")
+        return items
 
     def describe(self) -> str:
-        return f"tuple of {self.item.describe()}s"
+        return f"tuple of {'distinct ' if self.unique else ''}{self.item.describe()}s"
 
 
 @attrs.frozen
@@ -394,7 +399,8 @@ class FieldSpec:
     update: bool = False
     #: owned fields: ``"require"`` refuses a create whose object holds
     #: another value than the default (MEM-SES-1, CP-CREATE-2); ``"reset"``
-    #: stores the default whatever the object holds (RUN-CREATE-1)
+    #: stores the default whatever the object holds (RUN-CREATE-1); ``"keep"``
+    #: stores the object's value, checked (a team run's first children)
     on_create: str = "reset"
 
 
@@ -624,6 +630,10 @@ RULES = {
     "count": "a count equals the list without its page",
     "search": "search is a literal ASCII-case-folded substring",
     "fields": "every field written reads back equal, types kept",
+    # the races the concurrent machine storms every table with (stateful.kinds)
+    "race.unique": "racing creates of one unique key at one exact scope: exactly one succeeds",
+    "race.rename": "an update renaming into a key racing a create of that key: exactly one succeeds",
+    "race.delete": "an update racing a delete of the row: first, or the not-found class; never resurrected",
 }
 
 
@@ -648,6 +658,9 @@ def new_entity(table: Table, obj: object, ctx: Context, now: datetime) -> Any:
             values[name] = ctx.principal
         elif spec.role == OWNED:
             default = _default(cls, name)
+            if spec.on_create == "keep":  # given at creation, then only the class's own methods write it
+                values[name] = spec.kind.check(getattr(obj, name), where)
+                continue
             if spec.on_create == "require" and getattr(obj, name) != default:
                 raise InvalidArgument(f"{where} is set by the store; a new {table.singular} must "
                                       f"hold {default!r}, got {getattr(obj, name)!r}")

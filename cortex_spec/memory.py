@@ -106,6 +106,7 @@ SESSIONS = Table(
         "count": "MC-GEN-8",
         "search": "MC-GEN-10",
         "fields": "MC-GEN-13",
+        "race.unique": "MEM-RACE-5",
     },
 )
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .catalog import TABLES as CATALOG_TABLES
 from .catalog import CatalogMethods
 from .context import Context, require_scope
-from .errors import InvalidArgument, InvalidState
+from .errors import CortexError, InvalidArgument, InvalidState
 from .kinds import Crud, check_protocol
 from .memory import SESSIONS, MemoryMethods
 
@@ -71,7 +71,12 @@ class PreparationSources:
     def _read(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not self._open:
             raise InvalidState("the sources of a preparation are read only while its collect runs")
-        return getattr(self._reader, name)(self._ctx, *args, **kwargs)
+        try:
+            return getattr(self._reader, name)(self._ctx, *args, **kwargs)
+        except CortexError:
+            raise  # the store method's own answer (PREP-3): collect may catch it
+        except Exception as exc:  # noqa: BLE001 - the storage's failure, not collect's
+            raise _Failed(exc) from None
 
     def __repr__(self) -> str:
         return f"PreparationSources({self._ctx.scope.canonical()!r}, open={self._open})"
@@ -88,6 +93,16 @@ def _source(name: str) -> Callable[..., Any]:
 
 for _name in SOURCE_METHODS:
     setattr(PreparationSources, _name, _source(_name))
+
+
+class _Failed(BaseException):
+    """A storage error of a read (a lost connection, a driver error), carried
+    past ``collect`` (which catches ``Exception`` at most) to the backend's
+    own error handling, which maps it and may retry the snapshot (PREP-1)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _Carried(BaseException):
@@ -116,6 +131,8 @@ class PreparationMethods:
             sources = PreparationSources(ctx, _Reader(Crud(storage, now)))
             try:
                 return collect(sources)
+            except _Failed as failed:
+                raise failed.error from None  # to the backend: mapped, perhaps retried
             except BaseException as exc:  # noqa: BLE001 - collect's own error, re-raised below
                 raise _Carried(exc) from None
             finally:

@@ -5,8 +5,16 @@ Options::
     --cortex-store NAME|module:factory   the store to certify (default: reference)
     --cortex-profile quick|full          how hard to push (default: quick)
     --cortex-postgres-url URL            the server of ``--cortex-store postgres``
+    --cortex-classes a,b                 certify only these declared classes
     --cortex-report PATH                 write the JSON certification report here
     --cortex-report-dir DIR              ... or as DIR/<store>-<profile>.json
+    --cortex-output FORMAT=PATH          also as markdown, junit, github, html, text
+    --cortex-waivers FILE                TOML waivers of known failures
+    --hypothesis-seed N                  the seed of the state machines (replays a run)
+
+A failure is charged to the clause whose check failed (see
+:mod:`cortex_spec.attribution`) and its text leads with that clause's rule,
+expected and observed, and a command that replays the test.
 
 Fixtures: ``cortex_harness`` (session; the started backend),
 ``cortex_clock`` (a fresh :class:`~cortex_spec.ManualClock` per test),
@@ -33,8 +41,9 @@ import re
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -52,6 +61,11 @@ EXIT_NOT_CERTIFIED = 3
 _CLAUSES_KEY = "cortex_clauses"
 _BACKEND_KEY = "cortex_backend"
 _MACHINE_KEY = "cortex_machine"
+_FAILURE_KEY = "cortex_failure"
+_DROPPED_KEY = "cortex_dropped"
+#: where the suites' modules live when they are imported from a checkout
+#: (``conformance.test_runs``) rather than from the installed package
+_SUITE_PACKAGES = ("conformance", "stateful")
 _REFUTED_KEY = "cortex_refuted"
 #: where a test's time is charged in the report's ``timings`` (see :func:`unit_of`)
 _UNIT_KEY = "cortex_unit"
@@ -91,8 +105,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write the JSON report to DIR/<store>-<profile>.json",
     )
-
-
+    group.addoption(
+        "--cortex-waivers",
+        default=None,
+        help="TOML file of known failures (clause, reason, expires): a waived clause is reported "
+        "waived, never passed; an expired waiver fails the run (env CORTEX_SPEC_WAIVERS)",
+    )
+    group.addoption(
+        "--cortex-output",
+        action="append",
+        default=[],
+        metavar="FORMAT=PATH",
+        help="also write the report as FORMAT (" + ", ".join(_formats()) + ") to PATH; repeatable. "
+        "With GITHUB_STEP_SUMMARY set the Markdown summary is appended to it, and under GitHub "
+        "Actions the failed clauses are printed as annotations",
+    )
     for name, (_, env, text) in _OPTIONS.items():
         parser.addini(name, f"{text} (the --{name.replace('_', '-')} option; env {env})", default=None)
 
@@ -104,7 +131,27 @@ _OPTIONS = {
     "cortex_store": ("--cortex-store", "CORTEX_SPEC_STORE", "store to certify"),
     "cortex_profile": ("--cortex-profile", "CORTEX_SPEC_PROFILE", "certification profile"),
     "cortex_classes": ("--cortex-classes", "CORTEX_SPEC_CLASSES", "classes to certify"),
+    "cortex_waivers": ("--cortex-waivers", "CORTEX_SPEC_WAIVERS", "waiver file"),
 }
+
+
+def _formats() -> list[str]:
+    from cortex_spec.reports import FORMATS
+
+    return sorted(FORMATS)
+
+
+def parse_outputs(values: list[str]) -> list[tuple[str, str]]:
+    """``FORMAT=PATH`` pairs of ``--cortex-output`` (a usage error otherwise)."""
+    out = []
+    for value in values:
+        fmt, sep, path = value.partition("=")
+        if not sep or not path or fmt not in _formats():
+            raise pytest.UsageError(
+                f"--cortex-output {value!r}: expected FORMAT=PATH with FORMAT one of {', '.join(_formats())}"
+            )
+        out.append((fmt, path))
+    return out
 
 
 def option(config: pytest.Config, name: str) -> str | None:
@@ -153,6 +200,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config._cortex = run  # type: ignore[attr-defined]
     config.pluginmanager.register(run, "cortex-spec-certification")
     run.selected = selected_classes(config)  # a bad selection is a usage error too
+    run.outputs = parse_outputs(config.getoption("--cortex-output") or [])
+    run.load_waivers()
+    run.choose_seed()
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         # the workers' embedded servers are found through the run's id: the
         # controller starts the backend first, so it takes the id now
@@ -263,7 +313,7 @@ class CertificationRun:
         self.records: dict[str, Any] = {}
         self.machines: dict[str, dict[str, Any]] = {}
         self.started = time.monotonic()
-        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.first_failure: dict[str, Any] | None = None
         #: seconds each test took, every phase (setup, call, teardown) summed
         self.durations: dict[str, float] = {}
@@ -273,6 +323,76 @@ class CertificationRun:
         self.backend_start_s = 0.0
         #: True once the session got past pytest_sessionstart
         self.collected = False
+        self.outputs: list[tuple[str, str]] = []
+        #: every failed test of the session, certification test or not
+        self.failed_tests: set[str] = set()
+        #: tests --cortex-classes left out: (node id, clauses, reason); an
+        #: xdist worker sends them with its first report
+        self.dropped: list[tuple[str, tuple[str, ...], str]] = []
+        self.waivers: list[Any] = []
+        self.waiver_file: str | None = None
+        self.seed = 0
+        self.seed_source = "random"
+        #: the items of the session, by node id (for replay commands)
+        self.report: dict[str, Any] | None = None
+        self.report_written: str | None = None
+
+    def load_waivers(self) -> None:
+        """Read ``--cortex-waivers`` (a missing or malformed file is a usage error)."""
+        path = option(self.config, "cortex_waivers")
+        if not path:
+            return
+        from cortex_spec.reports import WaiverError, load_waivers
+
+        try:
+            self.waivers = load_waivers(path, catalogue())
+        except WaiverError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.waiver_file = path
+
+    def choose_seed(self) -> None:
+        """The seed of the state machines, chosen once per run: pytest's
+        ``--hypothesis-seed``, else ``CORTEX_SPEC_SEED``, else a random one.
+        It is put in the environment, so that pytest-xdist workers (started
+        later) and :func:`cortex_spec.stateful.runner.session_seed` use it."""
+        import random
+
+        given = self.config.getoption("hypothesis_seed", None)
+        env = os.environ.get("CORTEX_SPEC_SEED")
+        try:
+            if given not in (None, ""):
+                self.seed, self.seed_source = int(given), "--hypothesis-seed"
+            elif env:
+                self.seed, self.seed_source = int(env), "CORTEX_SPEC_SEED"
+            else:
+                self.seed = random.SystemRandom().randrange(2**32)
+        except ValueError:
+            raise pytest.UsageError(
+                f"the seed must be an integer (--hypothesis-seed {given!r}, CORTEX_SPEC_SEED {env!r})"
+            ) from None
+        self._seed_env = env
+        os.environ["CORTEX_SPEC_SEED"] = str(self.seed)
+        try:
+            from cortex_spec.stateful import runner
+        except ImportError:  # pragma: no cover - the stateful package is optional
+            return
+        runner.reset_seed()
+
+    def replay(self, item: pytest.Item) -> str:
+        """One complete command that runs ``item`` again: the store, the
+        profile, the class selection and the seed of this run."""
+        import shlex
+
+        module = getattr(getattr(item, "module", None), "__name__", None)
+        if module and module.split(".", 1)[0] in _SUITE_PACKAGES:
+            module = f"cortex_spec.{module}"
+        target = f"{module}::{item.nodeid.split('::', 1)[1]}" if module and "::" in item.nodeid else item.nodeid
+        args = ["pytest", "-p", "no:cacheprovider", "--pyargs", target,
+                "--cortex-store", _store_spec(self.config), "--cortex-profile", _profile(self.config).name]
+        if self.selected is not None:
+            args += ["--cortex-classes", option(self.config, "cortex_classes") or ""]
+        args.append(f"--hypothesis-seed={self.seed}")
+        return " ".join(shlex.quote(a) for a in args)
 
     # -- backend ---------------------------------------------------------------
 
@@ -331,6 +451,14 @@ class CertificationRun:
             self.write_report()
         pytest.exit(line, returncode=EXIT_NOT_CERTIFIED)
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Put ``CORTEX_SPEC_SEED`` back as it was (pytester runs sessions in one process)."""
+        previous: str | None = getattr(self, "_seed_env", None)
+        if previous is None:
+            os.environ.pop("CORTEX_SPEC_SEED", None)
+        else:
+            os.environ["CORTEX_SPEC_SEED"] = previous
+
     def stop_backend(self) -> None:
         if self.harness is not None:
             self.harness.stop()
@@ -345,7 +473,10 @@ class CertificationRun:
         for item in items:
             clause_ids, classes = required_classes(item)
             if self.selected is not None and not classes <= self.selected:
-                dropped.append(item)  # a class --cortex-classes left out
+                # a class --cortex-classes leaves out: not run, reported not claimed
+                left_out = ", ".join(sorted(classes - self.selected))
+                dropped.append(item)
+                self.dropped.append((item.nodeid, clause_ids, f"{NOT_CLAIMED}: --cortex-classes leaves out {left_out}"))
                 continue
             kept.append(item)
             if clause_ids or classes:
@@ -354,6 +485,8 @@ class CertificationRun:
                 item.user_properties.append((_COLLECTED_KEY, collected))
         if dropped:
             config.hook.pytest_deselected(items=dropped)
+        if not hasattr(config, "workerinput"):
+            self.record_dropped(self.dropped)
         workers = getattr(config, "workerinput", {}).get("workercount", 1)
         items[:] = balance(kept, workers) if workers > 1 else kept
 
@@ -370,19 +503,39 @@ class CertificationRun:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
-        """A failure whose exception names the clauses it refutes
-        (``exc.cortex_clauses``) fails only those clauses of the test."""
+        """A failure is charged to the clause whose check failed (see
+        :mod:`cortex_spec.attribution`); the report's text leads with that
+        clause's rule, what was expected and observed, and a replay command,
+        before a short traceback of the test's own lines."""
         outcome = yield
         report = outcome.get_result()
-        if call.excinfo is not None:
-            refuted = getattr(call.excinfo.value, "cortex_clauses", None)
-            if refuted:
-                report.user_properties = list(report.user_properties) + [
-                    (_REFUTED_KEY, tuple(refuted))
-                ]
+        if self.dropped and hasattr(self.config, "workerinput"):
+            report.user_properties = list(report.user_properties) + [(_DROPPED_KEY, self.dropped)]
+            self.dropped = []
+        props: dict[str, Any] = dict(item.user_properties)
+        if call.excinfo is None or _CLAUSES_KEY not in props or not report.failed:
+            return
+        from .attribution import attribute
+
+        clause_ids = tuple(props[_CLAUSES_KEY])
+        try:
+            failure = attribute(item, call.excinfo, clause_ids, call.when)
+        except Exception as exc:  # noqa: BLE001 - attribution must never hide the failure
+            failure = {"attribution": "test", "clauses": list(clause_ids),
+                       "message": f"{call.excinfo.exconly()}\n(attribution failed: {exc!r})"}
+        failure["replay"] = self.replay(item)
+        charged = tuple(failure.pop("clauses"))
+        report.user_properties = list(report.user_properties) + [
+            (_REFUTED_KEY, charged), (_FAILURE_KEY, failure)]
+        report.longrepr = (failure["message"] + f"\nreplay: {failure['replay']}\n\n"
+                           + _short_traceback(item, call.excinfo))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
+        if report.failed:
+            self.failed_tests.add(report.nodeid)
+        props: dict[str, Any] = dict(report.user_properties)
+        if _DROPPED_KEY in props:
+            self.record_dropped(props[_DROPPED_KEY])
         if _CLAUSES_KEY not in props:
             return
         if _BACKEND_KEY in props:
@@ -407,13 +560,21 @@ class CertificationRun:
             return
         refuted = tuple(props.get(_REFUTED_KEY, ()))
         clause_ids += tuple(c for c in refuted if c not in clause_ids)
-        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration, refuted)
+        failure = props.get(_FAILURE_KEY) if outcome == "failed" else None
+        if failure is not None:
+            message = failure["message"]
+        self.records[report.nodeid] = (outcome, message, clause_ids, report.duration, refuted, failure)
         if outcome == "failed" and self.first_failure is None:
             self.first_failure = {
                 "test": report.nodeid,
                 "clauses": list(refuted or clause_ids),
                 "after_s": round(time.monotonic() - self.started, 3),
             }
+
+    def record_dropped(self, dropped: list[Any]) -> None:
+        for nodeid, clause_ids, reason in dropped:
+            if clause_ids and nodeid not in self.records:
+                self.records[nodeid] = ("not claimed", reason, tuple(clause_ids), 0.0, (), None)
 
     def record_machine(self, figures: dict[str, Any]) -> None:
         name = figures["machine"]
@@ -446,8 +607,8 @@ class CertificationRun:
         from cortex_spec.reports import TestRecord, build_report
 
         records = [
-            TestRecord(nodeid, outcome, clauses, message, duration, refuted)
-            for nodeid, (outcome, message, clauses, duration, refuted) in self.records.items()
+            TestRecord(nodeid, outcome, clauses, message, duration, refuted, failure)
+            for nodeid, (outcome, message, clauses, duration, refuted, failure) in self.records.items()
         ]
         store = dict(self.backend_info) or {"name": _store_spec(self.config)}
         store.setdefault("spec", _store_spec(self.config))
@@ -463,7 +624,25 @@ class CertificationRun:
             unavailable=self.unavailable,
             first_failure=self.first_failure,
             timings=self.timings(),
+            run={"command": self.command(), "seed": self.seed, "seed_source": self.seed_source,
+                 "workers": self.timings()["workers"]},
+            waivers=self.waivers,
+            waiver_file=self.waiver_file,
         )
+
+    def command(self) -> str:
+        """The run's command line, shell-quoted (``CORTEX_SPEC_COMMAND``, set
+        by ``cortex-spec certify``, else pytest's own arguments)."""
+        import shlex
+
+        given = os.environ.get("CORTEX_SPEC_COMMAND")
+        if given:
+            return given
+        program = os.path.basename(sys.argv[0]) or "pytest"
+        if program == "__main__.py":  # python -m pytest
+            program = "python -m pytest"
+        args = [*program.split(), *self.config.invocation_params.args]
+        return " ".join(shlex.quote(str(a)) for a in args)
 
     def timings(self) -> dict[str, Any]:
         """Where the run's time went: wall time, collection and backend start
@@ -484,7 +663,6 @@ class CertificationRun:
             "units": {u: round(s, 3) for u, s in sorted(units.items(), key=lambda kv: -kv[1])},
         }
 
-    @pytest.hookimpl(trylast=True)
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A certification run (``--cortex-store`` given, on the command line,
@@ -498,17 +676,28 @@ class CertificationRun:
         self.collected = True
 
     def write_report(self) -> dict[str, Any] | None:
-        """Write the JSON report (and the HTML page beside it), if a path is set."""
+        """Write the JSON report (and the HTML page beside it, and every
+        ``--cortex-output``), if a path is set; append the Markdown summary
+        to ``$GITHUB_STEP_SUMMARY`` when that is set."""
         path = self.report_path()
-        if path is None or (not self.records and self.unavailable is None):
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if (path is None and not self.outputs and not summary) or (not self.records and self.unavailable is None):
             return None
-        from cortex_spec.reports import write_html, write_report
+        from cortex_spec.reports import FORMATS, write_html, write_report
 
         report = self.build()
         self.report = report
-        write_report(report, path)
-        write_html(report, os.path.splitext(path)[0] + ".html")
-        self.report_written = path
+        if path is not None:
+            write_report(report, path)
+            write_html(report, os.path.splitext(path)[0] + ".html")
+            self.report_written = path
+        for fmt, target in self.outputs:
+            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(FORMATS[fmt](report))
+        if summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(FORMATS["markdown"](report) + "\n")
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -519,18 +708,42 @@ class CertificationRun:
         report = self.write_report()
         if report is None:
             return
-        if not report["certified"] and session.exitstatus == 0:
-            session.exitstatus = 1 if self.unavailable is None else EXIT_NOT_CERTIFIED
+        if report["gate"] == "fail" and session.exitstatus == 0:
+            session.exitstatus = 1
+        elif report["gate"] == "pass" and session.exitstatus == 1 and self.only_waived_failures(report):
+            session.exitstatus = 0  # every failure is charged to a waived clause
         if self.unavailable is not None:
             session.exitstatus = EXIT_NOT_CERTIFIED
 
+    def only_waived_failures(self, report: dict[str, Any]) -> bool:
+        """Whether every failed test of the session is a certification test
+        whose failure is charged only to clauses the report shows waived (a
+        failure of any other test keeps pytest's exit status)."""
+        waived = {c["id"] for c in report["clauses"] if c["outcome"] == "waived"}
+        for nodeid in self.failed_tests:
+            record = self.records.get(nodeid)
+            if record is None or record[0] != "failed":
+                return False
+            charged = record[4] or record[2]
+            if not set(charged) <= waived:
+                return False
+        return True
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        report = getattr(self, "report", None)
+        report = self.report
         if report is None:
             return
+        from cortex_spec.reports import render_annotations, render_failures
+
         terminalreporter.write_sep("=", "cortex-spec")
+        for line in render_failures(report).splitlines():
+            terminalreporter.write_line(line)
         terminalreporter.write_line(report["verdict"])
-        terminalreporter.write_line(f"report: {self.report_written}")
+        if self.report_written:
+            terminalreporter.write_line(f"report: {self.report_written}")
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for line in render_annotations(report).splitlines():
+                terminalreporter.write_line(line)
 
 
 _RANK = {"not claimed": 0, "skipped": 1, "passed": 2, "failed": 3}
@@ -552,6 +765,26 @@ def _outcome_of(report: pytest.TestReport) -> tuple[str | None, str]:
     if report.when == "call":
         return "passed", ""
     return None, ""
+
+
+def _short_traceback(item: pytest.Item, excinfo: Any, limit: int = 12) -> str:
+    """The test's own frames (file:line, function, source line) and the
+    error, without the library frames in between."""
+    lines = ["traceback (the test's lines):"]
+    path = str(getattr(item, "path", ""))
+    entries = list(excinfo.traceback)
+    own = [e for e in entries if str(e.path) == path]
+    if entries and (not own or own[-1] is not entries[-1]):
+        own.append(entries[-1])  # where the error was raised
+    for entry in own[-limit:]:
+        try:
+            source = str(entry.statement).strip().splitlines()[0]
+        except Exception:  # noqa: BLE001 - a frame without source
+            source = "?"
+        lines.append(f"  {os.path.basename(str(entry.path))}:{entry.lineno + 1} in {entry.name}")
+        lines.append(f"      {source}")
+    lines.append(excinfo.exconly().splitlines()[0] if excinfo.exconly() else type(excinfo.value).__name__)
+    return "\n".join(lines)
 
 
 def record_machine(request: pytest.FixtureRequest, figures: dict[str, Any]) -> None:
@@ -607,6 +840,9 @@ def _cortex_claim_gate(request: pytest.FixtureRequest) -> None:
     )
     missing = sorted(classes - run.declared)
     if missing:
+        declared = set(run.backend_info.get("declared", ()))
+        if run.selected is not None and set(missing) <= declared:
+            pytest.skip(f"{NOT_CLAIMED}: --cortex-classes leaves out {', '.join(missing)}")
         pytest.skip(f"{NOT_CLAIMED}: the store does not declare {', '.join(missing)}")
     lacking = sorted(features - harness.features)
     if lacking:

@@ -217,8 +217,11 @@ def validate_run_update(run: object) -> tuple[str, dict[str, Any]]:
 
 def apply_run_update(stored: Run, fields: dict[str, Any], now: datetime) -> Run:
     """The run an update will store: ``stored`` with the written ``fields``
-    and ``updated_at = now``, refused if it breaks the size limit (RUN-UPD-7)."""
-    updated = attrs.evolve(stored, updated_at=now, **fields)
+    and ``updated_at = now``, refused if it breaks the size limit (RUN-UPD-7).
+    A run that leaves ``running`` loses its lease in the same step
+    (LEASE-CLEAR-1); one that stays keeps it (LEASE-CLEAR-2)."""
+    lease = stored.lease if fields["state"] == RunState.RUNNING else None
+    updated = attrs.evolve(stored, updated_at=now, lease=lease, **fields)
     check_entity_size(updated, "run")
     return updated
 

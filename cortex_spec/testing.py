@@ -140,22 +140,16 @@ def shorten(value: Any, limit: int = 160) -> str:
     """``repr(value)`` of at most about ``limit`` characters, cut at a word or
     item boundary (never inside a word) with the number of characters left
     out."""
+    from .words import clip
+
     text = value if isinstance(value, str) and value.startswith("<") else repr(value)
-    if len(text) <= limit:
-        return text
-    cut = max(text.rfind(sep, 0, limit) for sep in (", ", " ", "/"))
-    cut = cut if cut > limit // 2 else limit
-    return f"{text[:cut]} … ({len(text) - cut} more characters)"
+    return clip(text, limit)
 
 
 def _rule(clause_id: str) -> str:
-    from .clauses import UnknownClause, catalogue
+    from .attribution import rule_of
 
-    try:
-        text = catalogue()[clause_id].text.replace("`", "")
-    except UnknownClause:
-        return "(a clause the spec does not define)"
-    return text if len(text) <= 300 else text[: text.rfind(" ", 0, 300)] + " …"
+    return rule_of(clause_id)
 
 
 class ClauseViolation(AssertionError):

@@ -9,14 +9,17 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)
-['a2a', 'admin', 'catalog', 'checkpoints', 'gateway', 'memory', 'preparation', 'progress', 'runs', 'suspensions']
+['a2a', 'admin', 'catalog', 'checkpoints', 'gateway', 'leases', 'memory', 'orchestration', 'preparation', 'progress', 'runs', 'suspensions']
 """
+
+from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .preparation import PreparationMixin
 from .progress import ProgressMixin
@@ -27,11 +30,11 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 
-class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-                  GatewayMixin, ProgressMixin, PreparationMixin, AdminMixin, StoreBase):
-    """In-memory store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a``, ``memory``, ``catalog``, ``gateway``, ``progress``,
-    ``preparation`` and ``admin``.
+class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+                  OrchestrationMethods, GatewayMixin, ProgressMixin, PreparationMixin, AdminMixin, StoreBase):
+    """In-memory store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
+    ``a2a``, ``memory``, ``catalog``, ``orchestration``, ``gateway``,
+    ``progress``, ``preparation`` and ``admin``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -39,8 +42,8 @@ class MemoryStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, Memor
     :mod:`.gateway`).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
-                              "progress", "preparation", "admin"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration",
+                              "gateway", "progress", "preparation", "admin"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

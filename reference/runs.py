@@ -67,7 +67,7 @@ class RunsMixin(StoreBase):
             if stored is None or not scope.covers(stored.scope):
                 raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
             # RUN-UPD-2/3/5: unconditional, whole, only the mutable fields.
-            # RUN-UPD-4: the lease is untouched (this store never holds one).
+            # RUN-UPD-4 / LEASE-CLEAR-1/2: apply_run_update keeps the lease only while running.
             updated = apply_run_update(stored, detach(fields), self._now())
             t.runs[run_id] = updated
             return detach(updated)

@@ -30,9 +30,11 @@ Run it against your own store::
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import attrs
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -55,21 +57,21 @@ from .history import Call, Recorder, render_timeline, timeline_data
 from .linearizability import Verdict, check
 from .model import ReferenceModel
 from .ops import Bindings, Op, Outcome
-from .plugin import Race, World
+from .plugin import Race, World, storm_clauses
 from .stats import MachineStats
 from .world import Script, Tick
 
 __all__ = [
-    "World",
-    "Tick",
-    "Script",
-    "Scenario",
-    "scenarios",
-    "execute",
-    "ScenarioFailure",
-    "run_concurrent",
     "CALL_TIMEOUT",
     "T0",
+    "Scenario",
+    "ScenarioFailure",
+    "Script",
+    "Tick",
+    "World",
+    "execute",
+    "run_concurrent",
+    "scenarios",
 ]
 
 #: Seconds a racing call may take before it counts as hung (MACH-LIN-2).
@@ -182,7 +184,8 @@ def _mixed(draw: Any, classes: frozenset[str], focus: str, census: int | None = 
             tuple(racers[draw(pick)](draw) for _ in range(draw(st.integers(1, 3))))
             for _ in range(lanes)
         )
-    return Scenario("storm" if storm else "mixed", world, _setup(world), branches)
+    clauses = storm_clauses(build) if storm else ()
+    return Scenario("storm" if storm else "mixed", world, _setup(world), branches, clauses)
 
 
 @st.composite
@@ -309,6 +312,17 @@ class ScenarioFailure(AssertionError):
     def __init__(self, message: str, clauses: tuple[str, ...]) -> None:
         super().__init__(message)
         self.cortex_clauses = clauses
+        #: the report's expected and observed: the results no order explains
+        lines = message.splitlines()
+        after = lines[lines.index("Results no order explains:") + 1:] if "Results no order explains:" in lines else []
+        unexplained = [ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith("  #"), after)]
+        self.expected = "; ".join(u.split("; the reference would give ", 1)[-1] for u in unexplained
+                                  if "; the reference would give " in u)
+        self.observed = "; ".join(u.split("; the reference would give ", 1)[0] for u in unexplained)
+        if self.expected:
+            self.expected = "the reference would give " + self.expected
+        if not unexplained:
+            self.observed = lines[0] if lines else ""
 
 
 def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None,
@@ -350,8 +364,8 @@ def _explain(scenario: Scenario, ex: Execution, verdict: Verdict | None,
             lines.append("  (every call fits somewhere, but no single order fits them all)")
     lines += [
         "",
-        f"Replay: CORTEX_SPEC_SEED={seed_value} pytest --pyargs cortex_spec.stateful "
-        f"-k concurrent --cortex-store {store_name}",
+        f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED replays it; the "
+        "certification report prints the whole command)",
     ]
     return "\n".join(lines)
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import attrs
+from cortex_spec.reference import MemoryStore
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -31,14 +33,19 @@ from cortex_spec.clock import EPOCH, ManualClock
 from cortex_spec.context import Context
 from cortex_spec.harness import Harness
 from cortex_spec.profiles import Profile
-from cortex_spec.reference import MemoryStore
 
-from .classes import close_session, machine_classes, open_session, plugins_for, reference_session
+from .classes import (
+    close_session,
+    machine_classes,
+    open_session,
+    plugins_for,
+    reference_session,
+)
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
-from .world import ctx_of, contexts, fixed_id, instants_around
+from .world import contexts, ctx_of, fixed_id, instants_around
 
-__all__ = ["DifferentialMachineBase", "build_differential", "run_differential", "Mismatch"]
+__all__ = ["DifferentialMachineBase", "Mismatch", "build_differential", "run_differential"]
 
 #: the root scopes of the pool: their lists see every row created in it
 VIEW_SCOPES = ("ws=w1", "ws=w10", "ws=w1x", "org=w1", "ws=w2")
@@ -50,9 +57,12 @@ class Mismatch(AssertionError):
     ``cortex_clauses`` names the clause(s) refuted (the certification report
     fails exactly those)."""
 
-    def __init__(self, message: str, *clauses: str) -> None:
+    def __init__(self, message: str, *clauses: str, expected: str = "", observed: str = "") -> None:
         super().__init__(message)
         self.cortex_clauses = clauses or ("MACH-DIFF-1",)
+        #: what the reference gave and the backend gave (the report shows them)
+        self.expected = expected
+        self.observed = observed
 
 
 def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "MACH-DIFF-1") -> None:
@@ -69,13 +79,14 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "
         lines.append(f"  reference value: {want.raw!r}")
     if got.kind == "crash":
         lines.append(f"  the backend raised a non-contract exception: {got.value}")
-    raise Mismatch("\n".join(lines), clause)
+    raise Mismatch("\n".join(lines), clause, expected=f"{op.render()} {want.describe()}",
+                   observed=f"{op.render()} {got.describe()}")
 
 
 _SEED_COUNTS = st.integers(0, 3)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _indexes(n: int) -> st.SearchStrategy[int]:
     return st.integers(0, n - 1)
 
@@ -310,7 +321,14 @@ def run_differential(
     Raises the first :class:`Mismatch` (after Hypothesis has shrunk it) and
     returns the machine figures otherwise.
     """
-    from .runner import as_harness, declared_of, default_profile, limit_shrinking, run_machine, share
+    from .runner import (
+        as_harness,
+        declared_of,
+        default_profile,
+        limit_shrinking,
+        run_machine,
+        share,
+    )
 
     harness = as_harness(harness)
     profile = profile or default_profile()

@@ -28,10 +28,13 @@ from hypothesis import strategies as st
 from cortex_spec import kinds as k
 
 from .ops import Op
-from .plugin import ClassMachines, World
+from .plugin import ClassMachines, World, storm
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
 
-__all__ = ["class_machines", "entities", "NAMES"]
+#: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
+RACE_RULES = ("race.unique", "race.rename", "race.delete")
+
+__all__ = ["class_machines", "entities", "NAMES", "KindRows"]
 
 #: Names a rule draws: case and wildcard look-alikes collide only where they should.
 NAMES = ("alpha", "Alpha", "beta", "a%a", "a_a", "alpha ")
@@ -312,7 +315,7 @@ def _storms(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
                     return make_op(table.method("create"), ctx_of(ROLES["exact"]), obj, keys=_keys(table),
                                    label="same key")
 
-                out.append(same_key)
+                out.append(storm(same_key, table.clauses.get("race.unique", "")))
                 mutable = [f for f in unique.fields if table.fields[f].update]
                 if mutable and "update" in table.ops and len(rows.rows[table.name]) >= 1:
                     def rename_or_create(draw: Any, table: k.Table = table, mutable: list = mutable) -> Op:
@@ -327,7 +330,7 @@ def _storms(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
                         obj = _example(table, draw(st.integers(0, 2)), refs, id=key, **target, **_held(table))
                         return make_op(table.method("create"), c, obj, keys=_keys(table), label="create")
 
-                    out.append(rename_or_create)
+                    out.append(storm(rename_or_create, table.clauses.get("race.rename", "")))
             if "update" in table.ops and "delete" in table.ops:
                 def update_or_delete(draw: Any, table: k.Table = table, first: Any = first) -> Op:
                     c = ctx_of(ROLES[draw(st.sampled_from(("exact", "ancestor")))])
@@ -337,7 +340,7 @@ def _storms(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
                                    **({table.by_name: getattr(first, table.by_name)} if table.by_name else {}))
                     return make_op(table.method("update"), c, obj, keys=_keys(table), label="update")
 
-                out.append(update_or_delete)
+                out.append(storm(update_or_delete, table.clauses.get("race.delete", "")))
         return out
     return storms
 
@@ -374,8 +377,10 @@ def class_machines(name: str, tables: Sequence[k.Table], *,
 
     def joined(first: Callable[[World], list], more: Callable[[World], list] | None) -> Callable[[World], list]:
         return first if more is None else (lambda w: first(w) + more(w))
+    races = tuple(dict.fromkeys(table.clauses[r] for table in tables for r in RACE_RULES if r in table.clauses))
     fields: dict[str, Any] = dict(
         name=name,
+        race_clauses=races + tuple(extra.pop("race_clauses", ())),
         rules=generated,
         views=all_views,
         id_kinds={t.name: t.prefix for t in tables},

@@ -422,7 +422,10 @@ class _Search:
                     if bucket is None:
                         bucket = seen[new_state] = set() if exact else {}
             if not accepted:
-                if depth == best_len and expected is not None:
+                # only the deepest order's refusals explain the violation: at
+                # the same depth another order refuses other calls (two racing
+                # resolves each refuse the other), which no one order gives
+                if depth == best_len and (stale or not depth) and expected is not None:
                     rejected[x] = expected
                 p = nxt[p]
                 continue
@@ -537,7 +540,7 @@ class _Search:
                     accepted, new_state, expected = model.step(state, call.op, call.outcome)
                     progress, done = None, True
                 if not accepted:
-                    if len(order) == best_len and expected is not None:
+                    if len(order) == best_len == agree and expected is not None:
                         rejected[x] = expected
                     p = nxt[p]
                     continue

@@ -16,7 +16,7 @@ from cortex_spec.memory import SESSIONS, TABLES, Message
 
 from .kinds import class_machines
 from .ops import Op
-from .plugin import MachineTest, World
+from .plugin import MachineTest, World, storm
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
 
 NAME = "memory"
@@ -134,7 +134,13 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
         return make_op("save_working", exact, RUNS[0], "k", draw(st.sampled_from((1, 2, 1.0, [3]))),
                        keys=[("working", RUNS[0])], label="working")
 
-    return [save, save_or(clear), save_or(delete), save_or(update), save_or(load), working]
+    builders = [save, save_or(clear), save_or(delete), save_or(update), save_or(load), working]
+    return [storm(b, *c) for b, c in zip(builders, STORM_CLAUSES, strict=True)]
+
+
+#: the clauses of the storms above, in their order
+STORM_CLAUSES = (("MEM-RACE-1",), ("MEM-RACE-2",), ("MEM-RACE-3",), ("MEM-RACE-4",), ("MEM-RACE-7",),
+                 ("MEM-RACE-6",))
 
 
 def racing_ops(w: World) -> list[Callable[[Any], Op]]:
@@ -344,6 +350,7 @@ def run_writer_crash(harness: Any, profile: Any, declared: frozenset[str], stats
 MACHINES = class_machines(
     NAME, TABLES, rules=RULES, views=views, storm_ops=storm_ops, racing_ops=racing_ops,
     seed_rules=("sessions_create", "memory_save_conversation"), weight=0.6, cost=4.0,
+    race_clauses=tuple(c for clauses in STORM_CLAUSES for c in clauses),
     tests=(MachineTest("writer-killed", ("MEM-CRASH-1", "MEM-CONV-11", "MEM-SES-9"), run_writer_crash,
                        requires=("kill-writer",), machine="memory-writer-killed", cost=6.0),),
 )

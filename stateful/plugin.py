@@ -66,10 +66,24 @@ __all__ = [
     "Sweep",
     "MachineTest",
     "Builder",
+    "storm",
+    "storm_clauses",
 ]
 
 #: ``build(draw) -> Op``: one racing call, drawn with a Hypothesis ``draw``.
 Builder = Callable[[Any], "Op"]
+
+
+def storm(build: Builder, *clauses: str) -> Builder:
+    """``build`` as a storm of ``clauses``: a storm scenario made of it
+    refutes them when it fails (and the class's concurrent test names them,
+    :attr:`ClassMachines.race_clauses`)."""
+    build.clauses = tuple(c for c in clauses if c)  # type: ignore[attr-defined]
+    return build
+
+
+def storm_clauses(build: Builder) -> tuple[str, ...]:
+    return getattr(build, "clauses", ())
 
 
 @attrs.frozen
@@ -198,6 +212,9 @@ class ClassMachines:
     claims: tuple[Claim, ...] = ()
     sweeps: tuple[Sweep, ...] = ()
     tests: tuple[MachineTest, ...] = ()
+    #: the clauses the class's storms exercise (see :func:`storm`): its
+    #: concurrent test names them
+    race_clauses: tuple[str, ...] = ()
     #: the class's share of each machine budget of the profile
     weight: float = 1.0
     #: seconds its differential machine takes on the reference at weight 1

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cortex_spec.clock import ManualClock
 from cortex_spec.harness import FactoryHarness, Harness, effective_classes
@@ -14,13 +15,14 @@ from .stats import MachineStats
 
 __all__ = [
     "as_harness",
+    "check_rules_ran",
     "declared_of",
     "default_profile",
-    "session_seed",
-    "check_rules_ran",
-    "phases",
-    "run_machine",
     "limit_shrinking",
+    "phases",
+    "reset_seed",
+    "run_machine",
+    "session_seed",
     "share",
 ]
 
@@ -81,9 +83,18 @@ def default_profile() -> Profile:
 _SEED: int | None = None
 
 
+def reset_seed() -> None:
+    """Forget the chosen seed: the next :func:`session_seed` reads
+    ``CORTEX_SPEC_SEED`` again (the pytest plugin sets it per run)."""
+    global _SEED
+    _SEED = None
+
+
 def session_seed() -> int:
-    """The seed of this process's machines: ``CORTEX_SPEC_SEED`` or a random
-    one, chosen once and printed with every failure so it can be replayed."""
+    """The seed of this process's machines: ``CORTEX_SPEC_SEED`` (the pytest
+    plugin sets it from ``--hypothesis-seed``, or to a random seed it
+    chose, so every xdist worker shares it) or a random one, chosen once and
+    printed with every failure so it can be replayed."""
     global _SEED
     if _SEED is None:
         env = os.environ.get("CORTEX_SPEC_SEED")
@@ -118,10 +129,8 @@ def run_machine(machine: type, settings: Any, stats: MachineStats,
         try:
             test()
         except Exception as exc:  # a finding, or Hypothesis' report of a flaky one
-            exc.add_note(
-                f"Replay: CORTEX_SPEC_SEED={seed_value} pytest --pyargs cortex_spec.stateful "
-                f"-k {stats.machine} --cortex-store <store>"
-            )
+            exc.add_note(f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED "
+                         "replays it; the certification report prints the whole command)")
             raise
     check_rules_ran(stats, machine, skip)
 

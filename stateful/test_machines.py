@@ -32,15 +32,17 @@ def _run(request: Any, name: str, body: Callable[[MachineStats], Any]) -> None:
 
 
 def _params(clauses: tuple[str, ...], cost: float, requires: tuple[str, ...] = (),
-            only: Callable[[str], bool] = lambda name: True) -> list:
+            only: Callable[[str], bool] = lambda name: True,
+            own: Callable[[Any], tuple[str, ...]] = lambda machines: ()) -> list:
     """One parameter per class with machines (that ``only`` accepts): its
-    clause, class, feature and cost marks (the cost scales with the class's
-    weight and differential cost)."""
+    clause (``clauses`` and the class's ``own(machines)``), class, feature
+    and cost marks (the cost scales with the class's weight and
+    differential cost)."""
     out = []
     for name, machines in plugins().items():
         if not only(name):
             continue
-        marks = [pytest.mark.clause(*clauses), pytest.mark.cortex_classes(name),
+        marks = [pytest.mark.clause(*clauses, *own(machines)), pytest.mark.cortex_classes(name),
                  pytest.mark.cortex_cost(round(cost * machines.cost * machines.weight, 1))]
         if requires:
             marks.append(pytest.mark.cortex_requires(*requires))
@@ -56,7 +58,8 @@ def test_differential(request, cls, cortex_harness, cortex_profile, cortex_decla
         cortex_harness, cortex_profile, cortex_declared, stats, focus={cls}))
 
 
-@pytest.mark.parametrize("cls", _params(("MACH-LIN-1", "MACH-LIN-2"), 0.7))
+@pytest.mark.parametrize("cls", _params(("MACH-LIN-1", "MACH-LIN-2"), 0.7,
+                                        own=lambda machines: machines.race_clauses))
 def test_concurrent(request, cls, cortex_harness, cortex_profile, cortex_declared):
     """Racing claims, sweeps, deletes, updates, creates and reads of the class:
     every storm kind first, then random scenarios; every history is

@@ -6,6 +6,9 @@ pytest_plugins = ["pytester"]
 # fixtures of the SQL tests, shared so one PostgreSQL serves the whole session
 from sql_harnesses import postgres_harness, sqlite_harness  # noqa: E402, F401
 
+# the session's failing certification, read by the report and browser tests
+from failing_run import failing_report, failing_run  # noqa: E402, F401
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "zoo: certifies every mutant of the zoo (slow)")

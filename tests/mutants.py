@@ -44,6 +44,7 @@ from cortex_spec.errors import (
     DeliveryClaimLost,
     HopCeilingExceeded,
     InvalidState,
+    LeaseHeld,
     NotSuspended,
     SuspensionExpired,
 )
@@ -970,6 +971,289 @@ class UpdateWritesCounters(MemoryStore):
         return self._crud.storage.update(SESSIONS, stored.id, require_scope(ctx), counters, self._now())
 
 
+# -- class leases ------------------------------------------------------------------------------
+
+
+class HoldReadThenWrite(MemoryStore):
+    """hold_lease decides on the run it read, lets go of the lock, then
+    writes: two holders both see an unleased run and both win."""
+
+    def hold_lease(self, ctx, run_id, lease):
+        from cortex_spec.leases import Hold, check_lease, hold_decision
+
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        lease = check_lease(lease)
+        with self._tx() as t:
+            now = self._now()
+            run = self._visible_run(t, ctx, run_id)
+            if run.state != RunState.RUNNING:
+                raise InvalidState("not running")
+            decision = hold_decision(run.lease, lease.owner, now)
+            if decision is Hold.HELD:
+                raise LeaseHeld("held")
+        time.sleep(GAP)
+        with self._tx() as t:
+            run = t.runs[run_id]
+            t.runs[run_id] = replace(run, lease=lease,
+                                     reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+
+
+def _leases_with(decide):
+    """A reference store whose hold decides with ``decide`` instead of
+    :func:`cortex_spec.leases.hold_decision` (the rest as the reference)."""
+
+    class Store(MemoryStore):
+        def hold_lease(self, ctx, run_id, lease):
+            from cortex_spec.leases import Hold, check_lease
+
+            require_scope(ctx)
+            ids.check_id(run_id, ids.RUN, "run_id")
+            lease = check_lease(lease)
+            with self._tx() as t:
+                now = self._now()
+                run = self._visible_run(t, ctx, run_id)
+                if run.state != RunState.RUNNING:
+                    raise InvalidState("not running")
+                decision = decide(run.lease, lease.owner, now)
+                if decision is Hold.HELD:
+                    raise LeaseHeld("held")
+                t.runs[run_id] = replace(run, lease=lease,
+                                         reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+
+    return Store
+
+
+def _strict_expiry(current, owner, now):
+    from cortex_spec.leases import Hold
+
+    if current is None or current.owner == owner:
+        return Hold.TAKE
+    return Hold.RECLAIM if current.expires_at < now else Hold.HELD
+
+
+class ExpiryOnHolderSide(_leases_with(_strict_expiry)):
+    """A lease compares its expiry with ``<``: at the expiry instant the dead
+    owner still holds it and nobody can take the run over."""
+
+
+def _uncounted(current, owner, now):
+    from cortex_spec.leases import Hold, hold_decision
+
+    decision = hold_decision(current, owner, now)
+    return Hold.TAKE if decision is Hold.RECLAIM else decision
+
+
+class TakeoverNotCounted(_leases_with(_uncounted)):
+    """A takeover of a lapsed foreign lease leaves ``reclaim_count`` as it was."""
+
+
+def _counts_renewals(current, owner, now):
+    from cortex_spec.leases import Hold, hold_decision
+
+    decision = hold_decision(current, owner, now)
+    return Hold.RECLAIM if decision is Hold.TAKE and current is not None else decision
+
+
+class RenewalCounted(_leases_with(_counts_renewals)):
+    """Every hold that replaces a lease counts as a reclaim, the owner's own
+    renewals included."""
+
+
+class LapsedExcludesTheInstant(MemoryStore):
+    """list_lapsed_across_scopes compares ``expires_at < now``: a lease that
+    expires exactly at ``now`` is not listed."""
+
+    def list_lapsed_across_scopes(self, ctx, now, limit=0):
+        rows = super().list_lapsed_across_scopes(ctx, now, 0)
+        rows = [r for r in rows if r.lease.expires_at < check_instant(now, "now")]
+        limit, _ = check_page(limit)
+        return rows[:limit] if limit else rows
+
+
+class ContinuableIgnoresMarks(MemoryStore):
+    """list_continuable_across_scopes ignores ``notified_before``: a waiting
+    run is announced again on every sweep."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        check_instant(notified_before, "notified_before")
+        from cortex_spec.testing import FAR_FUTURE
+
+        return super().list_continuable_across_scopes(ctx, FAR_FUTURE, limit)
+
+
+class ContinuableIgnoresDeadline(MemoryStore):
+    """A paused run counts as ready whenever it has a suspension, even one
+    whose deadline has passed (which belongs to the expiry sweeper)."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        from cortex_spec.entities import detach
+        from cortex_spec.leases import lapsed, notified_since
+
+        require_context(ctx)
+        before = check_instant(notified_before, "notified_before")
+        limit, _ = check_page(limit)
+        with self._tx() as t:
+            now = self._now()
+            rows = [r for r in t.runs.values()
+                    if ((r.state == RunState.PAUSED and r.id in t.suspensions) or lapsed(r, now))
+                    and not notified_since(r, before)]
+        rows.sort(key=lambda r: r.id)
+        return [detach(r) for r in page(rows, limit, 0)]
+
+
+class MarkMovesBack(MemoryStore):
+    """mark_notified writes ``at`` unconditionally: a late sweeper moves the
+    mark back and the run is announced again."""
+
+    def mark_notified(self, ctx, run_id, at):
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        at = check_instant(at, "at")
+        with self._tx() as t:
+            run = self._visible_run(t, ctx, run_id)
+            t.runs[run_id] = replace(run, notified_at=at)
+
+
+class StoppedRunKeepsLease(MemoryStore):
+    """update_run leaves the lease of a run that stops running (no clearing
+    in the update statement)."""
+
+    def update_run(self, ctx, run):
+        run_id, _ = validate_run_update(run)
+        with self._tx() as t:
+            before = t.runs.get(run_id)
+            updated = super().update_run(ctx, run)
+            if before is not None and before.lease is not None:
+                t.runs[run_id] = replace(t.runs[run_id], lease=before.lease)
+                updated = detach(t.runs[run_id])
+            return updated
+
+
+# -- class orchestration ---------------------------------------------------------------------
+
+
+class ClaimIgnoresStatus(MemoryStore):
+    """claim_orchestration_continuation moves any team run to running: a
+    second driver re-starts a pass that is already running."""
+
+    def claim_orchestration_continuation(self, ctx, team_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        now = self._now()
+
+        def step(st):
+            o._own_team_run(st, scope, team_id)
+            return st.update(o.TEAM_RUNS, team_id, scope, {"status": o.OrchestrationStatus.RUNNING}, now)
+
+        return self._crud.storage.atomic(step)
+
+
+class LinkReadThenWrite(MemoryStore):
+    """link_orchestration_child reads the children, lets go, then writes the
+    list it read plus its child: concurrent links lose children."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        run = self._crud.storage.atomic(lambda st: o._own_team_run(st, scope, team_id))
+        if child_run_id in run.child_run_ids:
+            return
+        if run.status != o.OrchestrationStatus.RUNNING:
+            raise InvalidState("not running")
+        time.sleep(GAP)
+        self._crud.storage.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)},
+                                  self._now())
+
+
+class UpdateWritesChildren(MemoryStore):
+    """update_orchestration_run writes ``child_run_ids`` from the object
+    (upstream's UpdateOrchestrationRun): children admitted meanwhile are lost."""
+
+    def update_orchestration_run(self, ctx, orchestration_run):
+        from cortex_spec.kinds import Strings
+        from cortex_spec.orchestration import TEAM_RUNS
+
+        stored = self._crud.update(TEAM_RUNS, ctx, orchestration_run)
+        kids = Strings(unique=True).check(orchestration_run.child_run_ids, "child_run_ids")
+        return self._crud.storage.update(TEAM_RUNS, stored.id, require_scope(ctx), {"child_run_ids": kids},
+                                         self._now())
+
+
+class ClaimFromAbove(MemoryStore):
+    """The continuation claim accepts a team run any visible scope holds: an
+    ancestor's driver takes over a descendant team's pass."""
+
+    def claim_orchestration_continuation(self, ctx, team_id):
+        from cortex_spec import orchestration as o
+
+        own = o._own_team_run
+        o._own_team_run = _visible_team_run
+        try:
+            return super().claim_orchestration_continuation(ctx, team_id)
+        finally:
+            o._own_team_run = own
+
+
+def _visible_team_run(storage, scope, team):
+    from cortex_spec.errors import OrchestrationRunNotFound
+    from cortex_spec.orchestration import TEAM_RUNS
+
+    rows = storage.select(TEAM_RUNS, Query(scope, where=(("id", team),)))
+    if not rows:
+        raise OrchestrationRunNotFound("not found")
+    return rows[0]
+
+
+class LinkWhileWaiting(MemoryStore):
+    """A waiting team run still admits children (the check allows any
+    status that is not terminal)."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        now = self._now()
+
+        def step(st):
+            run = o._own_team_run(st, scope, team_id)
+            if child_run_id in run.child_run_ids:
+                return
+            if run.status in (o.OrchestrationStatus.COMPLETED, o.OrchestrationStatus.FAILED):
+                raise InvalidState("over")
+            st.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)}, now)
+
+        self._crud.storage.atomic(step)
+
+
+class RelinkAppends(MemoryStore):
+    """A repeated link appends the child again instead of succeeding
+    without a change."""
+
+    def link_orchestration_child(self, ctx, team_id, child_run_id):
+        from cortex_spec import orchestration as o
+
+        scope = require_scope(ctx)
+        ids.check_id(team_id, ids.ORCHESTRATION_RUN, "team_id")
+        ids.check_id(child_run_id, ids.RUN, "child_run_id")
+        now = self._now()
+
+        def step(st):
+            run = o._own_team_run(st, scope, team_id)
+            if run.status != o.OrchestrationStatus.RUNNING:
+                raise InvalidState("not running")
+            st.update(o.TEAM_RUNS, team_id, scope, {"child_run_ids": run.child_run_ids + (child_run_id,)}, now)
+
+        self._crud.storage.atomic(step)
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -1059,6 +1343,22 @@ MUTANTS: list[Mutant] = [
     _m("memory-clear-keeps-last-message", ClearKeepsLastMessage, ("MEM-CONV-9",)),
     _m("memory-save-into-visible-session", SaveIntoVisibleSession, ("MEM-CONV-2",)),
     _m("memory-update-writes-counters", UpdateWritesCounters, ("MEM-SES-6", "MEM-RACE-4")),
+    _m("leases-hold-read-then-write", HoldReadThenWrite, ("LEASE-RACE-1", "LEASE-HOLD-8", "LEASE-RACE-3",
+                                                          "LEASE-EXCL-1", "MACH-LIN-1")),
+    _m("leases-expiry-on-holder-side", ExpiryOnHolderSide, ("LEASE-HOLD-6", "LEASE-HOLD-1", "LEASE-HOLD-5")),
+    _m("leases-takeover-not-counted", TakeoverNotCounted, ("LEASE-HOLD-6", "LEASE-RECLAIM-1")),
+    _m("leases-renewal-counted", RenewalCounted, ("LEASE-HOLD-6", "LEASE-RECLAIM-1")),
+    _m("leases-lapsed-excludes-the-instant", LapsedExcludesTheInstant, ("LEASE-LAPSED-1",)),
+    _m("leases-continuable-ignores-marks", ContinuableIgnoresMarks, ("LEASE-CONT-1", "LEASE-NOTIFY-5")),
+    _m("leases-continuable-ignores-deadline", ContinuableIgnoresDeadline, ("LEASE-CONT-1",)),
+    _m("leases-mark-moves-back", MarkMovesBack, ("LEASE-NOTIFY-1", "LEASE-RACE-5")),
+    _m("leases-stopped-run-keeps-lease", StoppedRunKeepsLease, ("LEASE-CLEAR-1", "LEASE-INV-1")),
+    _m("orchestration-claim-ignores-status", ClaimIgnoresStatus, ("ORCH-CLAIM-3", "ORCH-CLAIM-4", "ORCH-RACE-1")),
+    _m("orchestration-link-read-then-write", LinkReadThenWrite, ("ORCH-LINK-6", "ORCH-RACE-3", "MACH-LIN-1")),
+    _m("orchestration-update-writes-children", UpdateWritesChildren, ("ORCH-RUN-6", "ORCH-LINK-7")),
+    _m("orchestration-claim-from-above", ClaimFromAbove, ("ORCH-CLAIM-1",)),
+    _m("orchestration-link-while-waiting", LinkWhileWaiting, ("ORCH-LINK-5", "ORCH-RACE-4")),
+    _m("orchestration-relink-appends", RelinkAppends, ("ORCH-LINK-3", "ORCH-LINK-7", "ORCH-RACE-3")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -19,20 +19,22 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 sa = pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
 
-from cortex_spec import ManualClock, Scope, errors  # noqa: E402
-from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore  # noqa: E402
-from cortex_spec.adapters.sql import schema as sql_schema  # noqa: E402
-from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402
-from cortex_spec.clock import from_millis, to_millis  # noqa: E402
-from cortex_spec.checkpoints import CheckpointFilter  # noqa: E402
-from cortex_spec.runs import RunFilter  # noqa: E402
-from cortex_spec.testing import (  # noqa: E402
+from cortex_spec.adapters.sql import SCHEMA_VERSION, SqlStore
+from cortex_spec.adapters.sql import schema as sql_schema
+from cortex_spec.adapters.sql.harness import PostgresHarness
+from sql_harnesses import postgres_unavailable
+
+from cortex_spec import ManualClock, Scope, errors
+from cortex_spec.checkpoints import CheckpointFilter
+from cortex_spec.clock import from_millis, to_millis
+from cortex_spec.runs import RunFilter
+from cortex_spec.testing import (
     ZERO,
     ctx,
     make_checkpoint,
@@ -40,11 +42,6 @@ from cortex_spec.testing import (  # noqa: E402
     make_suspension,
     race,
 )
-
-from sql_harnesses import postgres_unavailable  # noqa: E402
-
-UTC = timezone.utc
-
 
 # -- fixtures (the harnesses come from sql_harnesses.py, through conftest) ------------------
 
@@ -222,8 +219,8 @@ def test_json_keeps_types(store):
     run = store.create_run(c, make_run(metadata=meta))
     got = store.get_run(c, run.id).metadata
     assert json.dumps(got, sort_keys=True) == json.dumps(meta, sort_keys=True)
-    for key in meta:
-        assert type(got[key]) is type(meta[key]), key
+    for key, value in meta.items():
+        assert type(got[key]) is type(value), key
 
 
 @pytest.mark.parametrize("n", [2**31, 2**63 - 1, 2**63, 2**80])
@@ -313,7 +310,7 @@ def test_claim_race_on_many_runs_has_exactly_one_winner_each(store):
     for _ in range(5):
         run = store.create_run(c, make_run(state="paused"))
         store.create_suspension(c, make_suspension(run.id))
-        outcomes = race([lambda: store.claim_suspension(c, run.id)] * 8)
+        outcomes = race([lambda rid=run.id: store.claim_suspension(c, rid)] * 8)
         assert sum(o.ok for o in outcomes) == 1
         assert all(isinstance(o.error, errors.NotSuspended) for o in outcomes if not o.ok)
         assert store.get_run(c, run.id).state.value == "running"
@@ -429,7 +426,7 @@ def _run_cli(args, tmp_path, **env):
     full_env = {**os.environ, **env}
     full_env.pop("PYTEST_XDIST_WORKER", None)
     full_env.pop("PYTEST_XDIST_TESTRUNUID", None)
-    return subprocess.run(args, cwd=tmp_path, env=full_env, capture_output=True, text=True,
+    return subprocess.run(args, check=False, cwd=tmp_path, env=full_env, capture_output=True, text=True,
                           timeout=300)
 
 
@@ -513,6 +510,7 @@ def test_a2a_hop_admission_is_one_transaction(store, monkeypatch):
     """The envelope INSERT fails after the conversation was charged: the
     transaction rolls the charge back, nothing is written (both dialects)."""
     from cortex_spec.adapters.sql import a2a as sql_a2a
+
     from cortex_spec.testing import make_conversation, make_envelope
 
     c = ctx("ws=w1")
@@ -543,3 +541,174 @@ def test_a2a_peer_key_allows_any_number_of_conversations_without_a_pair(store):
     store.update_conversation(c, make_conversation(id=first.id))  # drops its pair: NULL again
     store.update_conversation(c, make_conversation(id=other.id, peer_node="n", peer_context="t"))
     assert store.get_conversation_by_peer_context(c, "n", "t").id == other.id
+
+
+# -- claims under concurrency: exactly one winner per row, on both dialects -----------------
+#
+# The claims are single conditional statements without an explicit transaction
+# (see adapters/sql/suspensions.py and a2a.py); these races pin that every row
+# still has exactly one winner when 8 threads walk all of them in their own
+# orders, and that every winner got the row as its claim wrote it.
+
+_THREADS, _ROWS = 8, 12
+
+
+def _race_every_key(keys, attempt, refusal):
+    """Every thread tries every key in its own order: ``{key: [won values]}``;
+    any outcome other than a win or ``refusal`` fails the test."""
+    import random
+
+    orders = [random.Random(i).sample(keys, len(keys)) for i in range(_THREADS)]
+
+    def walk(order):
+        won = []
+        for key in order:
+            try:
+                won.append((key, attempt(key)))
+            except refusal:
+                pass
+        return won
+
+    outcomes = race([lambda o=o: walk(o) for o in orders])
+    wins: dict = {k: [] for k in keys}
+    for outcome in outcomes:
+        assert outcome.ok, outcome.error
+        for key, value in outcome.value:
+            wins[key].append(value)
+    return wins
+
+
+def test_racing_resume_claims_on_many_runs_have_exactly_one_winner_each(store):
+    c = ctx("ws=w1")
+    suspended = {}
+    for _ in range(_ROWS):
+        run = store.create_run(c, make_run(state="paused"))
+        suspended[run.id] = store.create_suspension(c, make_suspension(run.id))
+    wins = _race_every_key(list(suspended), lambda rid: store.claim_suspension(c, rid),
+                           errors.NotSuspended)
+    for run_id, won in wins.items():
+        assert won == [suspended[run_id]]  # one winner, with the suspension as stored
+        assert store.get_run(c, run_id).state.value == "running"
+
+
+def test_racing_sweep_claims_on_many_runs_have_exactly_one_winner_each(store, clock):
+    c = ctx("ws=w1")
+    run_ids = []
+    for _ in range(_ROWS):
+        run = store.create_run(c, make_run(state="paused"))
+        store.create_suspension(c, make_suspension(run.id, expires_at=clock.now() + timedelta(seconds=1)))
+        run_ids.append(run.id)
+    later = clock.now() + timedelta(seconds=5)
+    wins = _race_every_key(run_ids, lambda rid: store.claim_expired_suspension(c, rid, later),
+                           errors.NotSuspended)
+    assert all(len(won) == 1 for won in wins.values()), wins
+
+
+def test_racing_delivery_claims_have_exactly_one_winner_each_with_the_row_it_wrote(store):
+    from cortex_spec.testing import make_delivery
+
+    c = ctx("ws=w1")
+    keys = [store.create_delivery(c, make_delivery()).id for _ in range(_ROWS)]
+    wins = _race_every_key(keys, lambda d: store.claim_delivery(c, d), errors.DeliveryAlreadyClaimed)
+    for delivery_id, won in wins.items():
+        assert len(won) == 1, won
+        assert won[0].state.value == "delivering" and won[0].claim_token
+        assert store.get_delivery(c, delivery_id) == won[0]  # the row the claim wrote
+
+
+def test_racing_ask_claims_and_resolves_have_exactly_one_winner_each(store):
+    from cortex_spec.checkpoints import Decision
+    from cortex_spec.testing import make_ask
+
+    c = ctx("ws=w1")
+    asks = [store.create_pending_ask(c, make_ask()).reply_with for _ in range(_ROWS)]
+    wins = _race_every_key(asks, lambda r: store.claim_pending_ask(c, r), errors.AskAlreadyClaimed)
+    assert all(len(won) == 1 for won in wins.values()), wins
+    checkpoints = [store.create_checkpoint(c, make_checkpoint()).id for _ in range(_ROWS)]
+    wins = _race_every_key(checkpoints, lambda i: store.resolve(c, i, Decision(approved=True, decided_by="ops")),
+                           errors.InvalidState)
+    for checkpoint_id, won in wins.items():
+        assert len(won) == 1 and store.get_checkpoint(c, checkpoint_id) == won[0]
+
+
+def test_racing_gateway_accepts_store_each_message_exactly_once(backend, clock):
+    from cortex_spec.clock import EPOCH
+    from cortex_spec.testing import make_message
+
+    harness, location = backend
+    s = harness.open(location, clock)
+    where = harness.new_gateway_location()
+    try:
+        gw = s.open_gateway(where)
+        messages = {m.message_id: m for m in (make_message("tg") for _ in range(_ROWS))}
+        wins = _race_every_key(list(messages), lambda k: gw.accept(ZERO, messages[k], EPOCH), ())
+        assert all(won.count(True) == 1 for won in wins.values()), wins
+        pending = gw.pending(ZERO)
+        assert sorted(i.message_id for i in pending) == sorted(messages)
+        gw.close()
+    finally:
+        s.close()
+        harness.discard_gateway_location(where)
+
+
+# -- the driver path ------------------------------------------------------------------------
+
+
+def test_driver_path_refuses_statements_it_cannot_run_with_a_clear_error(store):
+    from cortex_spec.adapters.sql.driver import Prepared
+
+    stmt = sa.select(sql_schema.runs).where(sql_schema.runs.c.id.in_(["a", "b"]))
+    with pytest.raises(errors.StoreError, match="expanding"):
+        Prepared(stmt, store.engine, None)
+    missing = sa.select(sql_schema.runs).where(sql_schema.runs.c.id == sa.bindparam("w_id"))
+    with pytest.raises(errors.StoreError, match="w_id"):
+        store._read(lambda conn: conn.execute(missing, {}).all())
+
+
+def test_a_write_followed_by_reads_is_retried_after_a_lost_connection_only_if_it_changed_nothing(
+        postgres_harness, clock):
+    from cortex_spec.adapters.sql.store import WRITE1
+
+    location = postgres_harness.new_location()
+    store = postgres_harness.open(location, clock)
+    try:
+        c = ctx("ws=w1")
+        run = store.create_run(c, make_run(state="paused"))
+        t = sql_schema.runs
+        pause = sa.update(t).where(t.c.id == sa.bindparam("w_id"), t.c.state == sa.bindparam("w_from")) \
+            .values(state=sa.bindparam("w_to"))
+        read = sa.select(t.c.state).where(t.c.id == sa.bindparam("w_id"))
+        calls = []
+
+        def write_then_read(conn, from_, to):
+            calls.append(conn.execute(pause, {"w_id": run.id, "w_from": from_, "w_to": to}).rowcount)
+            if len(calls) == 1:
+                postgres_harness.kill_connections(store)  # the read below finds it dead
+            return conn.execute(read, {"w_id": run.id}).scalar_one()
+
+        # the UPDATE changed a row (committed on its own): not retried
+        with pytest.raises(errors.StoreError, match="entirely or not at all"):
+            store._run(lambda conn: write_then_read(conn, "paused", "running"), WRITE1)
+        assert calls == [1] and store.get_run(c, run.id).state.value == "running"
+        # the UPDATE changed nothing: nothing committed, retried on a fresh connection
+        calls.clear()
+        assert store._run(lambda conn: write_then_read(conn, "paused", "failed"), WRITE1) == "running"
+        assert calls == [0, 0]
+    finally:
+        store.close()
+        postgres_harness.discard(location)
+
+
+def test_idle_connections_are_closed_when_the_engine_is_disposed(tmp_path, clock):
+    from cortex_spec.adapters.sql.driver import idle_of
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock)
+    c = ctx("ws=w1")
+    race([lambda: s.count_runs(c)] * 4)
+    old = idle_of(s.engine)
+    kept = list(old._idle)
+    assert kept and all(f.is_valid for f in kept)
+    s.engine.dispose()  # e.g. the SQLite harness before it reuses the file
+    assert not old._idle and not any(f.is_valid for f in kept)
+    assert idle_of(s.engine) is not old and s.count_runs(c) == 0
+    s.close()

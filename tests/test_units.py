@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -59,6 +59,32 @@ def test_check_id_refuses(value):
         ids.check_id(value, ids.RUN, "run_id")
 
 
+def test_is_id_fast_path_agrees_with_the_typeid_library():
+    """ids.is_id accepts by one regular expression; it must accept exactly
+    what TypeID.from_string accepts (with the prefix)."""
+    import random
+
+    from typeid import TypeID
+
+    def library(value):
+        try:
+            return TypeID.from_string(value).prefix == ids.RUN
+        except Exception:  # noqa: BLE001 - any refusal
+            return False
+
+    rng = random.Random(14)
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCZ_-\x00 "
+    good = ids.new_id(ids.RUN)
+    samples = [good, good[:-1] + "u", good[:-1] + "i", good[:-1] + "L", good.replace("_", "_8", 1)[:-1]]
+    for _ in range(3000):
+        chars = list(good)
+        for _ in range(rng.randint(1, 3)):
+            chars[rng.randrange(len("arun_"), len(chars))] = rng.choice(alphabet)
+        samples.append("".join(chars))
+    for value in samples:
+        assert ids.is_id(value, ids.RUN) == library(value), value
+
+
 def test_optional_id():
     assert ids.check_optional_id(None, ids.RUN, "x") is None
     with pytest.raises(errors.InvalidArgument):
@@ -72,7 +98,7 @@ def test_truncate_ms_drops_microseconds_and_converts_to_utc():
     plus2 = timezone(timedelta(hours=2))
     t = datetime(2026, 5, 1, 12, 0, 0, 123999, tzinfo=plus2)
     got = truncate_ms(t)
-    assert got == datetime(2026, 5, 1, 10, 0, 0, 123000, tzinfo=timezone.utc)
+    assert got == datetime(2026, 5, 1, 10, 0, 0, 123000, tzinfo=UTC)
     assert got.utcoffset() == timedelta(0)
 
 
@@ -84,8 +110,8 @@ def test_to_instant_refuses_naive_and_non_datetimes():
 
 
 def test_millis_round_trip_exact():
-    for t in (EPOCH, datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc),
-              datetime(2999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)):
+    for t in (EPOCH, datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+              datetime(2999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)):
         assert from_millis(to_millis(t)) == t
 
 
@@ -202,7 +228,7 @@ def test_json_object_rules():
         {"x": 2**63},
         {"x": -(2**63) - 1},
         {"x": b"bytes"},
-        {"x": datetime.now(timezone.utc)},
+        {"x": datetime.now(UTC)},
         {"k\x00": 1},
         {"k": "\ud800"},
     ):

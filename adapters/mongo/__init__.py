@@ -36,11 +36,14 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from cortex_spec.orchestration import OrchestrationMethods
+
 from .a2a import A2AMixin
 from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .preparation import PreparationMixin
 from .progress import ProgressMixin
@@ -50,12 +53,12 @@ from .suspensions import SuspensionsMixin
 __all__ = ["MongoStore", "MongoGateway"]
 
 
-class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, GatewayOpenerMixin,
-                 ProgressMixin, PreparationMixin, AdminMixin, MongoStoreBase):
-    """A MongoDB store of classes ``runs``, ``suspensions``, ``checkpoints``,
-    ``a2a`` and ``memory`` (only where the deployment has transactions),
-    ``catalog``, ``gateway``, ``progress``, ``preparation`` (only where it
-    has snapshot sessions) and ``admin``.
+class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
+                 GatewayOpenerMixin, ProgressMixin, PreparationMixin, AdminMixin, MongoStoreBase):
+    """A MongoDB store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
+    ``a2a``, ``memory`` and ``orchestration`` (only where the deployment
+    has transactions), ``catalog``, ``gateway``, ``progress``,
+    ``preparation`` (only where it has snapshot sessions) and ``admin``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -64,8 +67,8 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
     idempotent; it closes the client only when ``close_client=True``.
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
-                              "progress", "preparation", "admin"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration",
+                              "gateway", "progress", "preparation", "admin"})
     schema_version = SCHEMA_VERSION
 
     def __init__(self, database, clock=None, *, gateway_client=None,
@@ -73,7 +76,8 @@ class MongoStore(SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, Cata
         super().__init__(database, clock, **options)
         if not self._transactions:
             # a conversation's batch and its counters are one transaction
-            self.capabilities = frozenset(self.capabilities - {"memory"})
+            # (and a team run's claim and child link read and write in one)
+            self.capabilities = frozenset(self.capabilities - {"memory", "orchestration"})
         if not self._snapshot_sessions:
             # PREP-7: a capture's reads need one snapshot session
             self.capabilities = frozenset(self.capabilities - {"preparation"})

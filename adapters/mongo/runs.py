@@ -21,6 +21,7 @@ from cortex_spec.context import require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, RunNotFound, StoreError
 from cortex_spec.runs import (
+    Lease,
     Run,
     RunFilter,
     RunState,
@@ -47,7 +48,7 @@ from .store import (
     scope_out,
 )
 
-__all__ = ["RunsMixin", "run_doc", "run_from_doc"]
+__all__ = ["RunsMixin", "run_doc", "run_from_doc", "lease_out"]
 
 #: how often a create retries when its slot appears or vanishes under it
 _RETRIES = 100
@@ -61,6 +62,11 @@ def _run_field_out(name: str, value: Any) -> Any:
     if name == "state":
         return RunState(value).value
     return value
+
+
+def lease_out(lease: Lease | None) -> dict[str, Any] | None:
+    """A run's lease as its slot stores it."""
+    return None if lease is None else {"owner": lease.owner, "expires_at": dt_out(lease.expires_at)}
 
 
 def run_doc(run: Run) -> dict[str, Any]:
@@ -81,6 +87,9 @@ def run_doc(run: Run) -> dict[str, Any]:
         "metadata": json_out(run.metadata),
         "principal": run.principal,
         "reply_route": json_out(run.reply_route),
+        "lease": lease_out(run.lease),
+        "reclaim_count": run.reclaim_count,
+        "notified_at": dt_out(run.notified_at),
         "created_at": dt_out(run.created_at),
         "updated_at": dt_out(run.updated_at),
     }
@@ -104,10 +113,10 @@ def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
         metadata=json_in(doc["metadata"]),
         principal=doc["principal"],
         reply_route=json_in(doc["reply_route"]),
-        # RUN-ENT-2: this store does not declare `leases`
-        lease=None,
-        reclaim_count=0,
-        notified_at=None,
+        # RUN-ENT-2: written only by class `leases` (and cleared by update_run)
+        lease=None if doc["lease"] is None else Lease(owner=doc["lease"]["owner"], expires_at=dt_in(doc["lease"]["expires_at"])),
+        reclaim_count=int(doc["reclaim_count"]),
+        notified_at=opt_dt_in(doc["notified_at"]),
         created_at=dt_in(doc["created_at"]),
         updated_at=dt_in(doc["updated_at"]),
     ))
@@ -220,6 +229,8 @@ class RunsMixin(MongoStoreBase):
             apply_run_update(run_from_doc(run_id, slot["run"]), fields, now)
             changes = {f"run.{name}": _run_field_out(name, value) for name, value in fields.items()}
             changes["run.updated_at"] = dt_out(now)
+            if fields["state"] != RunState.RUNNING:
+                changes["run.lease"] = None  # LEASE-CLEAR-1, in the same update
             # RUN-UPD-2..6: one single-document update, unconditional on the
             # state, so it lands whole and the last writer wins.
             slot = self._runs.find_one_and_update(

@@ -15,14 +15,16 @@ the scope levels.  How each promise is kept:
   stored envelope; a reused id with other fields is the primary key's
   ``AlreadyExists``.
 * **Claims** (delivery claim, bind, finish, read mark, ask claim) are one
-  conditional ``UPDATE`` whose ``WHERE`` holds the whole decision — state,
-  claim token, ``run_id IS NULL``, ``claimed_at IS NULL`` … — followed by a
-  read of the row in the same transaction (the row lock is ours until the
-  commit, so the row returned is the row the claim wrote, A2A-DLV-5).  A
-  claim that matched nothing is classified by a read of the row in the same
-  transaction; if that read finds the claim possible after all (PostgreSQL
-  READ COMMITTED: the row changed between the two statements), the
-  ``UPDATE`` runs again.
+  conditional ``UPDATE ... RETURNING`` whose ``WHERE`` holds the whole
+  decision — state, claim token, ``run_id IS NULL``, ``claimed_at IS NULL``
+  … — run as one statement without an explicit transaction (atomic on its
+  own); the row it returns is the row the claim wrote (A2A-DLV-5).  A claim
+  that matched nothing wrote nothing and is classified by a read of the row
+  (a later snapshot); if that read finds the claim possible after all (the
+  row changed between the two statements), the ``UPDATE`` runs again.
+  (Measured, issue 14: the former transaction — UPDATE, read, COMMIT — was
+  four round trips on PostgreSQL where this is one, and held SQLite's write
+  lock across the Python between its statements.)
 * **Stale reclaim** (A2A-RCL-5) selects the candidates (id and claim token)
   in one read, then moves each with its own ``UPDATE ... WHERE id = :id AND
   claim_token = :token AND state = 'delivering' AND run_id IS NULL AND
@@ -39,8 +41,9 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -88,7 +91,12 @@ from cortex_spec.errors import (
     StoreError,
 )
 from cortex_spec.scope import Scope
-from cortex_spec.validation import check_bool, check_instant, check_page, check_short_str
+from cortex_spec.validation import (
+    check_bool,
+    check_instant,
+    check_page,
+    check_short_str,
+)
 
 from .dialect import Dialect
 from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages
@@ -328,7 +336,7 @@ def _page_params(params: dict[str, Any], limit: int, offset: int = 0) -> tuple[b
     return offset > 0, limit > 0
 
 
-@lru_cache(maxsize=None)
+@cache
 def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select:
     table = _TABLES[table_name]
     key = table.c.reply_with if table is a2a_asks else table.c.id
@@ -362,7 +370,7 @@ _UPDATE_CONVERSATION = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
     t = a2a_messages
     conds = [_seen(t, depth, exact)]
@@ -371,7 +379,7 @@ def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: boo
     return _paged(sa.select(t).where(*conds).order_by(t.c.created_at, t.c.id), offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select:
     t = a2a_conversations
     conds = [_seen(t, depth, exact)]
@@ -381,7 +389,7 @@ def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, lim
     return _paged(stmt, offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _by_peer(depth: int) -> sa.Select:
     t = a2a_conversations
     return (
@@ -393,7 +401,7 @@ def _by_peer(depth: int) -> sa.Select:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
     d, m = a2a_deliveries, a2a_messages
     conds = [
@@ -411,7 +419,7 @@ def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> s
     return _paged(sa.select(d).where(*conds).order_by(d.c.created_at, d.c.id), offset, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _queued(limit: bool) -> sa.Select:
     d = a2a_deliveries
     stmt = sa.select(d).where(d.c.partition == _PART, d.c.state == _QUEUED).order_by(d.c.created_at, d.c.id)
@@ -424,7 +432,7 @@ def _stale(d: sa.Table) -> sa.ColumnElement[bool]:
                    d.c.claimed_at < sa.bindparam("w_cut", type_=sa.BigInteger))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reclaim_candidates(limit: bool) -> sa.Select:
     d = a2a_deliveries
     stmt = sa.select(d.c.id, d.c.claim_token).where(_stale(d)).order_by(d.c.claimed_at, d.c.id)
@@ -439,7 +447,7 @@ _RECLAIM_ONE = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
     a = a2a_asks
     conds = [a.c.partition == _PART] if depth is None else [_seen(a, depth)]
@@ -449,7 +457,7 @@ def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
     return _paged(stmt, False, limit)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pending_by_conversation(depth: int) -> sa.Select:
     a = a2a_asks
     return (
@@ -459,10 +467,15 @@ def _pending_by_conversation(depth: int) -> sa.Select:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
-    """The claims: one UPDATE whose WHERE is the whole decision."""
+    """The claims: one UPDATE whose WHERE is the whole decision, returning
+    the row as it wrote it."""
     t = _TABLES[table_name]
+    return _conditional_update_of(t, depth, what).returning(*t.c)
+
+
+def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     key = t.c.reply_with if t is a2a_asks else t.c.id
     mine = [key == sa.bindparam("w_id"), _seen(t, depth)]
     now = sa.bindparam("w_now")
@@ -486,8 +499,25 @@ def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
     raise ValueError(what)
 
 
+@cache
+def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
+    """The read that classifies a lost claim ``what``: the row, or only the
+    column the refusal depends on where a loss is never a repeat (the
+    delivery claim: ``state``; the ask claim: ``claimed_at``)."""
+    t = _TABLES[table_name]
+    column = {"claim": "state", "ask": "claimed_at"}.get(what)
+    if column is None:
+        return _by_key(table_name, depth)
+    key = t.c.reply_with if t is a2a_asks else t.c.id
+    return sa.select(t.c[column]).where(key == sa.bindparam("w_id"), _seen(t, depth))
+
+
 class _Again(Exception):
     """Internal: a claim's classifying read found it possible after all."""
+
+
+#: Internal: a claim's classifying read found the call a repeat; the row is the answer.
+_REPEAT = object()
 
 
 class A2AMixin(SqlStoreBase):
@@ -503,24 +533,31 @@ class A2AMixin(SqlStoreBase):
 
     def _a2a_claim(self, table: sa.Table, ctx: Any, key: str, what: str, params: dict[str, Any],
                decode_row: Callable, classify: Callable[[Any], Any]):
-        """Run the conditional UPDATE ``what``; on a win return the row as
-        written; on a loss ``classify(row or None)`` returns the row to give
-        back (a repeat), raises the refusal, or returns ``_Again``."""
+        """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
+        no explicit transaction); on a win return the row as written; on a
+        loss ``classify(row or None)``, with the row read afresh (raw
+        columns: a refusal decodes nothing), returns ``_REPEAT`` (give the
+        row back decoded), raises the refusal, or returns ``_Again``."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
-        read = _by_key(table.name, ctx.scope.depth)
+        read = _classify_read(table.name, ctx.scope.depth, what)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
         def attempt(conn):
-            for _ in range(_ATTEMPTS):
-                if conn.execute(update, params).rowcount == 1:
-                    return decode_row(conn.execute(read, params).one())
-                row = conn.execute(read, params).one_or_none()
-                verdict = classify(None if row is None else decode_row(row))
-                if verdict is not _Again:
-                    return verdict
-            raise StoreError(f"the {what} of {key} kept racing concurrent writes")
+            row = conn.execute(update, params).one_or_none()
+            if row is not None:
+                return True, row
+            return False, conn.execute(read, params).one_or_none()  # a loss wrote nothing
 
-        return self._tx(attempt)
+        for _ in range(_ATTEMPTS):
+            won, row = self._write1(attempt)
+            if won:
+                return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
+            verdict = classify(row)
+            if verdict is _REPEAT:
+                return decode_row(row)
+            if verdict is not _Again:
+                raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
+        raise StoreError(f"the {what} of {key} kept racing concurrent writes")
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
 
@@ -661,7 +698,7 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
-            if d.state != DeliveryState.QUEUED:
+            if d.state != _QUEUED:
                 raise DeliveryAlreadyClaimed(f"delivery {delivery_id} is not queued")  # A2A-DLV-7
             return _Again
 
@@ -679,10 +716,10 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
+            if d.state != _DELIVERING or d.claim_token != claim_token:
                 raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-BIND-3
             if d.run_id == run_id:
-                return d  # A2A-BIND-4: a repeat
+                return _REPEAT  # A2A-BIND-4: a repeat
             if d.run_id is not None:
                 raise DeliveryAlreadyBound(f"delivery {delivery_id} is bound to another run")
             return _Again
@@ -702,9 +739,9 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.claim_token == claim_token and d.state == state and d.error == error:
-                return d  # A2A-DLV-12: a repeat
-            if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
+            if d.claim_token == claim_token and d.state == state.value and d.error == error:
+                return _REPEAT  # A2A-DLV-12: a repeat
+            if d.state != _DELIVERING or d.claim_token != claim_token:
                 raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-DLV-13
             return _Again
 
@@ -733,10 +770,10 @@ class A2AMixin(SqlStoreBase):
         def classify(d):
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
-            if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+            if d.state != _DELIVERED:
+                raise InvalidState(f"delivery {delivery_id} is {d.state}, not delivered")
             if d.read_at is not None:
-                return d  # A2A-READ-2: the first read time stays
+                return _REPEAT  # A2A-READ-2: the first read time stays
             return _Again
 
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "read", {"w_now": now}, _delivery_from_row,

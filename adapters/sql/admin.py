@@ -57,7 +57,7 @@ class AdminMixin(SqlStoreBase):
     def ping(self, ctx: Context) -> None:
         require_context(ctx)
         self._check_open()  # ADMIN-PING-2
-        self._run(lambda conn: conn.execute(sa.text("SELECT 1")).scalar_one(), READ)
+        self._run_core(lambda conn: conn.execute(sa.text("SELECT 1")).scalar_one(), READ)
 
     def _stored_version(self) -> int | None:
         def read(conn: sa.Connection) -> int | None:
@@ -65,7 +65,7 @@ class AdminMixin(SqlStoreBase):
                 return None
             return conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
 
-        return self._run(read, READ)
+        return self._run_core(read, READ)
 
     def get_schema_version(self, ctx: Context) -> int:
         require_context(ctx)
@@ -102,7 +102,7 @@ class AdminMixin(SqlStoreBase):
                 conn.execute(sa.update(schema_info).values(version=SCHEMA_VERSION))
             return SCHEMA_VERSION
 
-        version = self._run(step, TX)
+        version = self._run_core(step, TX)
         self._schema_ready = False  # read again (and cached) by the next call
         _SCHEMA_READY.discard(self._engine)
         return version
@@ -110,7 +110,7 @@ class AdminMixin(SqlStoreBase):
     def inspect_scopes(self, ctx: Context, visit: Callable[[ScopeIssue], object]) -> int:
         check_visitor(ctx, visit)
         self._check_open()
-        present = set(self._run(lambda conn: sa.inspect(conn).get_table_names(), READ))
+        present = set(self._run_core(lambda conn: sa.inspect(conn).get_table_names(), READ))
         tables = [t for t in _scoped_tables() if t.name in present]
 
         def scan(inspection: Inspection) -> None:
@@ -130,7 +130,7 @@ class AdminMixin(SqlStoreBase):
         kind = table.name.removeprefix("cortex_")
         while True:
             stmt, params = (first, {}) if after is None else (more, {"w_after": after})
-            rows = self._run(lambda conn, stmt=stmt, params=params: conn.execute(stmt, params).all(), READ)
+            rows = self._run_core(lambda conn, stmt=stmt, params=params: conn.execute(stmt, params).all(), READ)
             for row in rows:
                 pairs = [(row[3 + 2 * i], row[4 + 2 * i]) for i in range(SCOPE_LEVELS)]
                 while pairs and pairs[-1] == (None, None):

@@ -1,16 +1,19 @@
 """Class ``checkpoints`` on SQL (spec: checkpoints.md).
 
-``resolve`` is one conditional UPDATE ``... WHERE id = :id AND <visible> AND
-state = 'pending'``: of concurrent resolves exactly one matches the row
-(CP-RESOLVE-4).  A loser is classified by a read in the same transaction:
-no visible row → ``CheckpointNotFound``, a resolved one → ``InvalidState``.
-The winner's row, as the UPDATE returned it, is measured in the same
-transaction: over the size limit the transaction rolls back (CP-RESOLVE-7).
+``resolve`` reads the checkpoint (no visible row → ``CheckpointNotFound``,
+a resolved one → ``InvalidState``), measures the checkpoint it would store
+(CP-RESOLVE-7: over the size limit ``InvalidArgument``, nothing written),
+then runs one conditional ``UPDATE ... WHERE id = :id AND <visible> AND
+state = 'pending' RETURNING ...`` as one statement without an explicit
+transaction: of concurrent resolves exactly one matches the row
+(CP-RESOLVE-4), and it returns the row as written.  A pending checkpoint
+changes only by a resolve, so the row written is the row measured; a loser
+wrote nothing and goes round again, where the read finds it resolved.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +23,7 @@ from cortex_spec.checkpoints import (
     Checkpoint,
     CheckpointState,
     Decision,
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
@@ -27,7 +31,7 @@ from cortex_spec.checkpoints import (
 from cortex_spec.context import require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import CheckpointNotFound, InvalidState, StoreError
-from cortex_spec.validation import check_entity_size, check_page
+from cortex_spec.validation import check_page
 
 from .schema import checkpoints
 from .store import (
@@ -106,12 +110,12 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
     return sa.and_(checkpoints.c.id == sa.bindparam("w_id"), visible(checkpoints, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get(depth: int) -> sa.Select:
     return sa.select(checkpoints).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _resolve_statements(depth: int):
     resolve = (
         sa.update(checkpoints)
@@ -126,8 +130,8 @@ def _resolve_statements(depth: int):
         )
         .returning(checkpoints)
     )
-    state = sa.select(checkpoints.c.state).where(_mine(depth))
-    return resolve, state
+    row = sa.select(checkpoints).where(_mine(depth))
+    return resolve, row
 
 
 def _pending_conds(depth: int | None, run: bool) -> list:
@@ -139,7 +143,7 @@ def _pending_conds(depth: int | None, run: bool) -> list:
     return conds
 
 
-@lru_cache(maxsize=None)
+@cache
 def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
     stmt = (
         sa.select(checkpoints)
@@ -153,12 +157,12 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
     return stmt
 
 
-@lru_cache(maxsize=None)
+@cache
 def _count_pending(depth: int, run: bool) -> sa.Select:
     return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _across_scopes(after: bool, limit: bool) -> sa.Select:
     stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
     if after:
@@ -190,35 +194,34 @@ class CheckpointsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
+        now = self._now()
         params = {
             "w_id": checkpoint_id,
             "w_approved": decision.approved,
             "w_by": decision.decided_by,
             "w_reason": decision.reason,
-            "w_clock": ms(self._now()),
+            "w_clock": ms(now),
             **scope_params(scope),
         }
-        resolve, read_state = _resolve_statements(scope.depth)
+        resolve, read_row = _resolve_statements(scope.depth)
 
-        def write(conn):
-            for _ in range(_RESOLVE_ATTEMPTS):
-                row = conn.execute(resolve, params).one_or_none()
-                if row is not None:
-                    stored = _checkpoint_from_row(row)  # the winner: as stored
-                    # CP-RESOLVE-7: over the limit raises InvalidArgument and
-                    # the transaction rolls the resolve back
-                    check_entity_size(stored, "resolved checkpoint")
-                    return stored
-                state = conn.execute(read_state, params).scalar_one_or_none()
-                if state is None:
-                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
-                if state != _PENDING:
-                    # CP-RESOLVE-3: the first decision stays
-                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-                # created between the two statements (READ COMMITTED): try again
-            raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
+        def attempt(conn):
+            return conn.execute(resolve, params).one_or_none()
 
-        return self._tx(write)
+        for _ in range(_RESOLVE_ATTEMPTS):
+            found = self._read(lambda conn: conn.execute(read_row, params).one_or_none())
+            if found is None:
+                raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
+            if found.state != _PENDING:
+                # CP-RESOLVE-3: the first decision stays
+                raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
+            # CP-RESOLVE-7: the checkpoint as it would be stored, measured first
+            resolved(_checkpoint_from_row(found), decision, now)
+            row = self._write1(attempt)
+            if row is not None:
+                return _checkpoint_from_row(row)  # the winner: as stored
+            # resolved (or deleted with its run) between the two statements: read again
+        raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
     def _pending_query(self, ctx, filter):
         scope = require_scope(ctx)

@@ -3,13 +3,17 @@
 The store, the schema and the class mixins are written once against
 SQLAlchemy Core.  What they cannot say portably lives here:
 
-* building the engine: drivers, pool, SQLite pragmas (WAL, busy timeout,
+* building the engine: drivers, pool (no reset on return: the store ends
+  every transaction itself; idle connections kept checked out, see
+  :class:`.driver.IdleConnections`), SQLite pragmas (WAL, busy timeout,
   synchronous), SQLite's ``BEGIN IMMEDIATE`` for write transactions, the
-  PostgreSQL isolation level and pre-ping;
+  PostgreSQL isolation level and the dead-connection check at checkout;
+* beginning, committing and leaving autocommit on the DBAPI connection for
+  the store's driver path (:mod:`.driver`);
 * the column type of ids and other ordered text (binary collation:
   ``COLLATE "C"`` on PostgreSQL, SQLite's default ``BINARY``);
-* the lock a schema creation takes, and the share lock the resume claim
-  takes on the suspension it returns;
+* the lock a schema creation takes, and the one statement that claims a
+  run and returns its suspension (:meth:`Dialect.claim_returning`);
 * classifying driver errors: unique violation, lock contention to retry,
   lost connection.
 
@@ -27,17 +31,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
 __all__ = [
-    "ErrorKind",
-    "Dialect",
-    "SQLITE",
     "POSTGRES",
-    "normalize_url",
+    "SNAPSHOT_OPTION",
+    "SQLITE",
+    "WRITE_OPTION",
+    "Dialect",
+    "ErrorKind",
     "create_engine",
     "dialect_of",
-    "prepare_engine",
     "id_type",
-    "WRITE_OPTION",
-    "SNAPSHOT_OPTION",
+    "normalize_url",
+    "prepare_engine",
 ]
 
 #: Execution option set on a connection whose transaction will write.
@@ -112,19 +116,39 @@ class Dialect:
         statements, all seeing one snapshot (class preparation)."""
         conn.execution_options(**{SNAPSHOT_OPTION: True})
 
+    def driver_begin(self, dbapi_conn: Any) -> None:
+        """Begin a write transaction on a DBAPI connection (the driver path)."""
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        """Begin (``on``) a read transaction whose statements all see one
+        snapshot and take no locks (class preparation), or, after its
+        commit, put the connection back as it was (the driver path)."""
+
+    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
+        """Enter (``on``) or leave the mode in which a DBAPI connection runs
+        one statement atomically without BEGIN/COMMIT (the driver path)."""
+
+    def driver_usable(self, dbapi_conn: Any) -> bool:
+        """Whether an idle connection kept checked out may serve a call (what
+        the engine's checkout event checks, see :class:`.driver.IdleConnections`)."""
+        return True
+
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
-
-    def share_lock(self, stmt: sa.Select) -> sa.Select:
-        """``stmt`` that also keeps the selected rows from being deleted until
-        the transaction ends (no-op where the write lock already does)."""
-        return stmt
 
     def row_lock(self, stmt: sa.Select) -> sa.Select:
         """``stmt`` that also locks the selected rows for update until the
         transaction ends, so a decision read and the write it leads to see
         one state (no-op where the write lock already serialises writers)."""
         return stmt
+
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        """One statement that runs the conditional UPDATE ``claim`` and, when
+        it changed a row, returns the row ``read`` selects (at most one row,
+        of another table) as it is when the statement commits, which no
+        concurrent statement can delete before then.  No row returned: the
+        claim changed nothing."""
+        raise NotImplementedError
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         if exc.connection_invalidated:
@@ -171,6 +195,9 @@ class _Sqlite(Dialect):
             "pool_size": pool_size,
             "max_overflow": pool_size,
             "pool_timeout": 60,
+            # the store ends every transaction itself (commit, rollback or a
+            # discarded connection): no ROLLBACK on every return to the pool
+            "pool_reset_on_return": None,
             "connect_args": {"timeout": busy_timeout, "check_same_thread": False},
         }
 
@@ -206,6 +233,26 @@ class _Sqlite(Dialect):
 
     def contains(self, haystack: Any, needle: Any) -> Any:
         return sa.func.instr(haystack, needle) > 0
+
+    def driver_begin(self, dbapi_conn: Any) -> None:
+        # the connection is in autocommit (isolation_level None): a statement
+        # outside BEGIN is its own transaction, which is the single mode
+        dbapi_conn.execute("BEGIN IMMEDIATE")
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        # a deferred read transaction: in WAL mode its first read fixes the
+        # snapshot every later read of it sees, and it blocks no writer
+        if on:
+            dbapi_conn.execute("BEGIN")
+
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
+        # statement holds the write lock from its start to its commit, so the
+        # row read is the row at the claim's instant
+        return claim.returning(*[
+            read.with_only_columns(col).scalar_subquery().label(col.key)
+            for col in read.selected_columns
+        ])
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:
         orig = exc.orig
@@ -245,6 +292,7 @@ class _Postgres(Dialect):
             "pool_size": pool_size,
             "max_overflow": pool_size,
             "pool_timeout": 60,
+            "pool_reset_on_return": None,  # see the SQLite engine
             "isolation_level": "READ COMMITTED",
             "connect_args": {"application_name": application_name, "connect_timeout": 10},
         }
@@ -256,8 +304,11 @@ class _Postgres(Dialect):
             # restart) has its socket readable while idle: refuse it here and
             # the pool connects afresh, instead of failing the next statement.
             # A local poll, not a round trip (unlike a pre-ping).
-            if dbapi_conn.closed or _socket_readable(dbapi_conn):
+            if not self.driver_usable(dbapi_conn):
                 raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+    def driver_usable(self, dbapi_conn: Any) -> bool:
+        return not (dbapi_conn.closed or _socket_readable(dbapi_conn))
 
     def prepare_single(self, conn: sa.Connection) -> None:
         # one statement needs no BEGIN/COMMIT round trips
@@ -267,6 +318,19 @@ class _Postgres(Dialect):
         # one snapshot for every statement of the transaction, taking no row
         # locks: writers are never blocked by a capture
         conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+
+    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
+        # psycopg: a local switch, no round trip; the driver begins a
+        # transaction with the first statement when it is off
+        dbapi_conn.autocommit = on
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        # REPEATABLE READ READ ONLY: the transaction's first statement fixes
+        # the snapshot every later one sees; local switches, no round trip
+        import psycopg
+
+        dbapi_conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if on else None
+        dbapi_conn.read_only = True if on else None
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
@@ -283,6 +347,17 @@ class _Postgres(Dialect):
 
     def share_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(read=True)  # FOR SHARE
+
+    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+        # WITH read AS (SELECT ... FOR SHARE), claim AS (UPDATE ... AND
+        # EXISTS (SELECT FROM read) RETURNING 1) SELECT read.* WHERE EXISTS
+        # (SELECT FROM claim): the read row is share-locked before the UPDATE
+        # (a concurrent DELETE waits for the commit; one that committed first
+        # leaves "read" empty, and then the UPDATE matches nothing)
+        locked = read.with_for_update(read=True).cte("cortex_read")
+        changed = claim.where(sa.exists().select_from(locked)).returning(sa.literal(1)).cte(
+            "cortex_claim")
+        return sa.select(*locked.c).where(sa.exists().select_from(changed))
 
     def row_lock(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update()  # FOR UPDATE: waits, then reads the committed row
@@ -326,7 +401,7 @@ def dialect_of(engine: Engine) -> Dialect:
     raise ValueError(f"unsupported SQL dialect {engine.dialect.name!r} (use sqlite or postgresql)")
 
 
-_CONFIGURED: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def prepare_engine(engine: Engine, *, synchronous: str = "FULL") -> Dialect:
@@ -369,4 +444,7 @@ def create_engine(
     )
     ops.configure(engine, synchronous=synchronous)
     _CONFIGURED.add(engine)
+    from .driver import install_idle  # the driver path's idle connections
+
+    install_idle(engine, ops.driver_usable)
     return engine

@@ -26,14 +26,19 @@ Locations and locks (GW-SCOPE-4, GW-OPEN-*):
 
 Atomicity comes from the database, never from a Python lock:
 
-* ``accept`` is one transaction: ``UPDATE gw_meta SET last_seq = last_seq +
-  1 ... RETURNING last_seq`` (SQLite takes the write lock with ``BEGIN
-  IMMEDIATE``; PostgreSQL locks the counter row until commit) and then
-  ``INSERT ... ON CONFLICT DO NOTHING``.  Accepts are serialised on the
-  counter, so insertion numbers follow the order in which accepts commit
-  (GW-ORD-2) and are never reused (GW-ORD-3); the primary key
-  ``(channel, message_id)`` is the deduplication (GW-ACC-5).  A duplicate
-  rolls back, writing nothing.
+* ``accept`` is one transaction: ``INSERT INTO gw_items ... SELECT ...,
+  last_seq + 1 FROM gw_meta WHERE id = 1 FOR UPDATE ON CONFLICT DO NOTHING
+  RETURNING seq`` (SQLite takes the write lock with ``BEGIN IMMEDIATE`` and
+  has no ``FOR UPDATE``; PostgreSQL locks the counter row, reading its
+  latest value, until commit) and then, if a row was inserted, ``UPDATE
+  gw_meta SET last_seq = :seq``.  Accepts are serialised on the counter, so
+  insertion numbers follow the order in which accepts commit (GW-ORD-2) and
+  are never reused (GW-ORD-3); the primary key ``(channel, message_id)`` is
+  the deduplication (GW-ACC-5).  A duplicate changes no row, and its
+  transaction ends.  (Measured, issue 14: the former order — bump the
+  counter, insert, roll back a duplicate — cost a duplicate one statement
+  more, and on PostgreSQL the ROLLBACK made psycopg discard the
+  connection's prepared statements.)
 * ``set_replied`` is one transaction: the row is read (``FOR UPDATE`` on
   PostgreSQL) to check the size of the row with its reply (RSC-GEN-8), then
   ``UPDATE ... WHERE status = 'pending'``; ``mark_done`` is one conditional
@@ -50,19 +55,28 @@ feature ``cross-process``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import select
 import threading
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from cortex_spec.context import require_context
-from cortex_spec.errors import CortexError, InvalidArgument, StoreClosed, StoreError, StoreLocked
+from cortex_spec.errors import (
+    CortexError,
+    InvalidArgument,
+    StoreClosed,
+    StoreError,
+    StoreLocked,
+)
 from cortex_spec.gateway import (
     InboxItem,
     ItemStatus,
@@ -80,17 +94,17 @@ from cortex_spec.gateway import (
 
 from . import dialect as dialects
 from .dialect import id_type
-from .store import READ, TX, WRITE1, ControlFlow, SqlStoreBase, db_int, instant, ms
+from .store import READ, TX, WRITE1, SqlStoreBase, db_int, instant, ms
 
 __all__ = [
     "GATEWAY_SCHEMA_VERSION",
-    "gateway_metadata",
-    "SqlGateway",
     "GatewayOpenerMixin",
-    "open_sqlite_gateway",
-    "open_postgres_gateway",
+    "SqlGateway",
     "check_directory",
     "check_namespace",
+    "gateway_metadata",
+    "open_postgres_gateway",
+    "open_sqlite_gateway",
 ]
 
 #: Version of the gateway tables (row ``gw_meta.id = 1``).
@@ -177,6 +191,70 @@ def _insert(dialect_name: str) -> Callable[..., Any]:
     return insert
 
 
+# -- statements (built once, per dialect where the upserts differ) ------------------------
+
+_KEY = (gw_items.c.channel == sa.bindparam("w_channel"),
+        gw_items.c.message_id == sa.bindparam("w_mid"))
+_GET_ITEM = sa.select(gw_items).where(*_KEY)
+_LOCK_ITEM = sa.select(gw_items).where(*_KEY).with_for_update()
+_SET_REPLIED = sa.update(gw_items).where(*_KEY, gw_items.c.status == _PENDING).values(
+    status=_REPLIED, reply=sa.bindparam("w_reply"))
+_MARK_DONE = sa.update(gw_items).where(
+    *_KEY, sa.or_(gw_items.c.status == _PENDING, gw_items.c.status == _REPLIED)).values(status=_DONE)
+_PRUNE = sa.delete(gw_items).where(gw_items.c.status == _DONE,
+                                   gw_items.c.received_at < sa.bindparam("w_cut", type_=sa.BigInteger))
+_OFFSET = sa.select(gw_offsets.c.value).where(gw_offsets.c.channel == sa.bindparam("w_channel"))
+_SELECTION = sa.select(gw_selections.c.agent, gw_selections.c.project).where(
+    gw_selections.c.channel == sa.bindparam("w_channel"),
+    gw_selections.c.conversation == sa.bindparam("w_conv"))
+_BUMP = sa.update(gw_meta).where(gw_meta.c.id == 1, gw_meta.c.last_seq < sa.bindparam("w_seq")).values(
+    last_seq=sa.bindparam("w_seq"))
+
+
+@cache
+def _accept(dialect_name: str) -> Any:
+    """INSERT the item numbered ``last_seq + 1``, reading (and on PostgreSQL
+    locking) the counter row in the same statement; nothing on a duplicate."""
+    numbered = sa.select(
+        *[sa.bindparam(f"w_{f}", type_=gw_items.c[f].type) for f in _FIELDS],
+        sa.literal(_PENDING, type_=gw_items.c.status.type), sa.literal("", type_=sa.Text),
+        sa.bindparam("w_received", type_=sa.BigInteger),
+        gw_meta.c.last_seq + 1,
+    ).where(gw_meta.c.id == 1).with_for_update()
+    columns = [*_FIELDS, "status", "reply", "received_at", "seq"]
+    return (_insert(dialect_name)(gw_items).from_select(columns, numbered)
+            .on_conflict_do_nothing(index_elements=["channel", "message_id"])
+            .returning(gw_items.c.seq))
+
+
+@cache
+def _queue(status: str, limit: bool, offset: bool) -> sa.Select:
+    stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
+        gw_items.c.received_at, gw_items.c.seq)
+    if limit:
+        stmt = stmt.limit(sa.bindparam("w_limit", type_=sa.BigInteger))
+    if offset:
+        stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
+    return stmt
+
+
+@cache
+def _set_offset(dialect_name: str) -> Any:
+    stmt = _insert(dialect_name)(gw_offsets).values(
+        channel=sa.bindparam("w_channel"), value=sa.bindparam("w_value", type_=sa.BigInteger))
+    return stmt.on_conflict_do_update(index_elements=["channel"], set_={"value": stmt.excluded.value})
+
+
+@cache
+def _set_selection(dialect_name: str, field: str) -> Any:
+    stmt = _insert(dialect_name)(gw_selections).values(
+        channel=sa.bindparam("w_channel"), conversation=sa.bindparam("w_conv"),
+        agent=sa.bindparam("w_agent"), project=sa.bindparam("w_project"))
+    # one upsert that writes only this field (GW-SEL-2/3/6)
+    return stmt.on_conflict_do_update(index_elements=["channel", "conversation"],
+                                      set_={field: stmt.excluded[field]})
+
+
 def _item_from_row(row: Any) -> InboxItem:
     try:
         return InboxItem(
@@ -194,10 +272,6 @@ def _item_from_row(row: Any) -> InboxItem:
         )
     except (TypeError, ValueError) as exc:
         raise StoreError("a stored inbox row cannot be read") from exc
-
-
-class _Duplicate(ControlFlow):
-    """accept found the key taken: roll back, return False."""
 
 
 # -- locks ---------------------------------------------------------------------------------
@@ -286,7 +360,7 @@ class _AdvisoryLock:
     def acquire(self) -> None:
         try:
             dbapi = self._try()
-        except Exception as exc:  # noqa: BLE001 - driver errors: the open failed
+        except Exception as exc:
             raise StoreError(f"cannot take the gateway lock of {self.namespace!r}: {exc}") from exc
         if dbapi is None:
             raise StoreLocked(f"gateway location {self.namespace!r} is held by another open store")
@@ -298,9 +372,8 @@ class _AdvisoryLock:
             dbapi, self.dbapi = self.dbapi, None
         if dbapi is not None:
             try:
-                dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
-            except Exception:  # noqa: BLE001 - closing the session releases it anyway
-                pass
+                with contextlib.suppress(Exception):  # closing the session releases it anyway
+                    dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
             finally:
                 dbapi.close()
 
@@ -362,16 +435,16 @@ class SqlGateway(SqlStoreBase):
         self._lock_timeout = lock_timeout
         self._schema_ready = False
         self._closed = False
+        self._init_driver()
         self._lock = lock
         self._lost = False
         self.namespace = namespace
-        self._insert = _insert(self._dialect.name)
 
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
     def open_sqlite(cls, directory: object, *, synchronous: str = "FULL",
-                    busy_timeout: float = 5.0, pool_size: int = 8) -> "SqlGateway":
+                    busy_timeout: float = 5.0, pool_size: int = 8) -> SqlGateway:
         path = check_directory(directory)
         try:
             os.makedirs(path, exist_ok=True)  # GW-OPEN-1: create the location
@@ -384,13 +457,13 @@ class SqlGateway(SqlStoreBase):
                 "sqlite:///" + os.path.abspath(os.path.join(path, "gateway.db")),
                 pool_size=pool_size, busy_timeout=busy_timeout, synchronous=synchronous,
                 application_name="cortex-spec gateway")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             lock.release()
             raise StoreError(f"cannot open the gateway database in {path!r}: {exc}") from exc
         return cls._finish(cls(engine, lock, owns_engine=True, namespace=None))
 
     @classmethod
-    def open_postgres(cls, engine: Engine, namespace: object) -> "SqlGateway":
+    def open_postgres(cls, engine: Engine, namespace: object) -> SqlGateway:
         ns = check_namespace(namespace)
         translated = engine.execution_options(schema_translate_map={None: ns})
         lock = _AdvisoryLock(translated, ns)
@@ -398,7 +471,7 @@ class SqlGateway(SqlStoreBase):
         return cls._finish(cls(translated, lock, owns_engine=False, namespace=ns))
 
     @classmethod
-    def _finish(cls, store: "SqlGateway") -> "SqlGateway":
+    def _finish(cls, store: SqlGateway) -> SqlGateway:
         try:
             store.ensure_schema()
         except BaseException as exc:
@@ -427,7 +500,7 @@ class SqlGateway(SqlStoreBase):
                 found = GATEWAY_SCHEMA_VERSION
             return found
 
-        version = self._run(prepare, TX)
+        version = self._run_core(prepare, TX)
         if version != GATEWAY_SCHEMA_VERSION:
             raise StoreError(f"the gateway location has schema version {version}; "
                              f"this adapter reads version {GATEWAY_SCHEMA_VERSION}")
@@ -473,33 +546,27 @@ class SqlGateway(SqlStoreBase):
 
     def accept(self, ctx, message, now):
         item = validate_message(ctx, message, now)
-        row = {f: getattr(item, f) for f in _FIELDS}
-        row.update(status=_PENDING, reply="", received_at=ms(item.received_at))
+        params = {f"w_{f}": getattr(item, f) for f in _FIELDS}
+        params["w_received"] = ms(item.received_at)
+        stmt = _accept(self._dialect.name)
 
-        def insert(conn: sa.Connection) -> bool:
-            seq = conn.execute(
-                sa.update(gw_meta).where(gw_meta.c.id == 1)
-                .values(last_seq=gw_meta.c.last_seq + 1).returning(gw_meta.c.last_seq)
-            ).scalar_one()
-            stmt = self._insert(gw_items).values(**row, seq=seq).on_conflict_do_nothing(
-                index_elements=["channel", "message_id"]).returning(gw_items.c.seq)
-            if conn.execute(stmt).scalar_one_or_none() is None:
-                raise _Duplicate()  # roll back: the duplicate writes nothing
+        def insert(conn: Any) -> bool:
+            seq = conn.execute(stmt, params).scalar_one_or_none()
+            if seq is None:
+                return False  # the key has a row: nothing written (GW-ACC-5)
+            if conn.execute(_BUMP, {"w_seq": seq}).rowcount != 1:
+                raise StoreError("the gateway's insertion counter changed under its lock")
             return True
 
-        try:
-            return self._call(insert, TX)
-        except _Duplicate:
-            return False
+        return self._call(insert, TX)
 
     def get_item(self, ctx, channel, message_id):
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
-        stmt = sa.select(gw_items).where(gw_items.c.channel == channel,
-                                         gw_items.c.message_id == message_id)
+        params = {"w_channel": channel, "w_mid": message_id}
 
-        def read(conn: sa.Connection) -> InboxItem | None:
-            found = conn.execute(stmt).one_or_none()
+        def read(conn: Any) -> InboxItem | None:
+            found = conn.execute(_GET_ITEM, params).one_or_none()
             return None if found is None else _item_from_row(found)
 
         return self._call(read, READ)
@@ -507,13 +574,9 @@ class SqlGateway(SqlStoreBase):
     def _queue(self, ctx, status, limit, offset):
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
-        stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
-            gw_items.c.received_at, gw_items.c.seq)
-        if limit > 0:
-            stmt = stmt.limit(db_int(limit))
-        if offset > 0:
-            stmt = stmt.offset(db_int(offset))
-        return self._call(lambda conn: [_item_from_row(r) for r in conn.execute(stmt)], READ)
+        params = {"w_limit": db_int(limit), "w_offset": db_int(offset)}
+        stmt = _queue(status, limit > 0, offset > 0)
+        return self._call(lambda conn: [_item_from_row(r) for r in conn.execute(stmt, params)], READ)
 
     def pending(self, ctx, limit=0, offset=0):
         return self._queue(ctx, _PENDING, limit, offset)
@@ -525,61 +588,51 @@ class SqlGateway(SqlStoreBase):
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         reply = check_reply(reply)
-        where = (gw_items.c.channel == channel, gw_items.c.message_id == message_id)
+        params = {"w_channel": channel, "w_mid": message_id, "w_reply": reply}
 
-        def replied(conn: sa.Connection) -> bool:
-            found = conn.execute(sa.select(gw_items).where(*where).with_for_update()).one_or_none()
+        def replied(conn: Any) -> bool:
+            found = conn.execute(_LOCK_ITEM, params).one_or_none()
             if found is None:
                 return False  # GW-ST-5
             check_reply_fits(_item_from_row(found), reply)
-            result = conn.execute(sa.update(gw_items).where(*where, gw_items.c.status == _PENDING)
-                                  .values(status=_REPLIED, reply=reply))
-            return result.rowcount == 1  # GW-ST-2..4
+            return conn.execute(_SET_REPLIED, params).rowcount == 1  # GW-ST-2..4
 
         return self._call(replied, TX)
 
     def mark_done(self, ctx, channel, message_id):
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
-        stmt = sa.update(gw_items).where(
-            gw_items.c.channel == channel, gw_items.c.message_id == message_id,
-            gw_items.c.status.in_([_PENDING, _REPLIED]),
-        ).values(status=_DONE)
-        return self._call(lambda conn: conn.execute(stmt).rowcount == 1, WRITE1)
+        params = {"w_channel": channel, "w_mid": message_id}
+        return self._call(lambda conn: conn.execute(_MARK_DONE, params).rowcount == 1, WRITE1)
 
     def prune_done(self, ctx, before):
         require_context(ctx)
-        cutoff = check_cutoff(before)
-        stmt = sa.delete(gw_items).where(gw_items.c.status == _DONE,
-                                         gw_items.c.received_at < ms(cutoff))
-        return self._call(lambda conn: int(conn.execute(stmt).rowcount), WRITE1)
+        params = {"w_cut": ms(check_cutoff(before))}
+        return self._call(lambda conn: int(conn.execute(_PRUNE, params).rowcount), WRITE1)
 
     # -- offsets -----------------------------------------------------------------------
 
     def offset(self, ctx, channel):
         require_context(ctx)
-        channel = check_channel(channel)
-        stmt = sa.select(gw_offsets.c.value).where(gw_offsets.c.channel == channel)
-        return self._call(lambda conn: int(conn.execute(stmt).scalar_one_or_none() or 0), READ)
+        params = {"w_channel": check_channel(channel)}
+        return self._call(lambda conn: int(conn.execute(_OFFSET, params).scalar_one_or_none() or 0), READ)
 
     def set_offset(self, ctx, channel, value):
         require_context(ctx)
         channel = check_channel(channel)
-        value = check_offset_value(value)
-        stmt = self._insert(gw_offsets).values(channel=channel, value=value)
-        stmt = stmt.on_conflict_do_update(index_elements=["channel"], set_={"value": stmt.excluded.value})
-        self._call(lambda conn: conn.execute(stmt), WRITE1)
+        params = {"w_channel": channel, "w_value": check_offset_value(value)}
+        stmt = _set_offset(self._dialect.name)
+        self._call(lambda conn: conn.execute(stmt, params), WRITE1)
 
     # -- selection -----------------------------------------------------------------------
 
     def conversation(self, ctx, channel, conversation):
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
-        stmt = sa.select(gw_selections.c.agent, gw_selections.c.project).where(
-            gw_selections.c.channel == channel, gw_selections.c.conversation == conversation)
+        params = {"w_channel": channel, "w_conv": conversation}
 
-        def read(conn: sa.Connection) -> tuple[str, str]:
-            found = conn.execute(stmt).one_or_none()
+        def read(conn: Any) -> tuple[str, str]:
+            found = conn.execute(_SELECTION, params).one_or_none()
             return ("", "") if found is None else (found.agent, found.project)
 
         return self._call(read, READ)
@@ -588,13 +641,10 @@ class SqlGateway(SqlStoreBase):
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)
-        values = {"channel": channel, "conversation": conversation, "agent": "", "project": ""}
-        values[field] = value
-        stmt = self._insert(gw_selections).values(**values)
-        # one upsert that writes only this field (GW-SEL-2/3/6)
-        stmt = stmt.on_conflict_do_update(index_elements=["channel", "conversation"],
-                                          set_={field: stmt.excluded[field]})
-        self._call(lambda conn: conn.execute(stmt), WRITE1)
+        params = {"w_channel": channel, "w_conv": conversation, "w_agent": "", "w_project": ""}
+        params[f"w_{field}"] = value
+        stmt = _set_selection(self._dialect.name, field)
+        self._call(lambda conn: conn.execute(stmt, params), WRITE1)
 
     def set_conversation_agent(self, ctx, channel, conversation, agent):
         self._set_selection(ctx, channel, conversation, agent, "agent")

@@ -12,6 +12,7 @@ from cortex_spec.context import require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import RunNotFound
 from cortex_spec.runs import (
+    Lease,
     Run,
     RunState,
     Step,
@@ -102,10 +103,10 @@ def run_from_row(row: Any) -> Run:
             metadata=load_json(row.metadata),
             principal=row.principal,
             reply_route=load_json(row.reply_route),
-            # RUN-ENT-2: this store does not declare `leases`
-            lease=None,
-            reclaim_count=0,
-            notified_at=None,
+            # RUN-ENT-2: written only by class `leases` (and cleared by update_run)
+            lease=None if row.lease_owner is None else Lease(owner=row.lease_owner, expires_at=instant(row.lease_expires_at)),
+            reclaim_count=int(row.reclaim_count),
+            notified_at=instant(row.notified_at),
             created_at=instant(row.created_at),
             updated_at=instant(row.updated_at),
         )
@@ -290,6 +291,9 @@ class RunsMixin(SqlStoreBase):
         now = self._now()
         params = {**_run_fields(fields), "updated_at": ms(now), "w_id": run_id,
                   **scope_params(scope)}
+        if fields["state"] != RunState.RUNNING:
+            # LEASE-CLEAR-1: a run leaving `running` drops its lease in the same statement
+            params.update(lease_owner=None, lease_expires_at=None)
 
         def write(conn):
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the

@@ -2,11 +2,14 @@
 
 from typing import Any
 
+from cortex_spec.orchestration import OrchestrationMethods
+
 from .a2a import A2AMixin
 from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
+from .leases import LeasesMixin
 from .memory import MemoryMixin
 from .preparation import PreparationMixin
 from .progress import ProgressMixin
@@ -17,11 +20,11 @@ from .suspensions import SuspensionsMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
-               GatewayOpenerMixin, ProgressMixin, PreparationMixin, AdminMixin, SqlStoreBase):
-    """SQL store of classes ``runs``, ``suspensions``, ``checkpoints``, ``a2a``,
-    ``memory``, ``catalog``, ``gateway``, ``progress``, ``preparation`` and
-    ``admin``.
+class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, A2AMixin, MemoryMixin, CatalogMixin,
+               OrchestrationMethods, GatewayOpenerMixin, ProgressMixin, PreparationMixin, AdminMixin, SqlStoreBase):
+    """SQL store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``, ``a2a``,
+    ``memory``, ``catalog``, ``orchestration``, ``gateway``, ``progress``,
+    ``preparation`` and ``admin``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -31,8 +34,8 @@ class SqlStore(RunsMixin, SuspensionsMixin, CheckpointsMixin, A2AMixin, MemoryMi
     synchronous`` (default ``FULL``).
     """
 
-    capabilities = frozenset({"runs", "suspensions", "checkpoints", "a2a", "memory", "catalog", "gateway",
-                              "progress", "preparation", "admin"})
+    capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "memory", "catalog", "orchestration",
+                              "gateway", "progress", "preparation", "admin"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:

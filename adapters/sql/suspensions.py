@@ -11,30 +11,39 @@ holds every condition of the claim, the suspension's included::
 
 (the sweep claim has ``s.expires_at IS NOT NULL AND s.expires_at <= :now``).
 The deadline is never checked in a separate, earlier read (SUSP-CLAIM-9).
-A row count of 1 is a win, 0 a loss; both are settled by a follow-up read
-in the same transaction:
 
-* win: the suspension is read back (under a share lock on PostgreSQL, so a
-  concurrent delete waits for the commit; SQLite's write lock covers it)
-  and returned.  If it vanished between the two statements — possible only
-  under PostgreSQL's READ COMMITTED — the transaction rolls back and the
-  claim starts over.
-* loss: one SELECT reads the suspension's deadline and the run's state
-  together.  No visible suspension → ``NotSuspended``; a visible one on the
-  other side of the deadline → ``SuspensionExpired`` for the resume claim
-  (at or past it), ``NotSuspended`` for the sweep claim; otherwise, if the
-  run is not visible and paused → ``NotSuspended``.  If that read finds
-  the claim *would* now succeed (rows changed between the two statements,
-  READ COMMITTED again), the UPDATE is simply tried again.  Every outcome is
-  therefore the one the reference gives at one instant inside the call.
+The UPDATE and the read of the suspension a winner returns are **one
+statement**, run without an explicit transaction
+(:meth:`.dialect.Dialect.claim_returning`): on SQLite ``UPDATE ...
+RETURNING`` with the suspension's columns as subqueries (the statement holds
+the write lock from its start to its commit); on PostgreSQL ``WITH read AS
+(SELECT ... FOR SHARE), claim AS (UPDATE ... RETURNING 1) SELECT read.*``,
+which share-locks the suspension before the UPDATE, so a concurrent delete
+waits for the claim's commit (and one committed first leaves nothing to
+claim).  A row returned is a win, with the suspension as it is at the
+claim's commit (SUSP-CLAIM-3/4); none is a loss, and nothing was written.
 
-Nothing is written by a refused claim: the UPDATE matched no row, or the
-transaction is rolled back.
+A loss is classified by one more SELECT (one snapshot, after the claim's):
+no visible suspension → ``NotSuspended``; a visible one on the other side of
+the deadline → ``SuspensionExpired`` for the resume claim (at or past it),
+``NotSuspended`` for the sweep claim; otherwise, if the run is not visible
+and paused → ``NotSuspended``.  If that read finds the claim *would* now
+succeed (rows changed between the two statements), the claim statement is
+simply run again.  Every outcome is therefore the one the reference gives at
+one instant inside the call.
+
+Measured (benchmarks/claim_throughput.py, issue 14): the former shape — a
+transaction of UPDATE, then the read, then COMMIT — cost four round trips on
+PostgreSQL for every attempt, and on SQLite held the write lock across
+three statements' worth of Python; a refused claim also ended in ROLLBACK,
+which psycopg answers by discarding the connection's prepared statements.
+One statement is one round trip (two for a loss) and holds SQLite's write
+lock only while SQLite runs it.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -55,7 +64,6 @@ from cortex_spec.validation import check_instant, check_page
 from .dialect import Dialect
 from .schema import runs, suspensions
 from .store import (
-    ControlFlow,
     SqlStoreBase,
     db_int,
     decode,
@@ -74,10 +82,6 @@ __all__ = ["SuspensionsMixin"]
 #: A claim whose follow-up read keeps finding it claimable gives up after this
 #: many UPDATEs (only reachable under sustained concurrent writes).
 _CLAIM_ATTEMPTS = 50
-
-
-class _Retry(ControlFlow):
-    """Internal: a won claim found its suspension gone; roll back, try again."""
 
 
 def _suspension_row(s: Suspension) -> dict[str, Any]:
@@ -130,19 +134,19 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
     return sa.and_(suspensions.c.run_id == sa.bindparam("w_run"), visible(suspensions, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get(depth: int) -> sa.Select:
     return sa.select(suspensions).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _delete(depth: int) -> sa.Delete:
     return sa.delete(suspensions).where(_mine(depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _claim_statements(depth: int, side: str, dialect: Dialect):
-    """The three statements of a claim (see the module docstring)."""
+    """The two statements of a claim (see the module docstring)."""
     eligible = _eligible(side)
     claim = (
         sa.update(runs)
@@ -155,8 +159,7 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
         # SUSP-CLAIM-2 / SUSP-XCLAIM-2: only state and updated_at change
         .values(state=RunState.RUNNING.value, updated_at=sa.bindparam("w_clock"))
     )
-    # PostgreSQL: FOR SHARE, so a concurrent delete waits for our commit
-    claimed = dialect.share_lock(sa.select(suspensions).where(_mine(depth), eligible))
+    claimed = dialect.claim_returning(claim, sa.select(suspensions).where(_mine(depth), eligible))
 
     # the loser's view, read by one statement (one snapshot): is there a
     # visible suspension, is it on this claim's side of the deadline, and is
@@ -170,10 +173,10 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
         count(runs, runs.c.id == sa.bindparam("w_run"), visible(runs, depth),
               runs.c.state == RunState.PAUSED.value).label("paused"),
     )
-    return claim, claimed, probe
+    return claimed, probe
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expired(depth: int | None, limit: bool) -> sa.Select:
     conds = [] if depth is None else [visible(suspensions, depth)]
     stmt = (
@@ -206,36 +209,30 @@ class SuspensionsMixin(SqlStoreBase):
 
     def _claim(self, scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int):
         """Both claims; ``side`` is ``"resume"`` or ``"sweep"``."""
-        claim, claimed, probe = _claim_statements(scope.depth, side, self._dialect)
+        claimed, probe = _claim_statements(scope.depth, side, self._dialect)
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
                   **scope_params(scope)}
 
         def attempt(conn):
-            for _ in range(_CLAIM_ATTEMPTS):
-                if conn.execute(claim, params).rowcount == 1:
-                    row = conn.execute(claimed, params).one_or_none()
-                    if row is not None:
-                        return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
-                    # S vanished after the UPDATE (READ COMMITTED): undo, decide afresh
-                    raise _Retry()
-                verdict = conn.execute(probe, params).one()
-                if not verdict.has_s:
-                    raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
-                if not verdict.eligible:
-                    if side == "resume":  # SUSP-CLAIM-6, whatever the run's state
-                        raise SuspensionExpired(f"the suspension of run {run_id} has expired")
-                    raise NotSuspended(f"the suspension of run {run_id} is not expired")
-                if not verdict.paused:
-                    raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
-                # claimable now: the rows changed between the two statements
-            raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
+            row = conn.execute(claimed, params).one_or_none()
+            if row is not None:
+                return row, None
+            return None, conn.execute(probe, params).one()  # a loss wrote nothing
 
         for _ in range(_CLAIM_ATTEMPTS):
-            try:
-                return self._tx(attempt)
-            except _Retry:
-                continue  # rolled back; the next attempt decides afresh
-        raise StoreError(f"the claim on run {run_id} kept racing concurrent deletes")
+            row, verdict = self._write1(attempt)
+            if row is not None:
+                return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
+            if not verdict.has_s:
+                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
+            if not verdict.eligible:
+                if side == "resume":  # SUSP-CLAIM-6, whatever the run's state
+                    raise SuspensionExpired(f"the suspension of run {run_id} has expired")
+                raise NotSuspended(f"the suspension of run {run_id} is not expired")
+            if not verdict.paused:
+                raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
+            # claimable now: the rows changed between the two statements
+        raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
 
     def claim_suspension(self, ctx, run_id):
         scope = require_scope(ctx)

@@ -1,0 +1,428 @@
+"""Running the store's Core statements as driver SQL.
+
+The mixins write every statement once with SQLAlchemy Core, and the store
+runs it on the pooled DBAPI connection (``sqlite3`` / ``psycopg``) as the
+exact SQL text SQLAlchemy compiles it to, rendered **once** per statement
+and engine (:class:`Prepared`).  What a call then costs in Python is what a
+hand-written driver call costs: merging the call's parameters with the
+statement's constants, one ``cursor.execute``, the rows as named tuples.
+
+Why — measured with ``benchmarks/claim_throughput.py``, cProfile and a
+sampler of the 8 racing threads (issue 14; a 2-core machine shared with
+other work, so single figures vary by ±50 %):
+
+* through ``Connection.execute`` one cached statement cost 65–85 µs of
+  Python against 7–8 µs for the same SQL on the ``sqlite3`` cursor, and
+  checking out a ``Connection`` and running ``begin``/``commit`` with the
+  store's ``begin`` hook another 160 µs: a resume claim spent ~540 µs in
+  SQLAlchemy for ~40 µs of database work.  SQLAlchemy's statement cache
+  (``compiled_cache``) already avoided recompilation; the cost was the
+  execution machinery around each statement (execution context, parameter
+  processing, result metadata, event dispatch), which this module leaves
+  out;
+* after that, the pool's checkout and checkin (~11 µs a call), positional
+  parameter lists (a SQLite claim binds ~70 values; SQLite statements are
+  now compiled with named placeholders and take the call's dict), a new
+  psycopg cursor per call (~5 µs, now reused per connection) and psycopg's
+  ``cursor.description`` (rebuilt on every access; now read once per
+  statement) were the largest Python costs;
+* under 8 threads the Python is not only slower but *in the way*: while a
+  winning SQLite claim holds the write lock between its first step and the
+  fetch that finishes it, its thread must take the GIL back, and every
+  other claimant sleeps in SQLite's busy handler (1, 2, 5, 10 … ms).  The
+  less Python the other threads run, the shorter that window (measured on
+  delivery claims: 330 µs on average, 1.1 ms at p90, through the store
+  against 150 µs and 0.56 ms through the driver).  That is why the store's
+  p99 stays above the driver's although its claims are the same statements.
+
+Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
+repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
+statements): SQLite resume claims 5,150/s (0.60 of the driver), delivery
+claims 4,900/s (0.63), gateway accepts 4,640/s (0.66); PostgreSQL 1,190/s
+(0.82), 1,780/s (0.72), 1,690/s (0.82).  Before this module the resume
+claim ran 1,580–1,800/s on SQLite and 500–820/s on PostgreSQL under the same
+conditions (0.15–0.20 and 0.41–0.53 of the former driver transaction).
+
+What is kept from SQLAlchemy: the statements (Core, compiled by the
+engine's dialect, with its bind casts and schema translation), the bind and
+result processors of the column types (e.g. SQLite's booleans), the pool
+(its checkout hooks, and :class:`IdleConnections` in front of it), and its
+exception classes: a driver error is wrapped with
+:meth:`sqlalchemy.exc.DBAPIError.instance` exactly as ``Connection`` wraps
+it, so the store maps it the same way.
+
+Statements this path refuses, with a clear error when first prepared:
+expanding ``IN`` lists and other post-compile parameters, and client-side
+column defaults (the schema has none); a missing parameter is the
+driver's error when run.  A statement must be built once and reused (the mixins cache them):
+the prepared form is cached by the statement object itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import keyword
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from cortex_spec.errors import StoreError
+
+__all__ = ["DriverConnection", "IdleConnections", "Prepared", "Result", "Statements", "idle_of",
+           "install_idle", "named_dialect"]
+
+#: A store's prepared statements stop growing past this many (a statement
+#: built per call is a bug, not something to cache forever).
+_MAX_PREPARED = 4096
+
+
+def named_dialect(dialect: Any) -> Any:
+    """``dialect`` compiling named parameters: SQLite's ``?`` becomes ``:name``
+    (``sqlite3`` takes a dict), so a call's parameters are its dict, merged
+    with the statement's constants, instead of a list built name by name (a
+    claim repeats its parameters dozens of times).  PostgreSQL's
+    ``%(name)s`` already is."""
+    if not dialect.positional:
+        return dialect
+    if dialect.name != "sqlite":
+        raise StoreError(f"the driver path supports SQLite and PostgreSQL, not {dialect.name!r}")
+    named = copy.copy(dialect)  # shares the type caches; only the placeholders differ
+    named.paramstyle, named.positional = "named", False
+    return named
+
+
+def _result_processor(type_: Any, dialect: Any) -> Callable[[Any], Any] | None:
+    """The column's result processor, computed once per statement.  A float
+    column without ``asdecimal`` needs none (every driver returns a Python
+    float), and PostgreSQL's numeric processors would need the driver's type
+    code, which a statement prepared ahead of its first execution lacks."""
+    if isinstance(type_, sa.Float) and not type_.asdecimal:
+        return None
+    return type_.dialect_impl(dialect).result_processor(dialect, None)  # type: ignore[no-any-return]
+
+
+class Prepared:
+    """One Core statement rendered for one engine: SQL text, how to build its
+    parameters from the call's dict, and how to build its rows."""
+
+    __slots__ = (
+        "checked",
+        "column_names",
+        "defaults",
+        "processors",
+        "reads_only",
+        "result_processors",
+        "returns_rows",
+        "row_type",
+        "sql",
+    )
+
+    def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None,
+                 dialect: Any = None) -> None:
+        dialect = dialect if dialect is not None else named_dialect(engine.dialect)
+        translate = engine.get_execution_options().get("schema_translate_map")
+        kwargs: dict[str, Any] = {}
+        if keys is not None:
+            kwargs["column_keys"] = list(keys)
+        if translate:
+            kwargs.update(schema_translate_map=translate, render_schema_translate=True)
+        compiled = stmt.compile(dialect=dialect, **kwargs)
+        if getattr(compiled, "post_compile_params", None) or getattr(
+                compiled, "literal_execute_params", None):
+            raise StoreError(f"statement not supported on the driver path (expanding or literal-execute "
+                             f"parameters): {compiled.string}")
+        if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None):
+            raise StoreError(f"statement not supported on the driver path (client-side column "
+                             f"defaults): {compiled.string}")
+        if getattr(compiled, "escaped_bind_names", None) or compiled.positional:
+            raise StoreError(f"statement not supported on the driver path (escaped or positional "
+                             f"parameters): {compiled.string}")
+        self.sql: str = compiled.string
+        #: a plain SELECT (no data-modifying WITH): it never changes a row
+        self.reads_only = isinstance(stmt, sa.Select) and self.sql.lstrip()[:4].upper() != "WITH"
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        #: the statement's own values (constants, literals); a call's
+        #: parameter of the same name wins, as with SQLAlchemy
+        self.defaults: dict[str, Any] = {
+            n: b.effective_value for n, b in binds.items() if not b.required}
+        processors = ((n, b.type.dialect_impl(dialect).bind_processor(dialect)) for n, b in binds.items())
+        self.processors: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+            (n, p) for n, p in processors if p is not None)
+        columns = list(getattr(stmt, "exported_columns", ()) or ())
+        self.returns_rows = bool(columns)
+        self.column_names = tuple(_field_name(c, i) for i, c in enumerate(columns))
+        result = [_result_processor(c.type, dialect) for c in columns]
+        self.result_processors = tuple(result) if any(p is not None for p in result) else None
+        self.row_type: Any = namedtuple("Row", self.column_names, rename=True) if columns else None
+        #: the driver's result columns were compared with the statement's once
+        self.checked = False
+
+    def parameters(self, params: dict[str, Any] | None) -> dict[str, Any]:
+        """The driver's parameters: the call's, over the statement's own."""
+        if params is None:
+            params = {}
+        # a missing required parameter is the driver's clear error ("You did
+        # not supply a value for binding parameter :w_id" / "query parameter
+        # missing: w_id"), wrapped as StoreError: not checked here as well
+        merged = {**self.defaults, **params} if self.defaults or self.processors else params
+        for name, process in self.processors:
+            value = merged.get(name)
+            if value is not None:
+                merged[name] = process(value)
+        return merged
+
+    def rows(self, fetched: list[tuple]) -> list[Any]:
+        make = self.row_type._make
+        if self.result_processors is None:
+            return [make(r) for r in fetched]
+        procs = self.result_processors
+        return [make(v if p is None else p(v) for p, v in zip(procs, r)) for r in fetched]
+
+
+def _field_name(column: Any, i: int) -> str:
+    name = getattr(column, "key", None) or getattr(column, "name", None)
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
+            or name.startswith("_"):
+        return f"c{i}"
+    return name
+
+
+class Statements:
+    """A store's prepared statements, by statement object (and, for an
+    INSERT or UPDATE whose columns come from the call's parameters, by the
+    parameter names, which decide the columns written — as SQLAlchemy's
+    ``column_keys``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = named_dialect(engine.dialect)
+        self._plain: dict[Any, Prepared] = {}  # by statement
+        self._keyed: dict[tuple[Any, tuple[str, ...]], Prepared] = {}  # by statement and names
+
+    def get(self, stmt: Any, params: dict[str, Any] | None) -> Prepared:
+        prepared = self._plain.get(stmt)
+        if prepared is not None:
+            return prepared
+        if not _columns_from_parameters(stmt) or not params:
+            prepared = self._plain[stmt] = self._prepare(stmt, None)
+            return prepared
+        keys = tuple(sorted(params))
+        prepared = self._keyed.get((stmt, keys))
+        if prepared is None:
+            prepared = self._keyed[(stmt, keys)] = self._prepare(stmt, keys)
+        return prepared
+
+    def _prepare(self, stmt: Any, keys: tuple[str, ...] | None) -> Prepared:
+        if len(self._plain) + len(self._keyed) >= _MAX_PREPARED:
+            self._plain.clear()
+            self._keyed.clear()
+        return Prepared(stmt, self.engine, keys, self.dialect)
+
+
+def _columns_from_parameters(stmt: Any) -> bool:
+    """An INSERT or UPDATE without ``.values()`` (nor ``from_select``) takes
+    its columns from the parameters it is executed with."""
+    return (isinstance(stmt, sa.sql.dml.ValuesBase) and not stmt._values
+            and getattr(stmt, "select", None) is None)
+
+
+class IdleConnections:
+    """Pooled connections kept checked out between calls, last in first out.
+
+    Checking a connection out of SQLAlchemy's ``QueuePool`` and back in
+    (``_ConnectionFairy``, the queue's condition variable, the weak
+    reference, the reset) cost about 11 µs a call, a quarter of a refused
+    claim's Python; taking it from this list is a ``list.pop``.  It lives on
+    the pool object (so every store on an engine shares it, and a disposed
+    pool's connections are never reused), holds at most ``limit``
+    connections (the pool's ``pool_size``: the overflow stays available to
+    the engine's other users), and is only installed on engines the store
+    configured itself (:func:`.dialect.create_engine`), whose only checkout
+    event is the one ``usable`` repeats: PostgreSQL's local socket poll that
+    refuses a connection the server closed.  A lost connection empties it
+    (as it invalidates the pool).
+    """
+
+    def __init__(self, limit: int, usable: Callable[[Any], bool]) -> None:
+        self.limit = limit
+        self._usable = usable
+        self._idle: list[Any] = []
+
+    def get(self) -> Any:
+        """An idle checked-out connection that is still usable, or None."""
+        idle = self._idle
+        while True:
+            try:
+                fairy = idle.pop()
+            except IndexError:
+                return None
+            if fairy.is_valid and self._usable(fairy.dbapi_connection):
+                return fairy
+            _discard(fairy)
+
+    def put(self, fairy: Any) -> bool:
+        """Keep ``fairy`` for the next call; False: full, close it instead."""
+        if len(self._idle) >= self.limit or not fairy.is_valid:
+            return False
+        self._idle.append(fairy)
+        return True
+
+    def drain(self, discard: bool = False) -> None:
+        """Give every idle connection back to the pool (``discard``: close them)."""
+        while True:
+            try:
+                fairy = self._idle.pop()
+            except IndexError:
+                return
+            if discard:
+                _discard(fairy)
+            else:
+                fairy.close()
+
+
+def _discard(fairy: Any) -> None:
+    try:
+        fairy.invalidate()
+    finally:
+        fairy.close()
+
+
+_IDLE = "_cortex_idle_connections"
+
+
+def install_idle(engine: Engine, usable: Callable[[Any], bool]) -> None:
+    """Give ``engine``'s pool (now, and after every ``dispose``) an
+    :class:`IdleConnections`; a disposed pool's idle connections are closed."""
+    def attach() -> None:
+        size = engine.pool.size() if isinstance(engine.pool, sa.pool.QueuePool) else 0
+        if size > 0:
+            setattr(engine.pool, _IDLE, IdleConnections(size, usable))
+
+    attach()
+    old: list[Any] = [engine.pool]
+
+    @sa.event.listens_for(engine, "engine_disposed")
+    def _on_dispose(_engine: Any) -> None:
+        cache = getattr(old[0], _IDLE, None)
+        if cache is not None:
+            cache.drain(discard=True)
+        old[0] = engine.pool
+        attach()
+
+
+def idle_of(engine: Engine) -> IdleConnections | None:
+    """The idle connections of ``engine``'s pool (None: not installed)."""
+    return getattr(engine.pool, _IDLE, None)
+
+
+class Result:
+    """The outcome of one statement: its rows (fetched at once, so the
+    statement is finished and, outside a transaction, committed) and its
+    row count.  The accessors are the few of SQLAlchemy's ``Result`` the
+    mixins use."""
+
+    __slots__ = ("_rows", "rowcount")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+    def all(self) -> list[Any]:
+        return list(self._rows)
+
+    def one_or_none(self) -> Any:
+        if len(self._rows) > 1:
+            raise StoreError("a statement expected to find at most one row found several")
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Any:
+        row = self.one_or_none()
+        if row is None:
+            raise StoreError("a statement expected to find one row found none")
+        return row
+
+    def scalar_one_or_none(self) -> Any:
+        row = self.one_or_none()
+        return None if row is None else row[0]
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+
+class DriverConnection:
+    """What a store function gets for one call: ``execute(stmt, params)``
+    on the call's pooled DBAPI connection.  Driver errors propagate raw;
+    :meth:`.store.SqlStoreBase._run` wraps and maps them."""
+
+    __slots__ = (
+        "_cursor",
+        "_log",
+        "_statements",
+        "changed",
+        "dbapi",
+        "last_params",
+        "last_sql",
+        "writing",
+    )
+
+    def __init__(self, dbapi: Any, statements: Statements, log: Any = None, cursor: Any = None) -> None:
+        self.dbapi = dbapi
+        self._statements = statements
+        #: the connection's cursor, reused from call to call (psycopg builds
+        #: an adapter map for every new cursor: ~5 us)
+        self._cursor: Any = cursor
+        self._log = log
+        #: the statement being run (for the wrapped error's message)
+        self.last_sql: str | None = None
+        self.last_params: Any = None
+        #: whether a statement may have changed a row (a refused transaction
+        #: that changed none is ended with COMMIT, see SqlStoreBase._run)
+        self.changed = False
+        #: whether the statement running (or the last one, if it failed) writes
+        self.writing = False
+
+    def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
+        prepared = self._statements.get(stmt, params)
+        args = prepared.parameters(params)
+        self.last_sql, self.last_params = prepared.sql, args
+        if self._log is not None:
+            self._log.info("%s %r", prepared.sql, args)
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.dbapi.cursor()
+        self.writing = not prepared.reads_only
+        cursor.execute(prepared.sql, args)
+        if prepared.returns_rows:
+            fetched = cursor.fetchall()
+            rowcount = len(fetched)
+        else:
+            fetched, rowcount = None, cursor.rowcount
+        if self.writing and rowcount != 0:
+            self.changed = True  # -1 (unknown) counts as a change
+        self.writing = False
+        if fetched is None:
+            return Result([], rowcount)
+        if not prepared.checked:  # once: psycopg builds ``description`` anew on every access
+            if len(cursor.description or ()) != len(prepared.column_names):
+                raise StoreError(f"unexpected result columns from: {prepared.sql}")
+            prepared.checked = True
+        return Result(prepared.rows(fetched), rowcount)
+
+    @property
+    def cursor(self) -> Any:
+        """The cursor this call used (None: it ran no statement)."""
+        return self._cursor
+
+    def close(self) -> None:
+        """Close the cursor (the connection will not be reused)."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            with contextlib.suppress(Exception):  # a broken connection's cursor: nothing to release
+                cursor.close()

@@ -1,0 +1,152 @@
+"""The cross-class suites name no class.
+
+``conformance/test_scope.py`` and ``conformance/test_common.py`` check their
+rules on every class through what each class gives them
+(``conformance/examples.py``), so neither they nor the examples API nor the
+helpers they share may name a class, a method of one, an entity, a record or
+an error of a class: a class plugs in by its own module alone.
+
+The forbidden words are built from :data:`cortex_spec.classes.CLASSES`: each
+class's name, its methods (and the opener its methods live behind), the
+public names (``__all__``) of its protocol's module, its stored kinds'
+tables, entities, singular and plural names and not-found errors, every
+error of :mod:`cortex_spec.errors` but those of the common contract, and the
+TypeID prefix constants of :mod:`cortex_spec.ids`.
+
+What is checked: every NAME token, and every word of every STRING token
+(f-strings included), of the code; comments and docstrings are not checked
+(they may say what a class gives, as prose).  A whole identifier or word
+must not be a forbidden word; no part of it between underscores may be a
+class name, whatever its case (``_GATEWAY_OPENER``, ``open_gateway``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import io
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from cortex_spec import errors, ids
+from cortex_spec.classes import CLASSES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The files that must stay generic.
+GENERIC = [
+    "conformance/test_scope.py",
+    "conformance/test_common.py",
+    "conformance/examples.py",
+    "conformance/helpers.py",
+]
+
+#: Errors of the common contract (common.md, scope.md), raised by every class alike.
+COMMON_ERRORS = frozenset({
+    "CortexError", "NoScope", "InvalidArgument", "AlreadyExists", "NotFound", "InvalidState",
+    "StoreClosed", "StoreError", "BackendUnavailable",
+})
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def forbidden_words() -> tuple[dict[str, str], frozenset[str]]:
+    """(word -> why it is forbidden, the class names in lower case)."""
+    words: dict[str, str] = {}
+    for cls in CLASSES.values():
+        words[cls.name] = f"the name of class {cls.name}"
+        for m in cls.methods:
+            words.setdefault(m.name, f"a method of class {cls.name}")
+        if cls.opened_by:
+            words.setdefault(cls.opened_by, f"the opener of class {cls.name}")
+        module = importlib.import_module(cls.protocol.__module__)
+        for name in module.__all__:
+            words.setdefault(name, f"a public name of {module.__name__} (class {cls.name})")
+        for table in cls.tables:
+            for name in (table.name, table.singular, table.plural, table.entity.__name__, table.not_found.__name__):
+                words.setdefault(name, f"stored kind {table.name} of class {cls.name}")
+    for name in errors.__all__:
+        if name not in COMMON_ERRORS:
+            words.setdefault(name, "an error of a class (cortex_spec.errors)")
+    prefixes = set(ids.PREFIXES.values())
+    for name in dir(ids):
+        value = getattr(ids, name)
+        if name.isupper() and isinstance(value, str) and value in prefixes:
+            words.setdefault(name, f"the TypeID prefix constant ids.{name}")
+    return words, frozenset(c.lower() for c in CLASSES)
+
+
+def _docstrings(source: str) -> set[tuple[int, int]]:
+    """Where the docstrings of a module, its classes and functions start."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                out.add((first.lineno, first.col_offset))
+    return out
+
+
+def violations(source: str) -> list[tuple[int, str, str]]:
+    """``(line, word, why)`` for every forbidden word in the code of ``source``."""
+    words, class_names = forbidden_words()
+    skip = _docstrings(source)
+    string_kinds = {tokenize.STRING} | ({getattr(tokenize, "FSTRING_MIDDLE")} if sys.version_info >= (3, 12) else set())
+    found = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.NAME:
+            candidates = [tok.string]
+        elif tok.type in string_kinds and tok.start not in skip:
+            candidates = _WORD.findall(tok.string)
+        else:
+            continue
+        for word in candidates:
+            if word in words:
+                found.append((tok.start[0], word, words[word]))
+                continue
+            parts = [p for p in word.lower().split("_") if p]
+            hit = next((p for p in parts if p in class_names), None)
+            if hit is not None:
+                found.append((tok.start[0], word, f"contains the class name {hit}"))
+    return found
+
+
+@pytest.mark.parametrize("path", GENERIC)
+def test_generic_suites_name_no_class(path):
+    source = (ROOT / path).read_text(encoding="utf-8")
+    found = violations(source)
+    assert not found, f"{path} names what a class gives it:\n" + "\n".join(
+        f"  line {line}: {word!r} ({why})" for line, word, why in found)
+
+
+def test_the_check_sees_every_kind_of_name():
+    """The check is not vacuous: a class, a method, an entity, an error, an
+    opener, a prefix constant and a class name inside an identifier or a
+    string are each caught; a comment and a docstring are not checked."""
+    snippets = {
+        'x = "runs"': "runs",
+        "store.create_run(c, obj)": "create_run",
+        "w.gateway.accept(c, m)": "gateway",
+        "from cortex_spec.errors import RunNotFound": "RunNotFound",
+        "raise NotSuspended()": "NotSuspended",
+        "RunFilter(exact=True)": "RunFilter",
+        "ids.new_id(ids.CHECKPOINT)": "CHECKPOINT",
+        "_GATEWAY_OPENER = []": "_GATEWAY_OPENER",
+        'request.getfixturevalue("cortex_open_gateway")': "cortex_open_gateway",
+        'f"{x} of list_agents"': "list_agents",
+        "get_overlay_for_agent_at(c, a, s)": "get_overlay_for_agent_at",
+        "Agent(name='x')": "Agent",
+    }
+    for snippet, word in snippets.items():
+        assert word in [w for _, w, _ in violations(snippet + "\n")], snippet
+    clean = '"""The runs class, its create_run and RunNotFound."""\n# gateway, checkpoints\nx = 1\n'
+    assert violations(clean) == []
+    words, _ = forbidden_words()
+    assert {"runs", "catalog", "resolve", "list_pending_across_scopes", "Overlay", "RunNotFound",
+            "open_gateway"} <= set(words)
+    assert not COMMON_ERRORS & set(words)
