@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime, timedelta
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Callable
 
 import attrs
 import pytest
 
-from cortex_spec import Lease, RunState, ids
+from cortex_spec import Context, Lease, RunState, Scope, ids
+from cortex_spec.clock import EPOCH
 from cortex_spec.errors import (
     InvalidArgument,
     InvalidState,
@@ -23,7 +25,7 @@ from cortex_spec.errors import (
     NotSuspended,
     RunNotFound,
 )
-from cortex_spec.runs import Run
+from cortex_spec.runs import Run, RunFilter
 from cortex_spec.testing import (
     clause,
     ctx,
@@ -32,10 +34,11 @@ from cortex_spec.testing import (
     make_run,
     make_suspension,
     race,
+    state_view,
 )
 
-from .examples import HOME
-from .examples import OUTSIDERS_OF_HOME
+from .examples import HOME, OUTSIDERS_OF_HOME, PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, StateError, XsMethod
+from .helpers import assert_scope
 
 MS = timedelta(milliseconds=1)
 #: owners: two is the least that tells a per-owner rule from a per-run one
@@ -447,3 +450,141 @@ def test_racing_marks_keep_the_latest(store, clock, profile):
         race([functools.partial(store.mark_notified, ctx(HOME), run.id, at) for at in instants])
         expect("LEASE-RACE-5", store.get_run(ctx(HOME), run.id).notified_at, max(instants),
                f"notified_at after {n} racing marks")
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py)
+# ===========================================================================
+
+#: a lease long enough to outlive every test
+_LONG = EPOCH + timedelta(days=1)
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A running run at HOME, leased by worker-a (the one every call addresses)."""
+    run = _running(store)
+    store.hold_lease(ctx(HOME), run.id, _lease("worker-a", _LONG))
+    return SimpleNamespace(lease_run=run.id, view={"run_ids": [run.id]})
+
+
+def _setup_running(store: Any, c: Context) -> str:
+    return store.create_run(c, make_run(RunState.RUNNING)).id
+
+
+def _done_held(store: Any, c: Context, key: str) -> None:
+    run = store.get_run(c, key)
+    expect("LEASE-HOLD-1", run.lease, _lease("worker-b", _LONG), "the lease, read from the run's own scope")
+    assert_scope(run.scope, c.scope, "the held run's scope")
+
+
+def _done_marked(store: Any, c: Context, key: str) -> None:
+    run = store.get_run(c, key)
+    expect("LEASE-NOTIFY-1", run.notified_at, EPOCH, "the mark, read from the run's own scope")
+    assert_scope(run.scope, c.scope, "the marked run's scope")
+
+
+def _run_view(store: Any, key: str, scopes: Any) -> dict:
+    return state_view(store, scopes, run_ids=[key])
+
+
+def _byid(name: str, call: Callable[[Any, Context, str], Any], done: Callable[[Any, Context, str], None]) -> ByIdOp:
+    return ByIdOp(name, "leases", RunNotFound, _setup_running, call, done,
+                  missing=lambda: ids.new_id(ids.RUN), view=_run_view)
+
+
+def _seed_xs_lapsed(store: Any) -> dict[str, Scope]:
+    """Per scope a lapsed run (selected) and a live-leased one (not)."""
+    expected = {}
+    for i, sc in enumerate(XS_SCOPES):
+        for expiry, selected in ((PAST + timedelta(milliseconds=i), True), (_LONG, False)):
+            run = _running(store, sc)
+            store.hold_lease(ctx(sc), run.id, _lease(f"worker-{i}", expiry))
+            if selected:
+                expected[run.id] = Scope.parse(sc)
+    return expected
+
+
+def _take_over(store: Any, row: Run) -> None:
+    store.hold_lease(Context(row.scope), row.id, _lease("sweeper", _LONG))
+    expect("LEASE-HOLD-6", store.get_run(Context(row.scope), row.id).reclaim_count, 1,
+           "a lapsed run taken over under its own scope")
+
+
+def _mark(store: Any, row: Run) -> None:
+    store.mark_notified(Context(row.scope), row.id, EPOCH)
+
+
+_NAIVE = datetime(2026, 1, 1)
+
+
+def _xs(name: str, seed: Callable, call: Callable, act: Callable, bad_instant: Callable) -> XsMethod:
+    return XsMethod(
+        name, "leases", seed=seed, call=call, act=act,
+        scoped_twin=lambda s, c: s.list_runs(c, RunFilter(state=RunState.RUNNING)),
+        bad=(lambda s, c: bad_instant(s, c, _NAIVE), lambda s, c: bad_instant(s, c, None),
+             lambda s, c: bad_instant(s, c, "2026-01-01T00:00:00+00:00"),
+             lambda s, c: getattr(s, name)(c, XS_NOW, limit="1"),
+             lambda s, c: getattr(s, name)(c, XS_NOW, limit=True)),
+    )
+
+
+_XS = {
+    "list_lapsed_across_scopes": _xs(
+        "list_lapsed_across_scopes", _seed_xs_lapsed, lambda s, c: s.list_lapsed_across_scopes(c, XS_NOW),
+        _take_over, lambda s, c, v: s.list_lapsed_across_scopes(c, v)),
+    # at the store's clock (EPOCH) the seeded lapsed runs are continuable until marked at EPOCH
+    "list_continuable_across_scopes": _xs(
+        "list_continuable_across_scopes", _seed_xs_lapsed,
+        lambda s, c: s.list_continuable_across_scopes(c, EPOCH), _mark,
+        lambda s, c, v: s.list_continuable_across_scopes(c, v)),
+}
+
+
+def _paused_leaseless(store: Any) -> tuple[Callable[[Context], Any], Callable[[Any], dict]]:
+    run = store.create_run(ctx(HOME), make_run(RunState.PAUSED))
+    return (lambda c: store.hold_lease(c, run.id, _lease("worker-a", _LONG)),
+            lambda scopes: state_view(store, scopes, run_ids=[run.id]))
+
+
+def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
+    """hold_lease and mark_notified from each of ``callers`` on a run stored at ``row``."""
+    run = _running(store, row)
+    for i, caller in enumerate(callers):
+        store.hold_lease(ctx(caller), run.id, _lease("worker-a", _LONG + timedelta(milliseconds=i)))
+        store.mark_notified(ctx(caller), run.id, EPOCH + timedelta(milliseconds=i))
+
+    def check() -> None:
+        assert_scope(store.get_run(ctx(row), run.id).scope, Scope.parse(row), "the leased run's scope")
+    return SimpleNamespace(run_ids=[run.id]), check
+
+
+EXAMPLES = Examples(
+    "leases",
+    seed=_examples_seed,
+    good={
+        "hold_lease": lambda s, c, w: s.hold_lease(c, w.lease_run, _lease("worker-a", _LONG)),
+        "mark_notified": lambda s, c, w: s.mark_notified(c, w.lease_run, EPOCH),
+        "list_lapsed_across_scopes": lambda s, c, w: s.list_lapsed_across_scopes(c, XS_NOW),
+        "list_continuable_across_scopes": lambda s, c, w: s.list_continuable_across_scopes(c, EPOCH),
+    },
+    bad={
+        "hold_lease": lambda s, c, w: s.hold_lease(c, w.lease_run, ("worker-a", _LONG)),
+        "mark_notified": lambda s, c, w: s.mark_notified(c, w.lease_run, _NAIVE),
+        "list_lapsed_across_scopes": lambda s, c, w: s.list_lapsed_across_scopes(c, _NAIVE),
+        "list_continuable_across_scopes": lambda s, c, w: s.list_continuable_across_scopes(c, _NAIVE),
+    },
+    byid=(
+        _byid("hold_lease", lambda s, c, k: s.hold_lease(c, k, _lease("worker-b", _LONG)), _done_held),
+        _byid("mark_notified", lambda s, c, k: s.mark_notified(c, k, EPOCH), _done_marked),
+    ),
+    byid_methods=frozenset({"hold_lease", "mark_notified"}),
+    xs=_XS,
+    precedence=lambda s, w: [
+        lambda c: s.hold_lease(c, w.lease_run, _lease("", _LONG)),
+        lambda c: s.hold_lease(c, ids.new_id(ids.RUN), _lease("worker-a", _NAIVE)),
+        lambda c: s.mark_notified(c, ids.new_id(ids.RUN), _NAIVE),
+    ],
+    state_errors=(StateError("hold_lease", "leases", _paused_leaseless, RunNotFound, InvalidState,
+                             clauses=("LEASE-HOLD-3",)),),
+    every_write=_every_write,
+)

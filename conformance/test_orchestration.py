@@ -9,6 +9,7 @@ updates.
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -19,8 +20,7 @@ from cortex_spec.errors import InvalidArgument, InvalidState, OrchestrationRunNo
 from cortex_spec.orchestration import OrchestrationRun, OrchestrationStatus
 from cortex_spec.testing import clause, ctx, expect, expect_raises, race
 
-from .examples import HOME
-from .examples import OUTSIDERS_OF_HOME
+from .examples import HOME, OUTSIDERS_OF_HOME, Examples
 
 S = OrchestrationStatus
 #: where a team run may be asked for by id but not driven: above it (SCOPE-BYID allows reads there)
@@ -191,3 +191,46 @@ def test_a_link_racing_a_stop_or_a_claim_lands_only_while_running(store, profile
                 assert final.child_run_ids == (kid,), final.child_run_ids
             else:
                 assert isinstance(link.error, InvalidState) and final.child_run_ids == (), (link, final)
+
+
+# ===========================================================================
+# What this class gives the scope and common suites (conformance/examples.py;
+# the two kinds' generated methods come from their description)
+# ===========================================================================
+
+
+def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
+    """A waiting and a running team run at HOME (the claim's and the link's)."""
+    return SimpleNamespace(waiting_team=_team(store, S.WAITING).id, running_team=_team(store, S.RUNNING).id)
+
+
+def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
+    out: dict = {}
+    for sc in scopes:
+        c = sc if not isinstance(sc, str) else ctx(sc)
+        out[f"orchestration_runs@{c.scope.canonical()}"] = store.list_orchestration_runs(c)
+    return out
+
+
+EXAMPLES = Examples(
+    "orchestration",
+    seed=_examples_seed,
+    view=_examples_view,
+    good={
+        "claim_orchestration_continuation": lambda s, c, w: s.claim_orchestration_continuation(c, w.waiting_team),
+        "link_orchestration_child": lambda s, c, w: s.link_orchestration_child(c, w.running_team,
+                                                                              ids.new_id(ids.RUN)),
+    },
+    bad={
+        "claim_orchestration_continuation": lambda s, c, w: s.claim_orchestration_continuation(
+            c, ids.new_id(ids.RUN)),
+        "link_orchestration_child": lambda s, c, w: s.link_orchestration_child(c, w.running_team,
+                                                                              ids.new_id(ids.AGENT)),
+    },
+    # a bad argument wins over a team run that is missing or out of reach (SCOPE-ZERO-3)
+    precedence=lambda s, w: [
+        lambda c: s.claim_orchestration_continuation(c, "orch_"),
+        lambda c: s.link_orchestration_child(c, w.running_team, "arun"),
+        lambda c: s.link_orchestration_child(c, ids.new_id(ids.ORCHESTRATION_RUN), None),
+    ],
+)
