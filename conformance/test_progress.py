@@ -76,11 +76,13 @@ def _saved(store: Any, c: Any, w: SimpleNamespace) -> None:
     store.save_progress(c, _progress(w.progress_run, snapshot={"p": "small"}))
 
 
-#: The class's methods for the cross-class suites (every method is exact, SCOPE-EXACT-3).
+#: The class's methods for the cross-class suites (every method is exact,
+#: SCOPE-EXACT-3: tested here, test_each_exact_scope_holds_a_snapshot_of_its_own).
 EXAMPLES = Examples(
     "progress",
     seed=_seed,
     view=_view,
+    exact_byid=frozenset({"save_progress", "get_progress", "delete_progress"}),
     good={
         "save_progress": lambda s, c, w: s.save_progress(c, _progress(w.progress_run, step_index=4)),
         "get_progress": lambda s, c, w: s.get_progress(c, w.progress_run),
@@ -92,6 +94,28 @@ EXAMPLES = Examples(
         "delete_progress": lambda s, c, w: s.delete_progress(c, ids.new_id(ids.SESSION)),
     },
     sites={
+        # PROG-SAVE-1: a first save stamps both instants from the clock
+        "create": (
+            Site("save_progress", "progress",
+                 lambda s, c, w, v: s.save_progress(c, _progress(ids.new_id(ids.RUN), **v)),
+                 read=lambda s, c, w, r: s.get_progress(c, r.run_id), clauses=("PROG-SAVE-1",)),
+        ),
+        "id": (
+            Site("save_progress.progress.run_id", "progress",
+                 lambda s, c, w, v: s.save_progress(c, Progress(run_id=v)), prefix=ids.RUN),
+            Site("get_progress.run_id", "progress", lambda s, c, w, v: s.get_progress(c, v), prefix=ids.RUN),
+            Site("delete_progress.run_id", "progress", lambda s, c, w, v: s.delete_progress(c, v), prefix=ids.RUN),
+        ),
+        "json": (
+            Site("progress.snapshot", "progress",
+                 lambda s, c, w, v: s.save_progress(c, _progress(ids.new_id(ids.RUN), snapshot=v)),
+                 read=lambda s, c, w, r: s.get_progress(c, r.run_id).snapshot),
+        ),
+        "counter": (
+            Site("progress.step_index", "progress",
+                 lambda s, c, w, v: s.save_progress(c, _progress(ids.new_id(ids.RUN), step_index=v)),
+                 read=lambda s, c, w, r: s.get_progress(c, r.run_id).step_index),
+        ),
         "size": (
             Site("save_progress.snapshot", "progress",
                  lambda s, c, w, t: s.save_progress(c, _progress(w.progress_run, snapshot={"p": t})),
