@@ -239,6 +239,8 @@ def test_inspection_reports_exactly_the_rows_planted_with_broken_scopes(
     found, seen = _issues(store)
     expect("ADMIN-INSPECT-1", (found, seen), (0, []), "the inspection of a store of valid rows")
     rows = _inspected_rows(store, cortex_declared)
+    if len(rows) < 2:
+        pytest.skip("cortex-spec: not claimed: the store declares no class with rows to plant")
     problems = [ScopeProblem.ZERO, ScopeProblem.UNREADABLE, ScopeProblem.INCONSISTENT]
     planted: set[tuple[str, str, ScopeProblem]] = set()
     for i, (kind, key, _) in enumerate(rows):
@@ -253,20 +255,21 @@ def test_inspection_reports_exactly_the_rows_planted_with_broken_scopes(
     with clause("ADMIN-INSPECT-1", what="the rows planted"):
         assert len({p for _, _, p in planted}) >= 2 and len(planted) >= 2, planted
     reads = {(kind, key): _read(fn) for kind, key, fn in rows}
-    results = {}
-    for c in (ZERO, ctx(HOME), ctx(UNRELATED)):
+    found, seen = _issues(store, ZERO)
+    first = (found, sorted((i.kind, i.key, i.problem.value) for i in seen))
+    with clause("ADMIN-INSPECT-1", "ADMIN-INSPECT-4", what="the issues found from the zero scope"):
+        got = {(i.kind, i.key, i.problem) for i in seen}
+        assert found == len(seen), f"returned {found}, visited {len(seen)}"
+        assert len(seen) == len(got), "a row was visited twice"
+        assert got == planted, f"missing {sorted(planted - got)}, unexpected {sorted(got - planted)}"
+        assert all(isinstance(i.stored, str) for i in seen)
+    # a scan that "repaired" what it found is seen by the next one only
+    for clause_id, c in (("ADMIN-INSPECT-3", ZERO), ("ADMIN-INSPECT-2", ctx(HOME)), ("ADMIN-INSPECT-2", ctx(UNRELATED))):
         found, seen = _issues(store, c)
-        results[c.scope.canonical()] = (found, sorted((i.kind, i.key, i.problem.value) for i in seen))
-        with clause("ADMIN-INSPECT-1", "ADMIN-INSPECT-4", what=f"the issues found from {c.scope.canonical()!r}"):
-            got = {(i.kind, i.key, i.problem) for i in seen}
-            assert found == len(seen), f"returned {found}, visited {len(seen)}"
-            assert len(seen) == len(got), "a row was visited twice"
-            assert got == planted, f"missing {sorted(planted - got)}, unexpected {sorted(got - planted)}"
-            assert all(isinstance(i.stored, str) for i in seen)
-    with clause("ADMIN-INSPECT-2", what="the scans from the zero scope, HOME and an unrelated scope"):
-        assert len({repr(r) for r in results.values()}) == 1, results
-    with clause("ADMIN-INSPECT-3", what="every row after three scans"):
-        assert {(kind, key): _read(fn) for kind, key, fn in rows} == reads
+        expect(clause_id, (found, sorted((i.kind, i.key, i.problem.value) for i in seen)), first,
+               f"a scan from {c.scope.canonical() or 'the zero scope'} after the first")
+        with clause("ADMIN-INSPECT-3", what=f"every row after the scan from {c.scope.canonical()!r}"):
+            assert {(kind, key): _read(fn) for kind, key, fn in rows} == reads
 
 
 @pytest.mark.clause("ADMIN-INSPECT-5", "ADMIN-INSPECT-3")
@@ -275,8 +278,11 @@ def test_an_exception_of_visit_ends_the_scan_and_is_raised_unchanged(
         cortex_harness, cortex_location, cortex_store, cortex_declared):
     store = cortex_store
     rows = _inspected_rows(store, cortex_declared)
+    if not rows:
+        pytest.skip("cortex-spec: not claimed: the store declares no class with rows to plant")
     for kind, key, _ in rows[:3]:
-        assert cortex_harness.corrupt_scope(cortex_location, kind, key, "zero"), (kind, key)
+        with clause("ADMIN-INSPECT-5", what=f"planting a zero scope on {kind} {key} through the driver"):
+            assert cortex_harness.corrupt_scope(cortex_location, kind, key, "zero")
 
     class Stop(Exception):
         pass
