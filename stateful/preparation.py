@@ -123,6 +123,6 @@ MACHINES = ClassMachines(
     views=views,
     racing_ops=racing_ops,
     families=FAMILIES,
-    weight=0.25,
+    weight=0.4,
     cost=3.0,
 )
