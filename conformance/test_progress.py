@@ -204,7 +204,7 @@ def test_bad_input_is_refused_and_writes_nothing(store):
     expect("PROG-SAVE-4", store.get_progress(ctx(HOME), run), kept, "the snapshot after the refused calls")
 
 
-@pytest.mark.clause("SCOPE-ZERO-1", "SCOPE-ZERO-3")
+@pytest.mark.clause("SCOPE-ZERO-1", "SCOPE-ZERO-3", "PROG-GET-1")
 def test_zero_scope_is_refused_before_the_arguments(store):
     run = ids.new_id(ids.RUN)
     for call in (lambda: store.save_progress(ZERO, _progress(run)),

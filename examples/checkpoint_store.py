@@ -15,10 +15,9 @@ from __future__ import annotations
 import copy
 import threading
 
-import attrs
-
 from cortex_spec import CheckpointState, ids
 from cortex_spec.checkpoints import (
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
@@ -69,13 +68,9 @@ class DictCheckpointStore:
             row = self._visible(scope, checkpoint_id)
             if row.state != CheckpointState.PENDING:
                 raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-            now = truncate_ms(self.clock.now())
-            row = attrs.evolve(
-                row,
-                state=CheckpointState.RESOLVED,
-                decision=attrs.evolve(decision, decided_at=now),
-                updated_at=now,
-            )
+            # the resolved checkpoint as it will be stored, measured first
+            # (CP-RESOLVE-7, RSC-GEN-13): over 8 MiB, InvalidArgument and no write
+            row = resolved(row, decision, truncate_ms(self.clock.now()))
             self._rows[checkpoint_id] = row
             return copy.deepcopy(row)
 
