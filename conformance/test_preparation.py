@@ -214,7 +214,7 @@ def _consistent(seen: tuple[int, ...]) -> bool:
     return seen[:k] == (top,) * k and all(x == top - 1 for x in seen[k:])
 
 
-@pytest.mark.clause("PREP-2", "RSC-GEN-12")
+@pytest.mark.clause("PREP-2", "PREP-7", "RSC-GEN-12")
 def test_every_capture_sees_one_moment_of_a_writers_sequence(store, profile):
     """One writer updates the agent, its persona, a skill, its overlay and a
     session, in that order, generation after generation; three threads
