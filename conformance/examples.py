@@ -27,7 +27,10 @@ The fields of :class:`Examples` (every one optional but ``cls``):
   the visibility, immutability, id and read-back clauses.
 * ``byid``: the methods that address one row by its key (:class:`ByIdOp`,
   SCOPE-BYID); ``byid_methods``: the names among them that must have one
-  (the check that none was dropped, SCOPE-EXACT-3).
+  (the check that none was dropped, SCOPE-EXACT-3); ``exact_byid``: the
+  by-id methods the class's area file marks **exact** (SCOPE-EXACT-3: only
+  at the row's own scope), which its own module tests and which have no
+  ``byid`` entry (those reach a row from its ancestors).
 * ``xs``: the across-scope methods by name (:class:`XsMethod`, SCOPE-XS);
   every method a scoped class marks unscoped needs one.
 * ``precedence(store, world) -> [call(ctx)]``: calls with a bad argument
@@ -320,6 +323,7 @@ class Examples:
     byid_methods: frozenset[str] = frozenset()
     exact: frozenset[str] = frozenset()
     scope_args: frozenset[str] = frozenset()
+    exact_byid: frozenset[str] = frozenset()
 
     def viewer(self) -> View:
         return self.view or _default_view(self.cls)
@@ -358,7 +362,7 @@ class Examples:
             _both(self.every_write, other.every_write, _join_writes),
             _both(self.hidden, other.hidden, _join_hidden),
             self.byid_methods | other.byid_methods, self.exact | other.exact,
-            self.scope_args | other.scope_args,
+            self.scope_args | other.scope_args, self.exact_byid | other.exact_byid,
         )
 
 

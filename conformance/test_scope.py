@@ -878,18 +878,24 @@ def test_exact_exists_only_where_the_area_file_gives_it():
 
 
 @pytest.mark.clause("SCOPE-EXACT-3")
-def test_no_by_id_method_of_these_classes_is_marked_exact():
-    """SCOPE-EXACT-3 applies to by-id methods an area file marks **exact**; the
-    area files of these classes mark none (so every by-id method follows
-    SCOPE-BYID-1, checked by test_by_id_reaches_row_from_its_scope_and_ancestors).
-    This fails when an area file starts marking one, so that it gets a test,
-    or when a class's by-id example of a method it names is dropped."""
+def test_no_by_id_method_is_marked_exact_unless_its_class_says_so():
+    """SCOPE-EXACT-3 applies to by-id methods an area file marks **exact**;
+    only the area files of classes whose examples name such methods
+    (``exact_byid``, tested by the class's own module) mark any, and every
+    other by-id method follows SCOPE-BYID-1 (checked by
+    test_by_id_reaches_row_from_its_scope_and_ancestors).  This fails when an
+    area file starts marking one that its class does not name, so that it
+    gets a test, or when a class's by-id example of a method it names is
+    dropped."""
     spec = resources.files("cortex_spec.spec")
     for cls in CLASSES:
         text = (spec / f"{cls}.md").read_text(encoding="utf-8")
-        assert not re.search(r"\*\*exact\*\*|marked\s+exact|marks?\s+\S*\s*as\s+exact", text, re.I), cls
+        marked = bool(re.search(r"\*\*exact\*\*|marked\s+exact|marks?\s+\S*\s*as\s+exact", text, re.I))
+        assert marked is bool(ALL[cls].exact_byid), (cls, sorted(ALL[cls].exact_byid))
     for name, ex in ALL.items():
         assert ex.byid_methods <= {op.name for op in ex.byid}, (name, ex.byid_methods)
+        assert not ex.exact_byid & {op.name for op in ex.byid}, (name, "an exact method with a by-id example")
+        assert ex.exact_byid <= {m.name for m in CLASSES[name].methods}, (name, ex.exact_byid)
 
 
 # ===========================================================================

@@ -73,6 +73,7 @@ __all__ = [
     "validate_new_envelope",
     "same_envelope",
     "admit",
+    "updated_conversation",
     "validate_new_conversation",
     "validate_conversation_update",
     "validate_new_delivery",
@@ -462,16 +463,28 @@ def same_envelope(stored: Envelope, candidate: Envelope) -> bool:
 
 def admit(conversation: Conversation, envelope: Envelope, now: datetime) -> tuple[Conversation, Envelope]:
     """A2A-HOP-8: the conversation and the envelope after one admission
-    (the caller has checked A2A-HOP-6/7 against the same ``conversation``)."""
+    (the caller has checked A2A-HOP-6/7 against the same ``conversation``).
+    The conversation grows by the addresses new to it: measured as it will
+    be stored, ``InvalidArgument`` over the size limit (RSC-GEN-13)."""
     hops = conversation.hops_used + 1
     participants = list(conversation.participants)
+    grown = False
     for a in (envelope.sender, *envelope.receivers):
         if a not in participants:
             participants.append(a)
-    return (
-        replace(conversation, hops_used=hops, participants=tuple(participants), updated_at=now),
-        replace(envelope, hops=hops, created_at=now),
-    )
+            grown = True
+    charged = replace(conversation, hops_used=hops, participants=tuple(participants), updated_at=now)
+    if grown:
+        check_entity_size(charged, "conversation")
+    return charged, replace(envelope, hops=hops, created_at=now)
+
+
+def updated_conversation(current: Conversation, fields: dict[str, Any], now: datetime) -> Conversation:
+    """The conversation ``update_conversation`` stores: ``current`` with the
+    fields of A2A-CONV-5, measured as stored (RSC-GEN-13)."""
+    updated = replace(current, updated_at=now, **fields)
+    check_entity_size(updated, "conversation")
+    return updated
 
 
 # -- conversations (A2A-CONV, A2A-PEER) --------------------------------------------------------------
@@ -516,8 +529,10 @@ def validate_new_conversation(c: object, ctx: Context, now: datetime) -> Convers
     conversation_id = ids.check_id(c.id, ids.CONVERSATION, "conversation.id")
     initiator = _check_address(c.initiator, "conversation.initiator")
     participants: list[Address] = []
+    seen: set[tuple[str, str]] = set()
     for a in _check_addresses(c.participants, "conversation.participants"):
-        if a not in participants:
+        if (a.agent, a.node) not in seen:  # a set: conversations of thousands of participants
+            seen.add((a.agent, a.node))
             participants.append(a)  # A2A-CONV-2: first occurrences, in order
     if check_count(c.hops_used, "conversation.hops_used") != 0:
         raise InvalidArgument("a new conversation has hops_used == 0")

@@ -38,6 +38,7 @@ __all__ = [
     "validate_new_checkpoint",
     "validate_decision",
     "validate_checkpoint_filter",
+    "resolved",
 ]
 
 
@@ -120,6 +121,15 @@ def validate_decision(decision: object) -> Decision:
         reason=check_str(decision.reason, "decision.reason"),
         decided_at=None,
     )
+
+
+def resolved(cp: Checkpoint, decision: Decision, now: datetime) -> Checkpoint:
+    """The checkpoint ``resolve`` stores (CP-RESOLVE-1), measured as stored
+    (CP-RESOLVE-7, RSC-GEN-13): ``InvalidArgument`` over the size limit."""
+    done = attrs.evolve(cp, state=CheckpointState.RESOLVED, decision=attrs.evolve(decision, decided_at=now),
+                        updated_at=now)
+    check_entity_size(done, "resolved checkpoint")
+    return done
 
 
 def validate_checkpoint_filter(flt: object) -> CheckpointFilter:

@@ -24,6 +24,7 @@ from .a2a_replies import TABLES as REPLY_TABLES
 from .a2a_replies import ReservedReplyStore
 from .a2a_resolutions import TABLES as RESOLUTION_TABLES
 from .a2a_resolutions import AskResolutionStore
+from .admin import ADMIN_METHODS, AdminStore
 from .catalog import CatalogStore
 from .catalog import TABLES as CATALOG_TABLES
 from .checkpoints import CheckpointStore
@@ -35,6 +36,9 @@ from .memory import TABLES as MEMORY_TABLES
 from .memory import AgentMemoryStore
 from .orchestration import TABLES as ORCHESTRATION_TABLES
 from .orchestration import OrchestrationStore
+from .preparation import PreparationStore
+from .progress import TABLES as PROGRESS_TABLES
+from .progress import ProgressStore
 from .runs import RunStore
 from .suspensions import SuspensionStore
 from .views import Refs
@@ -242,6 +246,28 @@ CLASSES: dict[str, ConformanceClass] = {
             _m(*GATEWAY_METHODS, scoped=False),
             scoped=False,
             opened_by="open_gateway",
+        ),
+        ConformanceClass(
+            "progress",
+            "A run's progress snapshot at one exact scope",
+            ProgressStore,
+            _m(*protocol_methods(ProgressStore)),
+            tables=PROGRESS_TABLES,
+        ),
+        ConformanceClass(
+            "preparation",
+            "The reads of a run's preparation in one snapshot (catalog and memory)",
+            PreparationStore,
+            _m(*protocol_methods(PreparationStore)),
+            requires=("catalog", "memory"),
+        ),
+        ConformanceClass(
+            # the storage as a whole: the methods ignore ctx.scope and hold no rows
+            "admin",
+            "Administration: ping, schema versions and migration, scope inspection",
+            AdminStore,
+            _m(*ADMIN_METHODS, scoped=False),
+            scoped=False,
         ),
     )
 }

@@ -247,3 +247,24 @@ class BackendUnavailable(Exception):
     Not a :class:`CortexError`: it is raised by harnesses, never by stores,
     and it makes a certification run end as *not certified*.
     """
+
+
+# -- classes progress and admin (appended: their own block, for clean merges) --------------------
+
+
+class ProgressNotFound(NotFound):
+    """No progress snapshot of the run at exactly the caller's scope (PROG-GET-1)."""
+
+
+class SchemaMismatch(StoreError):
+    """The storage holds another schema version than the store reads
+    (ADMIN-MIG-3/4): ``found`` and ``expected`` say which; an older one is
+    brought up to date by ``migrate``, a newer one needs a newer store."""
+
+    def __init__(self, message: str, found: int | None = None, expected: int | None = None) -> None:
+        super().__init__(message)
+        self.found = found
+        self.expected = expected
+
+
+__all__ += ["ProgressNotFound", "SchemaMismatch"]

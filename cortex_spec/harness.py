@@ -155,6 +155,29 @@ class Harness:
         returns an open gateway store on ``location``."""
         raise NotImplementedError
 
+    # -- class admin ---------------------------------------------------------------
+
+    def corrupt_scope(self, location: Any, kind: str, key: str, problem: str) -> bool:
+        """Stand in for a row written by another program or by hand: change,
+        through the backend's own driver and behind the store's back, the
+        stored scope of the row ``key`` of stored kind ``kind`` at
+        ``location`` so that it has ``problem`` (a
+        :class:`cortex_spec.admin.ScopeProblem` value: ``zero``,
+        ``unreadable``, ``inconsistent``).  True when the row now has it;
+        False when the backend cannot store that problem (the reference keeps
+        one form of a scope: nothing of it can disagree).  Feature
+        ``corrupt-scope`` (ADMIN-INSPECT)."""
+        raise NotImplementedError
+
+    def plant_schema_version(self, location: Any, version: int) -> bool:
+        """Make the storage at ``location`` hold layout ``version`` through
+        the backend's own driver: the real layout of an older version the
+        backend had, or only the version number of a newer one it cannot
+        know.  False when the backend never had that version.  Feature
+        ``plant-schema`` (ADMIN-MIG-3/4); the location is discarded after
+        the test as usual."""
+        raise NotImplementedError
+
     # -- derived ---------------------------------------------------------------
 
     def _overrides(self, name: str) -> bool:
@@ -164,9 +187,10 @@ class Harness:
     def features(self) -> frozenset[str]:
         """What tests marked ``@pytest.mark.cortex_requires(...)`` may need:
         ``"reopen"``, ``"kill-connection"``, ``"kill-writer"`` (a store held
-        by a child process that is killed while it writes), and for class
+        by a child process that is killed while it writes), for class
         gateway ``"gateway-crash"``, ``"unusable-location"`` and
-        ``"cross-process"``."""
+        ``"cross-process"``, and for class admin ``"corrupt-scope"`` and
+        ``"plant-schema"``."""
         out = set()
         if self.reopenable:
             out.add("reopen")
@@ -180,6 +204,10 @@ class Harness:
             out.add("cross-process")
         if self._overrides("store_child"):
             out.add("kill-writer")
+        if self._overrides("corrupt_scope"):
+            out.add("corrupt-scope")
+        if self._overrides("plant_schema_version"):
+            out.add("plant-schema")
         return frozenset(out)
 
     def probe_capabilities(self, clock: Clock) -> frozenset[str]:

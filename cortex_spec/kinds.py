@@ -755,6 +755,14 @@ class Storage(Protocol):
         (``SELECT … FOR UPDATE`` on PostgreSQL).  Committed when ``body``
         returns, rolled back (nothing written) when it raises."""
 
+    def snapshot(self, body: Callable[["Storage"], T]) -> T:
+        """Run ``body`` with a storage whose reads (``select``, ``count``)
+        all see one state of the store, at one instant between the call and
+        its return, without locking out writers where the backend need not:
+        one hold of the lock (reference), a read-only transaction at
+        REPEATABLE READ (PostgreSQL) or a read transaction (SQLite, WAL), a
+        snapshot session (MongoDB).  ``body`` only reads (class preparation)."""
+
 
 def _listing_args(table: Table, listing: Listing, args: dict[str, Any], flt: object) -> dict[str, Any]:
     """The listing's arguments, from keywords or from its filter object."""

@@ -21,13 +21,13 @@ from cortex_spec.checkpoints import (
     Checkpoint,
     CheckpointFilter,
     Decision,
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
 )
 from cortex_spec.clock import Clock, truncate_ms
 from cortex_spec.context import Context, require_context, require_scope
-from cortex_spec.entities import replace
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState
 from cortex_spec.validation import check_page, page
 
@@ -72,13 +72,9 @@ class DictCheckpointStore:
             row = self._visible(scope, checkpoint_id)
             if row.state != CheckpointState.PENDING:
                 raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-            now = truncate_ms(self.clock.now())
-            row = replace(
-                row,
-                state=CheckpointState.RESOLVED,
-                decision=replace(decision, decided_at=now),
-                updated_at=now,
-            )
+            # the resolved checkpoint as it will be stored, measured first
+            # (CP-RESOLVE-7, RSC-GEN-13): over 8 MiB, InvalidArgument and no write
+            row = resolved(row, decision, truncate_ms(self.clock.now()))
             self._rows[checkpoint_id] = row
             return copy.deepcopy(row)
 

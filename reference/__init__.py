@@ -9,8 +9,8 @@ code.
 >>> from cortex_spec import Context, ManualClock
 >>> store = MemoryStore(ManualClock())
 >>> sorted(store.capabilities)  # doctest: +NORMALIZE_WHITESPACE
-['a2a', 'a2a_discovery', 'a2a_held', 'a2a_replies', 'a2a_resolutions', 'catalog', 'checkpoints',
- 'gateway', 'leases', 'memory', 'orchestration', 'runs', 'suspensions']
+['a2a', 'a2a_discovery', 'a2a_held', 'a2a_replies', 'a2a_resolutions', 'admin', 'catalog', 'checkpoints',
+ 'gateway', 'leases', 'memory', 'orchestration', 'preparation', 'progress', 'runs', 'suspensions']
 """
 
 from cortex_spec.a2a_held import HeldMethods
@@ -20,11 +20,14 @@ from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayMixin, MemoryGateway
 from .leases import LeasesMixin
 from .memory import MemoryMixin
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
 from .runs import RunsMixin
 from .store import MemoryMedium, StoreBase
 from .suspensions import SuspensionsMixin
@@ -34,10 +37,11 @@ __all__ = ["MemoryStore", "MemoryMedium", "MemoryGateway"]
 
 class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods,
                   HeldMethods, DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
-                  GatewayMixin, StoreBase):
+                  GatewayMixin, ProgressMixin, PreparationMixin, AdminMixin, StoreBase):
     """In-memory store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
-    ``a2a_discovery``), ``memory``, ``catalog``, ``orchestration`` and ``gateway``.
+    ``a2a_discovery``), ``memory``, ``catalog``, ``orchestration``, ``gateway``,
+    ``progress``, ``preparation`` and ``admin``.
 
     ``MemoryStore(clock, medium=m)`` opens a store on an existing medium:
     closing one store and opening another on the same medium is a restart.
@@ -46,7 +50,8 @@ class MemoryStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, Re
     """
 
     capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway",
+                              "progress", "preparation", "admin"})
 
     def __repr__(self) -> str:
         return f"MemoryStore(clock={self.clock!r})"

@@ -37,6 +37,7 @@ from cortex_spec.a2a import (
     is_stale,
     peer_order_key,
     same_envelope,
+    updated_conversation,
     validate_conversation_update,
     validate_new_conversation,
     validate_new_delivery,
@@ -306,7 +307,7 @@ class A2AMixin(StoreBase):
                 t.a2a_conversations, ctx, conversation_id, ConversationNotFound, "conversation")
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
                 raise InvalidState(f"conversation {conversation_id} is {current.status.value}")
-            updated = replace(current, updated_at=self._now(), **fields)
+            updated = updated_conversation(current, fields, self._now())  # RSC-GEN-13
             if self._peer_taken(t, updated):
                 raise AlreadyExists("a conversation for this peer thread already exists here")
             t.a2a_conversations[conversation_id] = updated

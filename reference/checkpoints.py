@@ -5,12 +5,13 @@ from __future__ import annotations
 from cortex_spec import ids
 from cortex_spec.checkpoints import (
     CheckpointState,
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
 )
 from cortex_spec.context import require_context, require_scope
-from cortex_spec.entities import detach, replace
+from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState
 from cortex_spec.validation import check_page, page
 
@@ -48,15 +49,9 @@ class CheckpointsMixin(StoreBase):
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")
             if cp.state != CheckpointState.PENDING:
                 raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-            now = self._now()
-            resolved = replace(
-                cp,
-                state=CheckpointState.RESOLVED,
-                decision=replace(decision, decided_at=now),
-                updated_at=now,
-            )
-            t.checkpoints[checkpoint_id] = resolved
-            return detach(resolved)
+            done = resolved(cp, decision, self._now())  # CP-RESOLVE-7: measured before it is stored
+            t.checkpoints[checkpoint_id] = done
+            return detach(done)
 
     def _select_pending(self, ctx, flt):
         scope = require_scope(ctx)

@@ -46,3 +46,31 @@ class ReferenceHarness(Harness):
         name = gw.new_location_name("cortex-spec-gw-broken")
         gw.break_location(name)
         return name, lambda: gw.repair_location(name)
+
+    # -- class admin ----------------------------------------------------------------------
+
+    def corrupt_scope(self, location: MemoryMedium, kind: str, key: str, problem: str) -> bool:
+        """Replace the row's scope in the medium's table: the zero scope, or
+        text that is not a scope (a stored value of the wrong type).  A
+        reference row keeps one form of its scope: it cannot be inconsistent."""
+        import attrs
+
+        from .admin import scoped_tables
+
+        if problem == "inconsistent":
+            return False
+        table = scoped_tables(location).get(kind, {})
+        found = [k for k, row in table.items() if getattr(row, "id", k) == key]
+        if len(found) != 1:
+            return False
+        stored = cortex_spec.Scope() if problem == "zero" else "ws=w1/=not-a-scope"
+        with location.lock:
+            table[found[0]] = attrs.evolve(table[found[0]], scope=stored)
+        return True
+
+    def plant_schema_version(self, location: MemoryMedium, version: int) -> bool:
+        """The reference has had one layout: version 0 (a medium from before
+        versions were kept) holds the same tables."""
+        with location.lock:
+            location.schema["version"] = version
+        return True

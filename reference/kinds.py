@@ -114,3 +114,9 @@ class MemoryStorage:
                 for name, rows in saved.items():
                     setattr(t, name, rows)
                 raise
+
+    def snapshot(self, body: Callable[["MemoryStorage"], T]) -> T:
+        """``body`` under one hold of the lock: every read of it sees one
+        state (class preparation); it writes nothing."""
+        with self.store._tx():
+            return body(self)

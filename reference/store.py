@@ -14,9 +14,14 @@ from datetime import datetime
 from typing import Iterator
 
 from cortex_spec.clock import Clock, SystemClock, truncate_ms
+from cortex_spec.admin import schema_mismatch
 from cortex_spec.errors import StoreClosed
 
-__all__ = ["MemoryMedium", "StoreBase"]
+__all__ = ["MemoryMedium", "StoreBase", "SCHEMA_VERSION"]
+
+#: The layout version of a medium (class admin, ADMIN-MIG): the reference has
+#: had one layout; a medium of another version is refused until migrated.
+SCHEMA_VERSION = 1
 
 
 class MemoryMedium:
@@ -52,6 +57,8 @@ class MemoryMedium:
         self.gw_selections: dict[tuple[str, str], tuple[str, str]] = {}
         #: the gateway's insertion sequence: {"last": the last number handed out}
         self.gw_sequence: dict[str, int] = {}
+        #: the layout version the medium holds (ADMIN-MIG-1)
+        self.schema: dict[str, int] = {"version": SCHEMA_VERSION}
         # the stored kinds of every class (cortex_spec.kinds): kind_<table> by key
         from cortex_spec.classes import CLASSES
 
@@ -105,6 +112,15 @@ class StoreBase:
     @contextmanager
     def _tx(self) -> Iterator[MemoryMedium]:
         """Hold the single lock for one whole method (its linearization)."""
+        with self._admin_tx() as medium:
+            found = medium.schema["version"]
+            if found != SCHEMA_VERSION:  # ADMIN-MIG-3/4
+                raise schema_mismatch(found, SCHEMA_VERSION)
+            yield medium
+
+    @contextmanager
+    def _admin_tx(self) -> Iterator[MemoryMedium]:
+        """``_tx`` without the layout check (the methods of class admin)."""
         with self.medium.lock:
             if self._closed:
                 raise StoreClosed("the store is closed")
@@ -113,3 +129,4 @@ class StoreBase:
     def _now(self) -> datetime:
         """Clock now, truncated to ms (call once per method, inside ``_tx``)."""
         return truncate_ms(self.clock.now())
+

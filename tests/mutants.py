@@ -1405,6 +1405,86 @@ class InScopeQueueSeesDescendants(MemoryStore):
             return [detach(r) for r in page(rows, limit, 0)]
 
 
+
+# -- classes progress, admin and preparation ----------------------------------------------
+
+
+class ProgressReadFromAbove(MemoryStore):
+    """get_progress finds the run's snapshot anywhere the caller sees (an
+    ancestor reads a descendant's), not only at the exact scope."""
+
+    def get_progress(self, ctx, run_id):
+        from cortex_spec.errors import ProgressNotFound
+        from cortex_spec.progress import PROGRESS, _public
+
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        rows = self._crud.storage.select(PROGRESS, Query(scope, where=(("run_id", run_id),)))
+        if not rows:
+            raise ProgressNotFound(f"no progress of run {run_id}")
+        return _public(rows[0])
+
+
+class InspectRepairs(MemoryStore):
+    """inspect_scopes "repairs" what it reports: a row with the zero scope
+    is deleted after its visit (the scan changes data)."""
+
+    def inspect_scopes(self, ctx, visit):
+        from cortex_spec import Scope
+        from cortex_spec.reference.admin import scoped_tables
+
+        found = super().inspect_scopes(ctx, visit)
+        with self._admin_tx() as t:
+            for table in scoped_tables(t).values():
+                for key in [k for k, row in table.items() if getattr(row, "scope", None) == Scope()]:
+                    del table[key]
+        return found
+
+
+class InspectSkipsCatalog(MemoryStore):
+    """inspect_scopes scans the runs, suspensions, checkpoints and a2a rows
+    but not the stored kinds' tables (agents, sessions, progress …)."""
+
+    def inspect_scopes(self, ctx, visit):
+        from cortex_spec import Scope
+        from cortex_spec.admin import Inspection, check_visitor
+        from cortex_spec.reference.admin import scoped_tables
+
+        check_visitor(ctx, visit)
+        with self._admin_tx() as t:
+            kinds = {name.removeprefix("kind_") for name in t.tables() if name.startswith("kind_")}
+            rows = [(kind, getattr(row, "id", key), row.scope)
+                    for kind, table in scoped_tables(t).items() if kind not in kinds
+                    for key, row in table.items() if hasattr(row, "scope")]
+
+        def scan(inspection):
+            for kind, key, scope in rows:
+                if isinstance(scope, Scope):
+                    inspection.offer(kind, key, None, scope.levels)
+                else:
+                    inspection.offer(kind, key, scope)
+
+        return Inspection(visit).run(scan)
+
+
+class _EachReadAlone(MemoryStorage):
+    """Reads that each take the lock on their own, a gap before each."""
+
+    def snapshot(self, body):
+        return body(self)
+
+    def select(self, table, query):
+        time.sleep(GAP)
+        return super().select(table, query)
+
+
+class CaptureWithoutSnapshot(_StorageMutant):
+    """capture_preparation reads each source on its own (no snapshot): a
+    capture may see a newer persona next to the agent as it was before."""
+
+    storage = _EachReadAlone
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -1518,6 +1598,11 @@ MUTANTS: list[Mutant] = [
     _m("a2a-deferred-cursor-repeats", DeferredCursorRepeats, ("A2A-DEFER-2",)),
     _m("a2a-agent-reply-runs-forget-admissions", AgentReplyRunsForgetAdmissions, ("A2A-AREPLY-1",)),
     _m("a2a-in-scope-queue-sees-descendants", InScopeQueueSeesDescendants, ("A2A-ROUTE-2",)),
+    _m("progress-read-from-above", ProgressReadFromAbove, ("PROG-GET-1", "PROG-ENT-1")),
+    # the inspection needs rows of other classes to plant broken scopes in
+    _m("admin-inspect-repairs", InspectRepairs, ("ADMIN-INSPECT-3",), ("admin", "runs", "catalog")),
+    _m("admin-inspect-skips-stored-kinds", InspectSkipsCatalog, ("ADMIN-INSPECT-1",), ("admin", "runs", "catalog")),
+    _m("preparation-without-snapshot", CaptureWithoutSnapshot, ("PREP-2",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

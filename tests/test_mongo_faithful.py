@@ -119,12 +119,35 @@ def test_wrapper_materialises_cursors_and_refuses_sessions():
         coll.find({}).sort("_id")
     with pytest.raises(NotImplementedError):
         coll.find_one({}, session=object())
-    with pytest.raises(NotImplementedError):
-        FaithfulClient().start_session(snapshot=True)
     client = FaithfulClient()
     with client.start_session() as s:  # a session outside a transaction: refused
         with pytest.raises(NotImplementedError):
             client["db"]["c"].find_one({}, session=s)
+
+
+def test_emulated_snapshot_session_reads_one_point_in_time_and_only_reads():
+    client = FaithfulClient()
+    coll = client["db"]["s"]
+    coll.insert_many([{"_id": 1, "n": 0}, {"_id": 2, "n": 0}])
+    writer_done = threading.Event()
+
+    def writer() -> None:
+        coll.update_many({}, {"$inc": {"n": 1}})  # waits for the session's end
+        writer_done.set()
+
+    with client.start_session(snapshot=True) as s:
+        first = coll.find_one({"_id": 1}, session=s)
+        t = threading.Thread(target=writer)
+        t.start()
+        writer_done.wait(0.2)
+        second = coll.find_one({"_id": 2}, session=s)
+        assert (first["n"], second["n"]) == (0, 0) and not writer_done.is_set()
+        with pytest.raises(NotImplementedError):
+            coll.update_one({"_id": 1}, {"$set": {"n": 5}}, session=s)  # a snapshot only reads
+        with pytest.raises(NotImplementedError):
+            s.start_transaction()
+    t.join(5)
+    assert writer_done.is_set() and coll.find_one({"_id": 1})["n"] == 1
 
 
 def test_emulated_transaction_is_atomic_and_all_or_nothing():

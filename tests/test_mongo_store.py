@@ -351,6 +351,9 @@ class _FakeReplicaSet:
     def __getitem__(self, name):
         return _Recording(self._database[name], self._seen)
 
+    def list_collection_names(self):
+        return self._database.list_collection_names()  # the layout version (ADMIN-MIG), at open
+
 
 @pytest.mark.parametrize(
     "hello,snapshot",

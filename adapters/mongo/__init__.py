@@ -43,12 +43,15 @@ from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import DEFAULT_LEASE, GatewayOpenerMixin, MongoGateway
 from .leases import LeasesMixin
 from .memory import MemoryMixin
-from .store import MongoStoreBase
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
+from .store import SCHEMA_VERSION, MongoStoreBase
 from .suspensions import SuspensionsMixin
 
 __all__ = ["MongoStore", "MongoGateway"]
@@ -56,11 +59,12 @@ __all__ = ["MongoStore", "MongoGateway"]
 
 class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods, HeldMethods,
                  DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods, GatewayOpenerMixin,
-                 MongoStoreBase):
+                 ProgressMixin, PreparationMixin, AdminMixin, MongoStoreBase):
     """A MongoDB store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``,
     ``a2a`` with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
     ``a2a_discovery``, ``memory`` and ``orchestration`` (those only where the
-    deployment has transactions), ``catalog`` and ``gateway``.
+    deployment has transactions), ``catalog``, ``gateway``, ``progress``,
+    ``preparation`` (only where it has snapshot sessions) and ``admin``.
 
     ``MongoStore(database, clock, *, collection_prefix="cortex_",
     snapshot_reads=None, close_client=False, gateway_client=None,
@@ -70,7 +74,9 @@ class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMeth
     """
 
     capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway",
+                              "progress", "preparation", "admin"})
+    schema_version = SCHEMA_VERSION
 
     def __init__(self, database, clock=None, *, gateway_client=None,
                  gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
@@ -79,6 +85,9 @@ class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMeth
             # a conversation's batch and its counters are one transaction
             # (and a team run's claim and child link read and write in one)
             self.capabilities = frozenset(self.capabilities - {"memory", "orchestration"})
+        if not self._snapshot_sessions:
+            # PREP-7: a capture's reads need one snapshot session
+            self.capabilities = frozenset(self.capabilities - {"preparation"})
         self.gateway_client = gateway_client
         self.gateway_lease = gateway_lease
         if lease_clock is not None:

@@ -59,6 +59,7 @@ from cortex_spec.a2a import (
     check_reply_with,
     check_status_filter,
     same_envelope,
+    updated_conversation,
     validate_conversation_update,
     validate_new_conversation,
     validate_new_delivery,
@@ -628,10 +629,15 @@ class A2AMixin(MongoStoreBase):
                 if row is None:
                     classify(None)
                 current = _conversation_in(row)
-                # the row's scope and partition never change, so the peer key
-                # computed from this read is the key of the update below
+                classify(current)
+                # RSC-GEN-13: measured from this read.  The row's scope and
+                # partition never change, so the peer key computed from it is
+                # the key of the update below; its participants change only
+                # with its hops, which the update's filter holds as read.
+                updated_conversation(current, fields, now)
                 doc = self._a2a_conversations.find_one_and_update(
-                    {**mine, **decision}, update_for(current.scope, current.partition),
+                    {**mine, **decision, "hops_used": current.hops_used},
+                    update_for(current.scope, current.partition),
                     return_document=ReturnDocument.AFTER)  # a taken pair: AlreadyExists
                 if doc is not None:
                     return _conversation_in(doc)

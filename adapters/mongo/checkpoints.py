@@ -3,9 +3,11 @@
 One document per checkpoint in the ``checkpoints`` collection, keyed by its
 id.  ``resolve`` is a single ``find_one_and_update`` filtered on
 ``state: "pending"`` (CP-RESOLVE-1/4): of concurrent resolves exactly one
-matches.  A refused resolve is classified from one read of the document
-taken afterwards — a checkpoint never returns to ``pending`` and is never
-deleted, so what that read shows is what the refused update saw.
+matches.  It is preceded by one read of the document, which classifies a
+refusal (absent, already resolved) and measures the resolved row
+(CP-RESOLVE-7); a checkpoint never returns to ``pending`` and is never
+deleted, and a pending one changes only by a resolve, so an update whose
+filter still finds it pending writes the row that read measured.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from cortex_spec.checkpoints import (
     Checkpoint,
     CheckpointState,
     Decision,
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
@@ -116,6 +119,15 @@ class CheckpointsMixin(MongoStoreBase):
                 }
             }
             for _ in range(_RETRIES):
+                doc = self._checkpoints.find_one(visible)
+                if doc is None:
+                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")
+                if doc["state"] != CheckpointState.PENDING.value:
+                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
+                # CP-RESOLVE-7: measured from this read; a pending checkpoint's
+                # fields change only by the resolve below, whose filter holds
+                # ``pending``, so the row it writes is the row measured here
+                resolved(_checkpoint_from_doc(doc), decision, now)
                 doc = self._checkpoints.find_one_and_update(
                     {**visible, "state": CheckpointState.PENDING.value},
                     update,
@@ -123,12 +135,8 @@ class CheckpointsMixin(MongoStoreBase):
                 )
                 if doc is not None:
                     return _checkpoint_from_doc(doc)
-                doc = self._checkpoints.find_one(visible, projection={"state": 1})
-                if doc is None:
-                    raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")
-                if doc["state"] != CheckpointState.PENDING.value:
-                    raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-                # pending now: it was created after our update; go again
+                # another resolve won between the read and the update: go
+                # again, the read classifies it
             raise StoreError(f"the resolve of {checkpoint_id} kept racing concurrent writes")
 
     def _pending_query(self, ctx, flt):

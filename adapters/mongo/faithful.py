@@ -56,12 +56,24 @@ or ``start_transaction()`` … ``commit_transaction()`` /
   ``with_transaction``'s callback) puts every copied collection back;
 * **strict**: an operation of the owning thread inside the transaction
   must pass ``session=`` (a server would run it *outside* the transaction),
-  and a session anywhere else (a snapshot session, an object that is not
-  this storage's session, a session without a transaction) is refused with
+  and a session anywhere else (an object that is not this storage's
+  session, a session without a transaction or snapshot) is refused with
   :class:`NotImplementedError` rather than silently ignored.
 
 The copy costs time in the size of the collection: fine for certification
 data, not meant for anything large.
+
+Snapshot sessions, emulated
+---------------------------
+
+``client.start_session(snapshot=True)`` gives a session whose reads (each
+passing ``session=``) all see one point in time, as a server's snapshot
+session does.  It is emulated the same way: the session holds the
+storage's lock from its start to its end, so no other client's write lands
+between two of its reads.  It only reads: a write passing it, and a
+transaction on it, are refused with :class:`NotImplementedError` (a server
+refuses them too).  The session of a raw mongomock has no snapshot at all:
+only this wrapper offers it.
 
 Usage::
 
@@ -210,12 +222,16 @@ class FaithfulSession:
     module docstring).  ``with_transaction(callback)`` runs
     ``callback(session)`` atomically and all or nothing."""
 
-    def __init__(self, gate: _Gate, client: "FaithfulClient") -> None:
+    def __init__(self, gate: _Gate, client: "FaithfulClient", snapshot: bool = False) -> None:
         self._gate = gate
         self._client = client
         self.owner: int | None = None
         self._copies: dict[str, tuple[Any, list[Any]]] = {}
         self._ended = False
+        #: a snapshot session: it reads only, holding the lock while it lives
+        self.snapshot = snapshot
+        if snapshot:
+            self._begin()
 
     @property
     def client(self) -> "FaithfulClient":
@@ -228,18 +244,25 @@ class FaithfulSession:
     def start_transaction(self, *_a: Any, **_k: Any) -> "FaithfulSession":
         if self._ended:
             raise NotImplementedError("the session has ended")
+        if self.snapshot:
+            raise NotImplementedError("a snapshot session has no transactions (as on a server)")
         if self.in_transaction:
             raise NotImplementedError("a transaction is already in progress on this session")
+        self._begin()
+        return self
+
+    def _begin(self) -> None:
         self._gate.lock.acquire()
         self._gate.txn = self
         self.owner = threading.get_ident()
         self._copies = {}
-        return self
 
     def remember(self, collection: Any) -> None:
         """Copy ``collection`` before the transaction's first write to it."""
         import copy
 
+        if self.snapshot:
+            raise NotImplementedError("a snapshot session only reads (as on a server)")
         name = collection.full_name
         if name not in self._copies:
             self._copies[name] = (collection, [copy.deepcopy(d) for d in collection.find({})])
@@ -279,7 +302,9 @@ class FaithfulSession:
         return result
 
     def end_session(self) -> None:
-        if self.in_transaction:
+        if self.snapshot and self.in_transaction:
+            self._end()
+        elif self.in_transaction:
             self.abort_transaction()
         self._ended = True
 
@@ -441,13 +466,9 @@ class FaithfulClient:
         return dict(self._client.server_info())
 
     def start_session(self, *_a: Any, snapshot: bool = False, **_k: Any) -> FaithfulSession:
-        """A session for emulated transactions (snapshot reads are not emulated)."""
-        if snapshot:
-            raise NotImplementedError(
-                "the faithful mongomock wrapper has no snapshot sessions "
-                "(see cortex_spec.adapters.mongo.faithful)"
-            )
-        return FaithfulSession(self._gate, self)
+        """A session for emulated transactions, or (``snapshot=True``) an
+        emulated snapshot session: see the module docstring."""
+        return FaithfulSession(self._gate, self, snapshot=snapshot)
 
     def close(self) -> None:
         if not self._closed:

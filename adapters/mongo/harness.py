@@ -77,6 +77,47 @@ class LeaseClock:
         self.offset += seconds
 
 
+def corrupt_scope(database: Any, kind: str, key: str, problem: str, prefix: str = "cortex_") -> bool:
+    """Give the document of ``key`` of stored kind ``kind`` a stored scope
+    with ``problem`` by one update through the driver, behind the store's
+    back (feature ``corrupt-scope``): no levels, an empty key at level 0
+    (not a scope), or canonical text naming another scope than its levels.
+    Runs and suspensions share a slot: ``runs`` is the slot's ``run.scope``,
+    ``suspensions`` (keyed by the suspension's id) its ``susp.scope``."""
+    if kind == "runs":
+        collection, match, path = database[prefix + "runs"], {"_id": key}, "run.scope"
+    elif kind == "suspensions":
+        collection, match, path = database[prefix + "runs"], {"susp.id": key}, "susp.scope"
+    else:
+        collection, match, path = database[prefix + kind], {"_id": key}, "scope"
+    if problem == "zero":
+        update: dict[str, Any] = {"$set": {path: {"n": 0, "c": ""}}}
+    elif problem == "unreadable":
+        update = {"$set": {f"{path}.k0": ""}}
+    elif problem == "inconsistent":
+        update = {"$set": {f"{path}.c": "ws=somewhere-else"}}
+    else:
+        return False
+    return bool(collection.update_one(match, update).matched_count == 1)
+
+
+def plant_schema_version(database: Any, version: int, prefix: str = "cortex_") -> bool:
+    """Make the database hold layout ``version`` (feature ``plant-schema``):
+    version 0, the collections without their version document (as every
+    store before versions were stored left them), or the number of a newer
+    version."""
+    from .store import SCHEMA_VERSION
+
+    meta = database[prefix + "meta"]
+    if version == 0:
+        meta.delete_one({"_id": "schema"})
+        return True
+    if version > SCHEMA_VERSION:
+        meta.update_one({"_id": "schema"}, {"$set": {"version": version}}, upsert=True)
+        return True
+    return False
+
+
 class _GatewayHooks:
     """Class ``gateway`` for the Mongo harnesses: locations are database names
     on one gateway client (``self._gateway_client()``), the lock is a lease
@@ -179,6 +220,14 @@ class MongomockHarness(_GatewayHooks, Harness):
     def discard(self, location: Any) -> None:
         location.close()
 
+    def corrupt_scope(self, location: Any, kind: str, key: str, problem: str) -> bool:
+        with location.reopen() as client:
+            return corrupt_scope(client["cortex"], kind, key, problem)
+
+    def plant_schema_version(self, location: Any, version: int) -> bool:
+        with location.reopen() as client:
+            return plant_schema_version(client["cortex"], version)
+
 
 class MongoUrlHarness(_GatewayHooks, Harness):
     """A real MongoDB server named by a URL (``CORTEX_SPEC_MONGO_URL``)."""
@@ -277,6 +326,12 @@ class MongoUrlHarness(_GatewayHooks, Harness):
                 pass
         self._databases.discard(location)
 
+    def corrupt_scope(self, location: str, kind: str, key: str, problem: str) -> bool:
+        return corrupt_scope(self.client[location], kind, key, problem)
+
+    def plant_schema_version(self, location: str, version: int) -> bool:
+        return plant_schema_version(self.client[location], version)
+
 
 class MongoHarness(Harness):
     """``--cortex-store mongo``: faithful mongomock, or the server at
@@ -327,6 +382,13 @@ class MongoHarness(Harness):
 
     def unusable_gateway_location(self) -> tuple[Any, Any]:
         return self.impl.unusable_gateway_location()
+
+    # class admin: delegated
+    def corrupt_scope(self, location: Any, kind: str, key: str, problem: str) -> bool:
+        return bool(self.impl.corrupt_scope(location, kind, key, problem))
+
+    def plant_schema_version(self, location: Any, version: int) -> bool:
+        return bool(self.impl.plant_schema_version(location, version))
 
 
 class MongoDockerHarness(MongoUrlHarness):

@@ -194,6 +194,13 @@ class MongoStorage:
         with self.store._guard():
             return self.store._txn(lambda session: body(MongoStorage(self.store, session)))
 
+    def snapshot(self, body: Any) -> Any:
+        """``body``'s reads in one snapshot session (class preparation)."""
+        if self.session is not None:
+            return body(self)
+        with self.store._guard(), self.store._snapshot_session() as session:
+            return body(MongoStorage(self.store, session))
+
     def delete_where(self, table: Table, query: Query) -> int:
         with self.store._guard():
             result = self._collection(table).delete_many(self._filter(table, query), **self._s())

@@ -54,6 +54,7 @@ from cortex_spec.scope import MAX_DEPTH, Scope
 
 __all__ = [
     "MongoStoreBase",
+    "SCHEMA_VERSION",
     "COLLECTIONS",
     "dt_out",
     "dt_in",
@@ -65,6 +66,12 @@ __all__ = [
     "scope_filter",
 ]
 
+#: The layout version of a database (class admin, ADMIN-MIG): the version is
+#: the ``schema`` document of the ``meta`` collection; a database holding the
+#: collections but no such document was made before versions were stored:
+#: version 0, the same collections, which ``migrate`` brings to 1.
+SCHEMA_VERSION = 1
+
 #: Collection names (after the store's prefix) by role.
 COLLECTIONS = {
     # one document per run id: the run (``run``) and its suspension (``susp``)
@@ -72,6 +79,8 @@ COLLECTIONS = {
     "steps": "steps",
     "tool_calls": "tool_calls",
     "checkpoints": "checkpoints",
+    # the layout version (class admin)
+    "meta": "meta",
 }
 
 
@@ -217,20 +226,26 @@ class MongoStoreBase:
         self._steps = database[collection_prefix + COLLECTIONS["steps"]]
         self._tool_calls = database[collection_prefix + COLLECTIONS["tool_calls"]]
         self._checkpoints = database[collection_prefix + COLLECTIONS["checkpoints"]]
+        self._meta = database[collection_prefix + COLLECTIONS["meta"]]
         from cortex_spec.kinds import Crud
 
         from .kinds import MongoStorage
 
         #: the generic operations of the stored kinds (cortex_spec.kinds)
         self._crud = Crud(MongoStorage(self), self._now)
-        with self._guard():
-            self.ensure_indexes()
+        with self._driver_guard():
+            #: the layout version found (ADMIN-MIG): another one refuses every
+            #: method but those of class admin
+            self._schema_found = self._open_schema()
             self._snapshot_reads = (
                 self._detect_snapshot_reads() if snapshot_reads is None else snapshot_reads
             )
             #: multi-document transactions (the classes that need them are
             #: declared only where there are)
             self._transactions = self._detect_transactions()
+            #: snapshot sessions for a read spanning collections (class
+            #: preparation): a server's, or the faithful wrapper's emulation
+            self._snapshot_sessions = self._snapshot_reads or self._is_faithful()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -248,6 +263,41 @@ class MongoStoreBase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # -- the layout version ------------------------------------------------------------
+
+    def _read_version(self) -> int | None:
+        """The stored version; 0 for collections without one; None for a
+        database holding none of the store's collections."""
+        meta = self._meta.find_one({"_id": "schema"})
+        if meta is not None:
+            return meta.get("version")  # type: ignore[no-any-return]
+        prefix = self.collection_prefix
+        names = [n for n in self.database.list_collection_names() if n.startswith(prefix) and n != self._meta.name]
+        return 0 if names else None
+
+    def _write_version(self) -> None:
+        from pymongo.errors import DuplicateKeyError
+
+        for _ in range(3):  # two first upserts of one _id: one of them retries as an update
+            try:
+                self._meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
+                return
+            except DuplicateKeyError:
+                continue
+
+    def _open_schema(self) -> int | None:
+        """At open: an empty database gets the current layout (its version
+        written first, so a store opening meanwhile never takes the new
+        collections for an older layout); the current one gets any missing
+        index; another version is left as it is (refused until migrated)."""
+        found = self._read_version()
+        if found is None:
+            self._write_version()
+            found = SCHEMA_VERSION
+        if found == SCHEMA_VERSION:
+            self.ensure_indexes()
+        return found
 
     # -- indexes ---------------------------------------------------------------------
 
@@ -293,6 +343,23 @@ class MongoStoreBase:
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
+        """Refuse a closed store and a database of another layout version
+        (ADMIN-MIG-3/4: read again, in case another store migrated it);
+        translate driver errors (never leak them raw)."""
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        if self._schema_found != SCHEMA_VERSION:
+            with self._driver_guard():
+                self._schema_found = self._read_version()
+            if self._schema_found != SCHEMA_VERSION:
+                from cortex_spec.admin import schema_mismatch
+
+                raise schema_mismatch(self._schema_found, SCHEMA_VERSION)
+        with self._driver_guard():
+            yield
+
+    @contextmanager
+    def _driver_guard(self) -> Iterator[None]:
         """Refuse a closed store; translate driver errors (never leak them raw)."""
         if self._closed:
             raise StoreClosed("the store is closed")
@@ -342,6 +409,11 @@ class MongoStoreBase:
         clustered = bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
         return clustered and int(hello.get("maxWireVersion", 0)) >= 13
 
+    def _is_faithful(self) -> bool:
+        from .faithful import FaithfulDatabase
+
+        return isinstance(self.database, FaithfulDatabase)
+
     def _detect_transactions(self) -> bool:
         """Multi-document transactions: emulated by the faithful mongomock,
         real on a replica set or a sharded cluster, absent on a standalone
@@ -371,6 +443,17 @@ class MongoStoreBase:
             raise StoreError("this MongoDB deployment has no multi-document transactions")
         with self._session() as session:
             return session.with_transaction(body)
+
+    @contextmanager
+    def _snapshot_session(self) -> Iterator[Any]:
+        """A snapshot session for several reads that must see one point in
+        time (class preparation): every read passing it sees the data as of
+        the session's first read (a server), or holds the storage's lock
+        (the faithful wrapper)."""
+        if not self._snapshot_sessions:
+            raise StoreError("this MongoDB deployment has no snapshot reads")
+        with self.database.client.start_session(snapshot=True) as session:
+            yield session
 
     @contextmanager
     def _read_session(self) -> Iterator[Any]:

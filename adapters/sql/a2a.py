@@ -45,7 +45,6 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import attrs
 import sqlalchemy as sa
 
 from cortex_spec import ids
@@ -66,6 +65,7 @@ from cortex_spec.a2a import (
     check_reply_with,
     check_status_filter,
     same_envelope,
+    updated_conversation,
     validate_conversation_update,
     validate_new_conversation,
     validate_new_delivery,
@@ -789,7 +789,7 @@ class A2AMixin(SqlStoreBase):
             current = _conversation_from_row(row)
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
                 raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
-            updated = attrs.evolve(current, updated_at=now, **fields)
+            updated = updated_conversation(current, fields, now)  # RSC-GEN-13, under the row lock
             conn.execute(_UPDATE_CONVERSATION, {
                 "w_id": conversation_id,
                 "w_protocol": updated.protocol,

@@ -1,12 +1,14 @@
 """Class ``checkpoints`` on SQL (spec: checkpoints.md).
 
-``resolve`` is one conditional ``UPDATE ... WHERE id = :id AND <visible> AND
-state = 'pending' RETURNING ...``, run as one statement without an explicit
+``resolve`` reads the checkpoint (no visible row → ``CheckpointNotFound``,
+a resolved one → ``InvalidState``), measures the checkpoint it would store
+(CP-RESOLVE-7: over the size limit ``InvalidArgument``, nothing written),
+then runs one conditional ``UPDATE ... WHERE id = :id AND <visible> AND
+state = 'pending' RETURNING ...`` as one statement without an explicit
 transaction: of concurrent resolves exactly one matches the row
-(CP-RESOLVE-4), and it returns the row as written.  A loser wrote nothing
-and is classified by a read of the row (a later snapshot): no visible row →
-``CheckpointNotFound``, a resolved one → ``InvalidState``, a pending one
-(the row changed between the two statements) → the UPDATE runs again.
+(CP-RESOLVE-4), and it returns the row as written.  A pending checkpoint
+changes only by a resolve, so the row written is the row measured; a loser
+wrote nothing and goes round again, where the read finds it resolved.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cortex_spec.checkpoints import (
     Checkpoint,
     CheckpointState,
     Decision,
+    resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
@@ -127,8 +130,8 @@ def _resolve_statements(depth: int):
         )
         .returning(checkpoints)
     )
-    state = sa.select(checkpoints.c.state).where(_mine(depth))
-    return resolve, state
+    row = sa.select(checkpoints).where(_mine(depth))
+    return resolve, row
 
 
 def _pending_conds(depth: int | None, run: bool) -> list:
@@ -191,32 +194,33 @@ class CheckpointsMixin(SqlStoreBase):
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
+        now = self._now()
         params = {
             "w_id": checkpoint_id,
             "w_approved": decision.approved,
             "w_by": decision.decided_by,
             "w_reason": decision.reason,
-            "w_clock": ms(self._now()),
+            "w_clock": ms(now),
             **scope_params(scope),
         }
-        resolve, read_state = _resolve_statements(scope.depth)
+        resolve, read_row = _resolve_statements(scope.depth)
 
         def attempt(conn):
-            row = conn.execute(resolve, params).one_or_none()
-            if row is not None:
-                return row, None
-            return None, conn.execute(read_state, params).scalar_one_or_none()  # wrote nothing
+            return conn.execute(resolve, params).one_or_none()
 
         for _ in range(_RESOLVE_ATTEMPTS):
-            row, state = self._write1(attempt)
-            if row is not None:
-                return _checkpoint_from_row(row)  # the winner: as stored
-            if state is None:
+            found = self._read(lambda conn: conn.execute(read_row, params).one_or_none())
+            if found is None:
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-RESOLVE-2
-            if state != _PENDING:
+            if found.state != _PENDING:
                 # CP-RESOLVE-3: the first decision stays
                 raise InvalidState(f"checkpoint {checkpoint_id} is already resolved")
-            # created between the two statements: try again
+            # CP-RESOLVE-7: the checkpoint as it would be stored, measured first
+            resolved(_checkpoint_from_row(found), decision, now)
+            row = self._write1(attempt)
+            if row is not None:
+                return _checkpoint_from_row(row)  # the winner: as stored
+            # resolved (or deleted with its run) between the two statements: read again
         raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
     def _pending_query(self, ctx, filter):

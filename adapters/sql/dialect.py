@@ -32,6 +32,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 __all__ = [
     "POSTGRES",
+    "SNAPSHOT_OPTION",
     "SQLITE",
     "WRITE_OPTION",
     "Dialect",
@@ -45,6 +46,8 @@ __all__ = [
 
 #: Execution option set on a connection whose transaction will write.
 WRITE_OPTION = "cortex_write"
+#: Execution option set on a connection whose transaction is one snapshot read.
+SNAPSHOT_OPTION = "cortex_snapshot"
 
 #: A key well out of the way of applications' own advisory locks
 #: (``pg_advisory_xact_lock``), taken while the schema is created.
@@ -108,8 +111,18 @@ class Dialect:
         """Set up a connection for one statement that is atomic on its own
         (every read of the store, and the writes that are one statement)."""
 
+    def prepare_snapshot(self, conn: sa.Connection) -> None:
+        """Set up a connection whose transaction is one read of several
+        statements, all seeing one snapshot (class preparation)."""
+        conn.execution_options(**{SNAPSHOT_OPTION: True})
+
     def driver_begin(self, dbapi_conn: Any) -> None:
         """Begin a write transaction on a DBAPI connection (the driver path)."""
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        """Begin (``on``) a read transaction whose statements all see one
+        snapshot and take no locks (class preparation), or, after its
+        commit, put the connection back as it was (the driver path)."""
 
     def driver_single(self, dbapi_conn: Any, on: bool) -> None:
         """Enter (``on``) or leave the mode in which a DBAPI connection runs
@@ -207,8 +220,13 @@ class _Sqlite(Dialect):
         def _on_begin(conn: sa.Connection) -> None:
             # a write takes the write lock first; a read is one SELECT, which
             # SQLite runs as its own (snapshot) transaction
-            if conn.get_execution_options().get(WRITE_OPTION, False):
+            options = conn.get_execution_options()
+            if options.get(WRITE_OPTION, False):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif options.get(SNAPSHOT_OPTION, False):
+                # a deferred read transaction: in WAL mode its first read
+                # fixes the snapshot every later read of it sees
+                conn.exec_driver_sql("BEGIN")
 
     def ascii_lower(self, expr: Any) -> Any:
         return sa.func.lower(expr)  # SQLite's built-in lower() folds A-Z only
@@ -220,6 +238,12 @@ class _Sqlite(Dialect):
         # the connection is in autocommit (isolation_level None): a statement
         # outside BEGIN is its own transaction, which is the single mode
         dbapi_conn.execute("BEGIN IMMEDIATE")
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        # a deferred read transaction: in WAL mode its first read fixes the
+        # snapshot every later read of it sees, and it blocks no writer
+        if on:
+            dbapi_conn.execute("BEGIN")
 
     def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
         # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
@@ -290,10 +314,23 @@ class _Postgres(Dialect):
         # one statement needs no BEGIN/COMMIT round trips
         conn.execution_options(isolation_level="AUTOCOMMIT")
 
+    def prepare_snapshot(self, conn: sa.Connection) -> None:
+        # one snapshot for every statement of the transaction, taking no row
+        # locks: writers are never blocked by a capture
+        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+
     def driver_single(self, dbapi_conn: Any, on: bool) -> None:
         # psycopg: a local switch, no round trip; the driver begins a
         # transaction with the first statement when it is off
         dbapi_conn.autocommit = on
+
+    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
+        # REPEATABLE READ READ ONLY: the transaction's first statement fixes
+        # the snapshot every later one sees; local switches, no round trip
+        import psycopg
+
+        dbapi_conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if on else None
+        dbapi_conn.read_only = True if on else None
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})

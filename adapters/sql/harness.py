@@ -67,6 +67,73 @@ def _import_sqlalchemy(extra: str) -> Any:
     return sqlalchemy
 
 
+# -- class admin: rows and layouts planted through the driver --------------------------------
+
+
+def corrupt_scope(engine: Any, kind: str, key: str, problem: str) -> bool:
+    """Give the row ``key`` of ``cortex_<kind>`` a stored scope with
+    ``problem`` by one UPDATE behind the store's back (feature
+    ``corrupt-scope``): the zero scope (no levels), canonical text that does
+    not parse, or canonical text naming another scope than its levels."""
+    import hashlib
+
+    import sqlalchemy as sa
+
+    from .schema import SCOPE_LEVELS, metadata
+
+    table = metadata.tables.get(f"cortex_{kind}")
+    if table is None or "scope" not in table.c:
+        return False
+    key_col = list(table.primary_key.columns)[0]
+    if problem == "zero":
+        values: dict[str, Any] = {"scope": "", "scope_depth": 0}
+        for i in range(1, SCOPE_LEVELS + 1):
+            values[f"scope_k{i}"] = values[f"scope_v{i}"] = None
+        if "scope_key" in table.c:
+            values["scope_key"] = hashlib.sha256(b"").hexdigest()
+    elif problem == "unreadable":
+        values = {"scope": "ws=w1/=not-a-scope"}
+    elif problem == "inconsistent":
+        values = {"scope": "ws=somewhere-else"}
+    else:
+        return False
+    with engine.begin() as conn:
+        done = conn.execute(sa.update(table).where(key_col == key).values(**values)).rowcount
+    return bool(done == 1)
+
+
+def plant_schema_version(engine: Any, version: int) -> bool:
+    """Make the database hold layout ``version`` (feature ``plant-schema``):
+    version 3, as a store of that version made it (the visibility indexes on
+    every scope level, no table added since), or only the number
+    of a newer version."""
+    import sqlalchemy as sa
+
+    from .admin import OLD_SCOPE_INDEX_COLUMNS, SCOPE_INDEX_SINCE, TABLES_SINCE
+    from .schema import SCHEMA_VERSION, SCOPE_INDEXED, schema_info
+    from .store import _SCHEMA_READY
+
+    if version <= SCHEMA_VERSION and version != SCOPE_INDEX_SINCE - 1:
+        return False
+    with engine.begin() as conn:
+        if version < SCHEMA_VERSION:
+            for short in SCOPE_INDEXED:
+                conn.execute(sa.text(f"DROP INDEX IF EXISTS ix_cortex_{short}_scope"))
+                conn.execute(sa.text(f"CREATE INDEX ix_cortex_{short}_scope ON cortex_{short} "
+                                     f"({', '.join(OLD_SCOPE_INDEX_COLUMNS)})"))
+            for since, names in TABLES_SINCE.items():
+                if since > version:
+                    for name in names:
+                        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+            # the columns added since stay: the rows must read back as they were
+            # written (a run's revision), and a migration adds a column only
+            # where it is missing (COLUMNS_SINCE)
+        conn.execute(sa.update(schema_info).values(version=version))
+    engine.dispose()  # no pooled connection keeps the old catalogue
+    _SCHEMA_READY.discard(engine)
+    return True
+
+
 # -- SQLite ------------------------------------------------------------------------------
 
 
@@ -210,6 +277,12 @@ class SqliteHarness(Harness):
     def gateway_child(self, location: str) -> tuple[str, list[Any]]:
         return "cortex_spec.adapters.sql.gateway:open_sqlite_gateway", [location, self.synchronous]
 
+    def corrupt_scope(self, location: SqliteSlot, kind: str, key: str, problem: str) -> bool:
+        return corrupt_scope(location.engine, kind, key, problem)
+
+    def plant_schema_version(self, location: SqliteSlot, version: int) -> bool:
+        return plant_schema_version(location.engine, version)
+
     def store_child(self, location: SqliteSlot) -> tuple[str, list[Any]]:
         return "cortex_spec.adapters.sql.harness:open_child_store", [self.url(location.path), self.synchronous]
 
@@ -257,6 +330,8 @@ class PostgresHarness(Harness):
         self._gateway_engine: Any = None
         #: namespaces whose gateway tables exist and were emptied, for reuse
         self._free_namespaces: list[str] = []
+        #: databases whose layout a test changed (class admin): dropped at discard
+        self._replanted: set[str] = set()
 
     # -- server -----------------------------------------------------------------------------
 
@@ -605,7 +680,27 @@ class PostgresHarness(Harness):
         return ("cortex_spec.adapters.sql.gateway:open_postgres_gateway",
                 [url.render_as_string(hide_password=False), location])
 
+    def corrupt_scope(self, location: PostgresLocation, kind: str, key: str, problem: str) -> bool:
+        return corrupt_scope(location.engine, kind, key, problem)
+
+    def plant_schema_version(self, location: PostgresLocation, version: int) -> bool:
+        planted = plant_schema_version(location.engine, version)
+        if planted:
+            self._replanted.add(location.database)  # dropped, not reused (its layout changed)
+        return planted
+
     def discard(self, location: PostgresLocation) -> None:
+        if location.database in self._replanted:
+            self._replanted.discard(location.database)
+            location.engine.dispose()
+            if location in self._locations:
+                self._locations.remove(location)
+            try:
+                with self._admin.connect() as conn:
+                    conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{location.database}" WITH (FORCE)')
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            return
         if location in self._locations and location not in self._free:
             self._free.append(location)
 

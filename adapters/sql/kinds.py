@@ -244,9 +244,11 @@ class SqlStorage:
     SQLite's write transactions hold the write lock from ``BEGIN
     IMMEDIATE``)."""
 
-    def __init__(self, store: Any, conn: sa.Connection | None = None) -> None:
+    def __init__(self, store: Any, conn: sa.Connection | None = None, lock: bool = True) -> None:
         self.store = store
         self.conn = conn
+        #: whether reads in ``conn``'s transaction lock what they read (not in a snapshot)
+        self.lock = lock
 
     def _read(self, fn: Any) -> Any:
         return fn(self.conn) if self.conn is not None else self.store._read(fn)
@@ -261,6 +263,13 @@ class SqlStorage:
         if self.conn is not None:
             return body(self)
         return self.store._tx(lambda conn: body(SqlStorage(self.store, conn)))
+
+    def snapshot(self, body: Any) -> Any:
+        """``body``'s reads in one read transaction that sees one snapshot
+        and locks nothing (:meth:`.store.SqlStoreBase._snapshot`)."""
+        if self.conn is not None:
+            return body(self)
+        return self.store._snapshot(lambda conn: body(SqlStorage(self.store, conn, lock=False)))
 
     def delete_where(self, table: Table, query: Query) -> int:
         depth = None if query.scope is None else query.scope.depth
@@ -292,7 +301,7 @@ class SqlStorage:
             params["w_limit"] = db_int(query.limit)
         stmt = _select(table.name, depth, query.exact, tuple(n for n, _ in query.where), search,
                        query.order, paged and query.offset > 0, paged and query.limit > 0, count,
-                       self.store._dialect, self.conn is not None and not count,
+                       self.store._dialect, self.conn is not None and self.lock and not count,
                        None if query.after is None else query.after[0])
         return stmt, params
 

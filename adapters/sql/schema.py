@@ -52,11 +52,14 @@ __all__ = [
     "KIND_TABLES",
     "kind_table",
     "SCOPE_LEVELS",
+    "SCOPE_INDEXED",
 ]
 
-#: Bump on any change of the tables below (there are no migrations yet).
-#: 2: the a2a tables.  3: the tables of the stored kinds (class catalog).
-#: 4: the runs' revision (RUN-REV) and the a2a exactly-once records.
+#: Bump on any change of the tables below; :mod:`.admin` migrates an older
+#: database up to it.  2: the a2a tables.  3: the tables of the stored kinds
+#: (class catalog).  4: the visibility indexes of the runs and a2a tables hold
+#: the first scope level only (SCOPE-CANON-6); the runs' revision (RUN-REV);
+#: new stored kinds (progress, the a2a exactly-once records).
 SCHEMA_VERSION = 4
 
 #: Scope depth the level columns hold (SCOPE-VAL-1).
@@ -83,11 +86,17 @@ def _stamps() -> list[sa.Column]:
     ]
 
 
+#: The tables with a visibility index (:func:`_scope_index`), by short name.
+SCOPE_INDEXED = ("runs", "a2a_messages", "a2a_conversations", "a2a_deliveries", "a2a_asks")
+
+
 def _scope_index(table: str) -> sa.Index:
-    return sa.Index(
-        f"ix_cortex_{table}_scope",
-        "scope_k1", "scope_v1", "scope_k2", "scope_v2", "scope_k3", "scope_v3",
-    )
+    """The visibility index: the first scope level only.  A key and a value
+    are at most 255 code points, 1,020 UTF-8 bytes each, so the entry stays
+    under PostgreSQL's btree limit (2,704 bytes) whatever the scope; the
+    whole scope (up to six such strings) would not (SCOPE-CANON-6).  The
+    deeper levels are compared on the rows the first level selects."""
+    return sa.Index(f"ix_cortex_{table}_scope", "scope_k1", "scope_v1")
 
 
 schema_info = sa.Table(

@@ -9,11 +9,14 @@ from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
 from .a2a_discovery import DiscoveryMixin
+from .admin import AdminMixin
 from .catalog import CatalogMixin
 from .checkpoints import CheckpointsMixin
 from .gateway import GatewayOpenerMixin
 from .leases import LeasesMixin
 from .memory import MemoryMixin
+from .preparation import PreparationMixin
+from .progress import ProgressMixin
 from .runs import RunsMixin
 from .store import SqlStoreBase
 from .suspensions import SuspensionsMixin
@@ -23,11 +26,12 @@ __all__ = ["SqlStore"]
 
 class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMethods, ReplyMethods,
                HeldMethods, DiscoveryMixin, A2AMixin, MemoryMixin, CatalogMixin, OrchestrationMethods,
-               GatewayOpenerMixin, SqlStoreBase):
+               GatewayOpenerMixin, ProgressMixin, PreparationMixin, AdminMixin, SqlStoreBase):
     """SQL store of classes ``runs``, ``suspensions``, ``leases``, ``checkpoints``, ``a2a``
     (with ``a2a_resolutions``, ``a2a_replies``, ``a2a_held`` and
     ``a2a_discovery``: each commit of those is one transaction),
-    ``memory``, ``catalog``, ``orchestration`` and ``gateway``.
+    ``memory``, ``catalog``, ``orchestration``, ``gateway``, ``progress``,
+    ``preparation`` and ``admin``.
 
     ``SqlStore(url_or_engine, clock)``; see :class:`.store.SqlStoreBase`
     for the options.  ``store.open_gateway(location)`` opens a chat
@@ -38,7 +42,8 @@ class SqlStore(RunsMixin, SuspensionsMixin, LeasesMixin, CheckpointsMixin, Resol
     """
 
     capabilities = frozenset({"runs", "suspensions", "leases", "checkpoints", "a2a", "a2a_resolutions", "a2a_replies",
-                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway"})
+                              "a2a_held", "a2a_discovery", "memory", "catalog", "orchestration", "gateway",
+                              "progress", "preparation", "admin"})
 
     def __init__(self, url_or_engine: Any, clock: Any = None, *, gateway_engine: Any = None,
                  gateway_synchronous: str = "FULL", **options: Any) -> None:

@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
+from cortex_spec.admin import schema_mismatch
 from cortex_spec.clock import Clock, SystemClock, from_millis, to_millis, truncate_ms
 from cortex_spec.errors import (
     AlreadyExists,
@@ -88,8 +89,8 @@ def db_int(value: int) -> int:
     return min(value, INT64_MAX)
 
 
-#: The three kinds of database work (see SqlStoreBase._read/_write1/_tx).
-READ, WRITE1, TX = "read", "write1", "tx"
+#: The kinds of database work (see SqlStoreBase._read/_write1/_tx/_snapshot).
+READ, WRITE1, TX, SNAPSHOT = "read", "write1", "tx", "snapshot"
 
 #: Key of a pooled connection's reused cursor in its ``info`` (with the DBAPI
 #: connection it belongs to, so a reconnected record never reuses a stale one).
@@ -220,7 +221,8 @@ class SqlStoreBase:
         """Create the tables if they are missing (idempotent, safe to race).
 
         Called on first use; refuses a database whose schema version is not
-        :data:`SCHEMA_VERSION`.
+        :data:`SCHEMA_VERSION` with ``SchemaMismatch`` (an older one until
+        ``migrate`` has run, see :mod:`.admin`).
         """
         if self._schema_ready:
             return
@@ -241,6 +243,10 @@ class SqlStoreBase:
 
             def create(conn: sa.Connection) -> int:
                 self._dialect.lock_schema(conn)
+                if sa.inspect(conn).has_table(schema_info.name):
+                    stored = conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
+                    if stored is not None and stored != SCHEMA_VERSION:
+                        return int(stored)  # another layout: refused below, left as it is (ADMIN-MIG-3/4)
                 metadata.create_all(conn, checkfirst=True)
                 found = conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
                 if found is None:
@@ -250,10 +256,9 @@ class SqlStoreBase:
 
             version = self._run_core(create, TX)
         if version != SCHEMA_VERSION:
-            raise StoreError(
-                f"the database has cortex-spec schema version {version}; "
-                f"this adapter reads version {SCHEMA_VERSION}"
-            )
+            # ADMIN-MIG-3/4: refused until migrate() (an older version) or a
+            # newer store (a newer one); the version is read again next call
+            raise schema_mismatch(version, SCHEMA_VERSION)
         self._schema_ready = True
         _SCHEMA_READY.add(self._engine)
 
@@ -300,6 +305,13 @@ class SqlStoreBase:
         rolled back on any exception.  Retried on a fresh connection if the
         connection was lost before ``COMMIT``."""
         return self._call(fn, TX)
+
+    def _snapshot(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn`` runs several SELECTs in one read transaction that sees one
+        snapshot (REPEATABLE READ READ ONLY on PostgreSQL, a deferred BEGIN
+        on SQLite in WAL mode) and takes no locks; retried on a fresh
+        connection when the connection was lost (it wrote nothing)."""
+        return self._call(fn, SNAPSHOT)
 
     def _call(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
         self._check_open()
@@ -351,6 +363,21 @@ class SqlStoreBase:
                     except BaseException:
                         _rollback(fairy)
                         raise
+                elif mode == SNAPSHOT:
+                    ops.driver_snapshot(dbapi, True)
+                    try:
+                        result = fn(conn)
+                    except BaseException:
+                        _end_refused(fairy, conn.changed)  # it read only: ended, not rolled back
+                        raise
+                    else:
+                        dbapi.commit()
+                    finally:
+                        if fairy.is_valid:
+                            try:
+                                ops.driver_snapshot(dbapi, False)
+                            except Exception:  # noqa: BLE001 - a broken connection: never reused
+                                fairy.invalidate()
                 else:
                     ops.driver_single(dbapi, True)
                     try:
@@ -402,6 +429,8 @@ class SqlStoreBase:
                 with self._engine.connect() as conn:
                     if mode == TX:
                         conn.execution_options(**{WRITE_OPTION: True})
+                    elif mode == SNAPSHOT:
+                        self._dialect.prepare_snapshot(conn)
                     else:
                         self._dialect.prepare_single(conn)
                     with conn.begin():
@@ -445,7 +474,7 @@ class SqlStoreBase:
         if kind is ErrorKind.UNIQUE:
             raise AlreadyExists("an entity with this key already exists") from exc
         if kind is ErrorKind.DISCONNECT:
-            if committing and mode != READ:
+            if committing and mode not in (READ, SNAPSHOT):
                 raise StoreError(
                     "the database connection was lost while the write was being "
                     "committed; it happened entirely or not at all"
