@@ -240,6 +240,49 @@ def _preparation(store: Any, c: Context, up: Context) -> None:
         _check("the agents a capture lists", agent.id in seen, True)
 
 
+def _a2a_resolutions(store: Any, c: Context, up: Context) -> None:
+    from .test_a2a_resolutions import W
+
+    w = W(store, c)
+    ask = _call("create_pending_ask", w.ask)
+    _call("read_pending_ask", lambda: store.read_pending_ask(c, ask.reply_with))
+    _call("seal_ask_resolution", lambda: store.seal_ask_resolution(c, ask, w.reply("yes")))
+    _call("get_ask_resolution", lambda: store.get_ask_resolution(c, ask.reply_with))
+    _check("list_ask_resolutions", [r.ask.reply_with for r in store.list_ask_resolutions(c, "", 10).resolutions],
+           [ask.reply_with])
+
+
+def _a2a_replies(store: Any, c: Context, up: Context) -> None:
+    from .test_a2a_replies import W, _commit
+
+    w = W(store, c)
+    delivery, run = _call("a bound delivery", w.bound)
+    _check("list_deferred_recipients", len(store.list_deferred_recipients(c, None, 10)), 1)
+    _call("commit_reserved_reply",
+          lambda: store.commit_reserved_reply(c, delivery.id, delivery.claim_token, _commit(run)))
+    _call("get_reserved_reply", lambda: store.get_reserved_reply(c, delivery.id))
+
+
+def _a2a_held(store: Any, c: Context, up: Context) -> None:
+    from .test_a2a_held import W
+
+    w = W(store, c)
+    request = _call("a held ask", w.held)[3]
+    _call("release_held_ask", lambda: store.release_held_ask(c, request))
+    _call("get_held_ask_release", lambda: store.get_held_ask_release(c, request.reply_with))
+    _call("list_agent_reply_runs", lambda: store.list_agent_reply_runs(c, None, 10))
+
+
+def _a2a_discovery(store: Any, c: Context, up: Context) -> None:
+    delivery = _call("create_delivery", lambda: store.create_delivery(c, make_delivery()))
+    _check("list_queued_deliveries_in_scope",
+           [d.id for d in store.list_queued_deliveries_in_scope(c)], [delivery.id])
+    _call("reclaim_stale_deliveries_in_scope", lambda: store.reclaim_stale_deliveries_in_scope(c, FAR))
+    ask = _call("create_pending_ask", lambda: store.create_pending_ask(c, make_ask(deadline=PAST)))
+    _check("list_expired_asks_in_scope",
+           [a.reply_with for a in store.list_expired_asks_in_scope(c, FAR)], [ask.reply_with])
+
+
 EXERCISES: dict[str, Callable[[Any, Context, Context], None]] = {
     "runs": _runs,
     "suspensions": _suspensions,
@@ -251,6 +294,10 @@ EXERCISES: dict[str, Callable[[Any, Context, Context], None]] = {
     "leases": _leases,
     "orchestration": _orchestration,
     "preparation": _preparation,
+    "a2a_resolutions": _a2a_resolutions,
+    "a2a_replies": _a2a_replies,
+    "a2a_held": _a2a_held,
+    "a2a_discovery": _a2a_discovery,
 }
 
 

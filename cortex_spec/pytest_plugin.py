@@ -245,7 +245,10 @@ def _store_spec(config: pytest.Config) -> str:
 
 
 def _profile(config: pytest.Config) -> Profile:
-    name = option(config, "cortex_profile") or _hypothesis_profile(config) or profile_from_env()
+    # the command line first (--cortex-profile, then --hypothesis-profile
+    # cortex-NAME), then the environment and the ini file
+    name = (config.getoption("--cortex-profile") or _hypothesis_profile(config)
+            or option(config, "cortex_profile") or profile_from_env())
     if name not in PROFILES:
         raise pytest.UsageError(f"unknown cortex-spec profile {name!r}; use one of {', '.join(PROFILES)}")
     return PROFILES[name]

@@ -96,7 +96,7 @@ class ReadThenWriteClaim(MemoryStore):
         with self._tx() as t:
             run = t.runs.get(run_id)
             if run is not None:  # (deleted meanwhile: the bug writes nothing)
-                t.runs[run_id] = replace(run, state=RunState.RUNNING, updated_at=now)
+                t.runs[run_id] = replace(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1)
             return detach(s)
 
 
