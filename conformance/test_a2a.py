@@ -69,6 +69,7 @@ from cortex_spec.testing import (
     assert_strict_equal,
     clause,
     ctx,
+    expect,
     make_ask,
     make_conversation,
     make_delivery,
@@ -423,8 +424,9 @@ def test_scope_ignoring_methods_take_any_scope_and_return_rows_with_their_own(w)
     callers = [ZERO, Context(Scope(), "", "sweeper"), ctx("unrelated=zz"), ctx("ws=w1"), ctx("a=1/b=2/c=3")]
     first_q = w.s.list_queued_deliveries(ZERO)
     first_a = w.s.list_expired_asks_across_scopes(ZERO, EPOCH)
-    assert {d.id: d.scope for d in first_q} == queued
-    assert {a.reply_with: a.scope for a in first_a} == asks
+    expect("A2A-QUEUE-1", {d.id: d.scope for d in first_q}, queued, "the queued deliveries of every scope")
+    expect("A2A-ASK-12", {a.reply_with: a.scope for a in first_a}, asks,
+           "the asks due at the instant, listed as expired across scopes at it")
     for c in callers:
         assert_strict_equal(w.s.list_queued_deliveries(c), first_q, f"queue from {c.scope!r}")
         assert_strict_equal(w.s.list_expired_asks_across_scopes(c, EPOCH), first_a)

@@ -30,7 +30,7 @@ from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
 from cortex_spec.gateway_child import GatewayChild
-from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, gateway_view, make_message, race
+from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, gateway_view, make_message, race
 from cortex_spec.validation import MAX_ENTITY_BYTES
 
 from .examples import HOME, Examples
@@ -728,16 +728,16 @@ def test_snapshot_is_kept_whatever_the_selection_does(gateway):
     assert gateway.accept(ZERO, msg, T0)
     gateway.set_conversation_agent(ZERO, "tg", "c", "persona-b")
     gateway.set_conversation_project(ZERO, "tg", "c", "proj-b")
-    [item] = gateway.pending(ZERO)
-    assert (item.agent, item.project) == ("persona-a", "proj-a")
+    expect("GW-Q-1", [(i.agent, i.project) for i in gateway.pending(ZERO)], [("persona-a", "proj-a")],
+           "the pending row's agent and project after the selection changed")
     assert gateway.set_replied(ZERO, "tg", "m1", "r")
     gateway.set_conversation_agent(ZERO, "tg", "c", "")
-    [item] = gateway.pending_replies(ZERO)
-    assert (item.agent, item.project) == ("persona-a", "proj-a")
+    expect("GW-Q-2", [(i.agent, i.project) for i in gateway.pending_replies(ZERO)], [("persona-a", "proj-a")],
+           "the replied row's agent and project in pending_replies after the selection was cleared")
     assert gateway.mark_done(ZERO, "tg", "m1")
     gateway.set_conversation_project(ZERO, "tg", "c", "proj-c")
     item = gateway.get_item(ZERO, "tg", "m1")
-    assert (item.agent, item.project) == ("persona-a", "proj-a")
+    expect("GW-ACC-7", (item.agent, item.project), ("persona-a", "proj-a"), "the done row's agent and project")
     assert gateway.conversation(ZERO, "tg", "c") == ("", "proj-c")
 
 

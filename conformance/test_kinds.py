@@ -46,19 +46,22 @@ MS = timedelta(milliseconds=1)
 TABLES = [t for cls in CLASSES.values() for t in cls.tables if not t.internal]
 
 
-def _params(only: Any = lambda t: True) -> list:
-    return [pytest.param(t, marks=pytest.mark.cortex_classes(t.cls), id=t.name) for t in TABLES if only(t)]
+def _params(only: Any = lambda t: True, rules: tuple[str, ...] = ()) -> list:
+    """One case per table, marked with its class and with the table's own
+    clauses for ``rules`` (a case is charged to its table's clauses, and a
+    store that declares the table's class alone runs it)."""
+    return [pytest.param(t, marks=[pytest.mark.cortex_classes(t.cls), _clause_marks(t, rules)], id=t.name)
+            for t in TABLES if only(t)]
 
 
 def _has(op: str) -> Any:
     return lambda t: op in t.ops
 
 
-def _clause_marks(rules: tuple[str, ...]) -> Any:
-    """The clause marks of a test over tables: every clause any table maps
-    ``rules`` to (a table's own test is charged to its own clause)."""
-    ids_ = sorted({t.clauses[r] for t in TABLES for r in rules if r in t.clauses})
-    return pytest.mark.clause(*ids_) if ids_ else pytest.mark.clause("MC-GEN-13")
+def _clause_marks(table: k.Table, rules: tuple[str, ...]) -> Any:
+    """The clauses ``table`` maps ``rules`` to (MC-GEN-13 when it maps none)."""
+    ids_ = sorted({table.clauses[r] for r in rules if r in table.clauses})
+    return pytest.mark.clause(*(ids_ or ["MC-GEN-13"]))
 
 
 def _call(store: Any, table: k.Table, op: str, *args: Any, **kwargs: Any) -> Any:
@@ -113,9 +116,8 @@ def _unique_values(table: k.Table) -> dict[str, Any]:
 # ===========================================================================
 
 
-@_clause_marks(("create", "get", "fields"))
 @pytest.mark.clause("MC-GEN-4", "RSC-GEN-4", "SCOPE-IMM-1", "MC-GEN-13")
-@pytest.mark.parametrize("table", _params())
+@pytest.mark.parametrize("table", _params(rules=("create", "get", "fields")))
 def test_create_returns_the_stored_row(store, clock, table):
     """A create stamps the caller's scope and clock now over whatever the
     object carries, keeps every data field as given, and the row reads back
@@ -138,9 +140,8 @@ def test_create_returns_the_stored_row(store, clock, table):
             assert len(found) == 1 and strict_equal(found[0], expected), found
 
 
-@_clause_marks(("create.id",))
 @pytest.mark.clause("SCOPE-ID-1")
-@pytest.mark.parametrize("table", _params())
+@pytest.mark.parametrize("table", _params(rules=("create.id",)))
 def test_reused_id_is_refused_in_every_scope(store, table):
     """An id taken anywhere, seen by the caller or not, is AlreadyExists,
     and the stored row stays as it was."""
@@ -156,9 +157,8 @@ def test_reused_id_is_refused_in_every_scope(store, table):
         assert _view(store, table, scopes, [original.id]) == before
 
 
-@_clause_marks(("create.unique", "update.unique"))
 @pytest.mark.clause("MC-GEN-11")
-@pytest.mark.parametrize("table", _params(lambda t: bool(t.unique)))
+@pytest.mark.parametrize("table", _params(lambda t: bool(t.unique), rules=("create.unique", "update.unique")))
 def test_unique_keys_hold_within_one_exact_scope(store, table):
     """A second row with a unique key's values at the same exact scope is
     AlreadyExists; at an ancestor, a descendant or a sibling it is allowed;
@@ -188,9 +188,8 @@ def test_unique_keys_hold_within_one_exact_scope(store, table):
                 assert _view(store, table, [HOME, "ws=w1"], [first.id, second.id]) == before
 
 
-@_clause_marks(("get",))
 @pytest.mark.clause("MC-GEN-3", "MC-GEN-6", "SCOPE-BYID-2")
-@pytest.mark.parametrize("table", _params(_has("get")))
+@pytest.mark.parametrize("table", _params(_has("get"), rules=("get",)))
 def test_get_sees_exactly_what_the_scope_covers(store, table):
     """A row is read from its own scope and from its ancestors; from a
     descendant, a sibling and every look-alike it raises the not-found class,
@@ -219,9 +218,8 @@ def test_get_sees_exactly_what_the_scope_covers(store, table):
 # ===========================================================================
 
 
-@_clause_marks(("get_by_name",))
 @pytest.mark.clause("MC-GEN-9")
-@pytest.mark.parametrize("table", _params(_has("get_by_name")))
+@pytest.mark.parametrize("table", _params(_has("get_by_name"), rules=("get_by_name",)))
 def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock, table):
     """The name matches exactly (case counts); among visible matches the
     shallowest scope wins, then the oldest, then the smallest id; an ancestor's
@@ -262,9 +260,8 @@ def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock
 # ===========================================================================
 
 
-@_clause_marks(("update", "update.immutable", "update.missing"))
 @pytest.mark.clause("MC-GEN-5", "SCOPE-IMM-2")
-@pytest.mark.parametrize("table", _params(_has("update")))
+@pytest.mark.parametrize("table", _params(_has("update"), rules=("update", "update.immutable", "update.missing")))
 def test_update_replaces_the_mutable_fields_only(store, clock, table):
     """An update from an ancestor replaces every mutable field (with values
     unlike the old ones), stamps updated_at, keeps the key, the scope, the
@@ -299,8 +296,7 @@ def test_update_replaces_the_mutable_fields_only(store, clock, table):
 # ===========================================================================
 
 
-@_clause_marks(("delete",))
-@pytest.mark.parametrize("table", _params(_has("delete")))
+@pytest.mark.parametrize("table", _params(_has("delete"), rules=("delete",)))
 def test_delete_removes_only_the_visible_row(store, table):
     row = _call(store, table, "create", ctx(HOME), _new(table))
     keep = _call(store, table, "create", ctx(HOME), _new(table, **_unique_values(table)))
@@ -331,7 +327,7 @@ CALLERS = [HOME, "ws=w1", "ws=w1/proj=p1/env=e1", "ws=w10", "ws=w1x"]
 
 def _listing_params() -> list:
     return [pytest.param(t, li, marks=[pytest.mark.cortex_classes(t.cls),
-                                       pytest.mark.clause(t.clause("list"))],
+                                       _clause_marks(t, ("list", "count") if li.count else ("list",))],
                          id=f"{t.name}.{li.method}")
             for t in TABLES for li in t.listings]
 
@@ -370,8 +366,7 @@ def _expected(table: k.Table, listing: k.Listing, rows: list[Any], c: Context, a
     return out[:limit] if limit else out
 
 
-@pytest.mark.clause("MC-GEN-2", "MC-GEN-7", "MC-GEN-8", "SCOPE-VIS-1", "SCOPE-VIS-5", "SCOPE-EXACT-1",
-                    *_clause_marks(("list", "count")).args)
+@pytest.mark.clause("MC-GEN-2", "MC-GEN-7", "MC-GEN-8", "SCOPE-VIS-1", "SCOPE-VIS-5", "SCOPE-EXACT-1")
 @pytest.mark.parametrize("table, listing", _listing_params())
 def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listing):
     """Rows at look-alike, ancestor, descendant and sibling scopes, two of
@@ -444,12 +439,11 @@ def test_search_is_a_literal_ascii_folded_substring(store, table, listing):
 # ===========================================================================
 
 
-def _field_params() -> list:
+def _field_params(rules: tuple[str, ...] = ("fields",)) -> list:
     out = []
     for t in TABLES:
         for name in _data_fields(t):
-            out.append(pytest.param(t, name, marks=[pytest.mark.cortex_classes(t.cls),
-                                                    pytest.mark.clause(t.clause("fields"))],
+            out.append(pytest.param(t, name, marks=[pytest.mark.cortex_classes(t.cls), _clause_marks(t, rules)],
                                     id=f"{t.name}.{name}"))
     return out
 
@@ -560,10 +554,9 @@ def _bad_values(kind: k.FieldKind) -> list[tuple[Any, str]]:
     raise TypeError(kind)
 
 
-@_clause_marks(("create.nonempty",))
 @pytest.mark.clause("MC-GEN-11", "MC-GEN-12", "RSC-GEN-2", "RSC-GEN-5", "RSC-GEN-6", "RSC-GEN-7", "RSC-GEN-9",
                     "RSC-GEN-10")
-@pytest.mark.parametrize("table, field", _field_params())
+@pytest.mark.parametrize("table, field", _field_params(("fields", "create.nonempty")))
 def test_bad_values_are_refused_and_write_nothing(store, table, field):
     """Each value outside the field's kind is InvalidArgument, from a create
     and (when update writes the field) from an update, and nothing changes."""

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from cortex_spec import CLASSES, Context, Scope
 from cortex_spec.clauses import catalogue
 from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
-from cortex_spec.testing import ZERO, assert_strict_equal, ctx, state_view
+from cortex_spec.testing import ZERO, assert_strict_equal, clause, ctx, state_view
 
 from .examples import (
     HOME,
@@ -720,7 +720,8 @@ def test_across_scope_result_ignores_caller_scope(store, method):
         ctx(sc) for sc in XS_SCOPES + ["unrelated=zz", "ws=w1/proj=p1/env=deep", "ws=w2"]
     ]
     for c in callers:
-        assert_strict_equal(spec.call(store, c), reference, f"{method} from {c.scope!r}")
+        with clause("SCOPE-XS-3", what=f"{method} from {c.scope!r} against the zero scope's result"):
+            assert_strict_equal(spec.call(store, c), reference, f"{method} from {c.scope!r}")
     # the scoped twin of the same list really is narrower from an unrelated scope
     assert spec.scoped_twin(store, ctx("unrelated=zz")) == []
 
