@@ -863,7 +863,7 @@ __all__ += ["check_list_args", "format_text"]
 def e_visible(ctx: Context, row: Any) -> bool:
     """*E-visible*: the row's partition is ``ctx.partition`` and its scope
     equals ``ctx.scope`` (exact, not the prefix rule)."""
-    return row.partition == ctx.partition and row.scope == ctx.scope
+    return bool(row.partition == ctx.partition and row.scope == ctx.scope)
 
 
 def canonical_json(value: Any) -> str:

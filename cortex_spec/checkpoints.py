@@ -15,7 +15,7 @@ import attrs
 
 from . import ids
 from .context import Context
-from .entities import entity
+from .entities import entity, replace
 from .errors import InvalidArgument
 from .scope import Scope
 from .validation import (
@@ -126,8 +126,8 @@ def validate_decision(decision: object) -> Decision:
 def resolved(cp: Checkpoint, decision: Decision, now: datetime) -> Checkpoint:
     """The checkpoint ``resolve`` stores (CP-RESOLVE-1), measured as stored
     (CP-RESOLVE-7, RSC-GEN-13): ``InvalidArgument`` over the size limit."""
-    done = attrs.evolve(cp, state=CheckpointState.RESOLVED, decision=attrs.evolve(decision, decided_at=now),
-                        updated_at=now)
+    done = replace(cp, state=CheckpointState.RESOLVED, decision=replace(decision, decided_at=now),
+                   updated_at=now)
     check_entity_size(done, "resolved checkpoint")
     return done
 

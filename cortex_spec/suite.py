@@ -54,19 +54,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
-from .classes import CLASSES
 from .harness import Harness, as_harness
 
 __all__ = ["StoreSuite", "SUITES", "MODULES"]
 
+def _suite_modules() -> dict[str, str]:
+    """Every test module of the two packages a certification runs
+    (``--pyargs cortex_spec.conformance cortex_spec.stateful``), by short name."""
+    import pkgutil
+
+    out: dict[str, str] = {}
+    for package in ("cortex_spec.conformance", "cortex_spec.stateful"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if info.name.startswith("test_"):
+                out[info.name.removeprefix("test_")] = f"{package}.{info.name}"
+    return out
+
+
 #: The suite modules a certification runs, by short name.
-MODULES: dict[str, str] = {
-    **{name: f"cortex_spec.conformance.test_{name}" for name in CLASSES},
-    "scope": "cortex_spec.conformance.test_scope",
-    "common": "cortex_spec.conformance.test_common",
-    "kinds": "cortex_spec.conformance.test_kinds",
-    "machines": "cortex_spec.stateful.test_machines",
-}
+MODULES: dict[str, str] = _suite_modules()
 
 #: marks a suite test keeps when a subclass replaces it
 _KEPT_MARKS = ("clause", "cortex_classes", "cortex_requires", "cortex_cost")

@@ -56,7 +56,7 @@ class AdminMixin(MongoStoreBase):
             found = self._read_version()
             if found is None:  # an empty database: this store makes the current layout
                 self._schema_found = found = self._open_schema()
-            return found  # ADMIN-MIG-1
+            return int(found)  # ADMIN-MIG-1
 
     def migrate(self, ctx: Context) -> int:
         require_context(ctx)

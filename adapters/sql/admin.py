@@ -29,6 +29,7 @@ import sqlalchemy as sa
 
 from cortex_spec.admin import Inspection, ScopeIssue, check_visitor, schema_mismatch
 from cortex_spec.context import Context, require_context
+from cortex_spec.errors import StoreError
 
 from .schema import SCHEMA_VERSION, SCOPE_INDEXED, SCOPE_LEVELS, metadata, schema_info
 from .store import _SCHEMA_READY, READ, TX, SqlStoreBase
@@ -78,6 +79,8 @@ class AdminMixin(SqlStoreBase):
         if found is None:  # an empty database: this store makes the current layout
             self.ensure_schema()
             found = self._stored_version()
+        if found is None:
+            raise StoreError("the schema version could not be read after creating the schema")
         return found  # ADMIN-MIG-1
 
     def migrate(self, ctx: Context) -> int:
