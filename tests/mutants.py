@@ -978,29 +978,42 @@ class UpdateWritesCounters(MemoryStore):
 # -- class leases ------------------------------------------------------------------------------
 
 
+def _decide_hold(store, t, ctx, run_id, lease, decide):
+    """The reference's checks of a hold, deciding with ``decide``: the
+    checked lease and the decision (``LeaseHeld`` when the run is held)."""
+    from cortex_spec.leases import Hold, check_lease
+
+    require_scope(ctx)
+    ids.check_id(run_id, ids.RUN, "run_id")
+    lease = check_lease(lease)
+    run = store._visible_run(t, ctx, run_id)
+    if run.state != RunState.RUNNING:
+        raise InvalidState("not running")
+    decision = decide(run.lease, lease.owner, store._now())
+    if decision is Hold.HELD:
+        raise LeaseHeld("held")
+    return lease, decision
+
+
+def _write_hold(t, run_id, lease, decision):
+    from cortex_spec.leases import Hold
+
+    run = t.runs[run_id]
+    t.runs[run_id] = replace(run, lease=lease, reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+
+
 class HoldReadThenWrite(MemoryStore):
     """hold_lease decides on the run it read, lets go of the lock, then
     writes: two holders both see an unleased run and both win."""
 
     def hold_lease(self, ctx, run_id, lease):
-        from cortex_spec.leases import Hold, check_lease, hold_decision
+        from cortex_spec.leases import hold_decision
 
-        require_scope(ctx)
-        ids.check_id(run_id, ids.RUN, "run_id")
-        lease = check_lease(lease)
         with self._tx() as t:
-            now = self._now()
-            run = self._visible_run(t, ctx, run_id)
-            if run.state != RunState.RUNNING:
-                raise InvalidState("not running")
-            decision = hold_decision(run.lease, lease.owner, now)
-            if decision is Hold.HELD:
-                raise LeaseHeld("held")
+            lease, decision = _decide_hold(self, t, ctx, run_id, lease, hold_decision)
         time.sleep(GAP)
         with self._tx() as t:
-            run = t.runs[run_id]
-            t.runs[run_id] = replace(run, lease=lease,
-                                     reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+            _write_hold(t, run_id, lease, decision)
 
 
 def _leases_with(decide):
@@ -1009,21 +1022,9 @@ def _leases_with(decide):
 
     class Store(MemoryStore):
         def hold_lease(self, ctx, run_id, lease):
-            from cortex_spec.leases import Hold, check_lease
-
-            require_scope(ctx)
-            ids.check_id(run_id, ids.RUN, "run_id")
-            lease = check_lease(lease)
             with self._tx() as t:
-                now = self._now()
-                run = self._visible_run(t, ctx, run_id)
-                if run.state != RunState.RUNNING:
-                    raise InvalidState("not running")
-                decision = decide(run.lease, lease.owner, now)
-                if decision is Hold.HELD:
-                    raise LeaseHeld("held")
-                t.runs[run_id] = replace(run, lease=lease,
-                                         reclaim_count=run.reclaim_count + (decision is Hold.RECLAIM))
+                lease, decision = _decide_hold(self, t, ctx, run_id, lease, decide)
+                _write_hold(t, run_id, lease, decision)
 
     return Store
 
