@@ -38,15 +38,27 @@ def detach(value: T) -> T:
         return [detach(v) for v in value]  # type: ignore[return-value]
     if isinstance(value, tuple):
         return tuple(detach(v) for v in value)  # type: ignore[return-value]
-    cls = type(value)
-    if attrs.has(cls):
+    names = _field_names(type(value))
+    if names:
         changes = {}
-        for f in attrs.fields(cls):
-            v = getattr(value, f.name)
-            if isinstance(v, (dict, list, tuple)) or attrs.has(type(v)):
-                changes[f.name] = detach(v)
+        for name in names:
+            v = getattr(value, name)
+            if isinstance(v, (dict, list, tuple)) or _field_names(type(v)):
+                changes[name] = detach(v)
         return attrs.evolve(value, **changes) if changes else value  # type: ignore[misc]
     return value
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The attrs fields of ``cls`` (empty when it is not an attrs class),
+    looked up once per class: every read of every store detaches its rows."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls)) if attrs.has(cls) else ()
+    return names
 
 
 def replace(value: T, **changes: object) -> T:

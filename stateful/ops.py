@@ -133,34 +133,51 @@ UNKNOWN = Outcome("unknown")
 
 def normalize(value: Any) -> Hashable:
     """A hashable, type-exact representation of a returned value."""
-    if value is None or isinstance(value, str) and not isinstance(value, enum.Enum):
-        return value
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, float):
-        return ("float", value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, datetime):
-        if value.utcoffset() is None:
-            return ("naive-datetime", value.isoformat())
-        return ("t", to_millis(value))
-    if isinstance(value, Scope):
-        return ("scope", value.canonical())
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, normalize(v)) for k, v in value.items())))
-    if isinstance(value, list):
-        return ("list", tuple(normalize(v) for v in value))
-    if isinstance(value, tuple):
-        return ("tuple", tuple(normalize(v) for v in value))
-    if attrs.has(type(value)):
-        return (
-            type(value).__name__,
-            tuple((f.name, normalize(getattr(value, f.name))) for f in attrs.fields(type(value))),
-        )
-    return ("repr", repr(value))
+    if value is None:
+        return None
+    kind = type(value)
+    handler = _NORMALIZERS.get(kind)
+    if handler is None:
+        handler = _NORMALIZERS[kind] = _normalizer(kind)
+    return handler(value)
+
+
+def _datetime(value: datetime) -> Hashable:
+    if value.utcoffset() is None:
+        return ("naive-datetime", value.isoformat())
+    return ("t", to_millis(value))
+
+
+def _normalizer(kind: type) -> Callable[[Any], Hashable]:
+    """How :func:`normalize` represents a value of type ``kind`` (decided
+    once per type: the machines normalise every value every call returns)."""
+    if issubclass(kind, str) and not issubclass(kind, enum.Enum):
+        return lambda v: v
+    if issubclass(kind, bool):
+        return lambda v: ("bool", v)
+    if issubclass(kind, int):
+        return lambda v: ("int", v)
+    if issubclass(kind, float):
+        return lambda v: ("float", v)
+    if issubclass(kind, enum.Enum):
+        return lambda v: v.value
+    if issubclass(kind, datetime):
+        return _datetime
+    if issubclass(kind, Scope):
+        return lambda v: ("scope", v.canonical())
+    if issubclass(kind, dict):
+        return lambda v: ("dict", tuple(sorted((k, normalize(x)) for k, x in v.items())))
+    if issubclass(kind, list):
+        return lambda v: ("list", tuple(normalize(x) for x in v))
+    if issubclass(kind, tuple):
+        return lambda v: ("tuple", tuple(normalize(x) for x in v))
+    if attrs.has(kind):
+        name, fields = kind.__name__, tuple(f.name for f in attrs.fields(kind))
+        return lambda v: (name, tuple((f, normalize(getattr(v, f))) for f in fields))
+    return lambda v: ("repr", repr(v))
+
+
+_NORMALIZERS: dict[type, Callable[[Any], Hashable]] = {}
 
 
 def _error_name(exc: BaseException) -> str:
