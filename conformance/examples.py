@@ -153,6 +153,10 @@ class Kind:
     get: Callable[[Any, Context, Any], Any] | None  # by-id read of the object's row
     lists: tuple[Callable[[Any, Context, SimpleNamespace], list], ...]
     counts: tuple[Callable[[Any, Context, SimpleNamespace], int], ...] = ()
+    #: the paged form of ``lists[0]``, ``(store, ctx, shared, offset, limit) -> list``
+    #: (a limit >= 1), or None when it does not page: the visibility matrix
+    #: reads pages of it while the look-alike rows are present
+    page: Callable[[Any, Context, SimpleNamespace, int, int], list] | None = None
     across: Callable[[Any, SimpleNamespace], list] | None = None
     not_found: type | None = None
     vary: Callable[[Any], Any] = lambda o: o  # same id, different payload
@@ -454,6 +458,14 @@ def table_examples(table: k.Table) -> Examples:
 
     lists = tuple((lambda s, c, sh, li=li: getattr(s, li.method)(c)) for li in table.listings)
     counts = tuple((lambda s, c, sh, li=li: getattr(s, li.count)(c)) for li in table.listings if li.count)
+    first = table.listings[0] if table.listings else None
+    paged = None
+    if first is not None and first.paged:
+        def paged(s: Any, c: Context, sh: SimpleNamespace, offset: int, limit: int) -> list:
+            assert first is not None
+            if first.filter_class is not None:
+                return getattr(s, first.method)(c, first.filter_class(offset=offset, limit=limit))  # type: ignore[no-any-return]
+            return getattr(s, first.method)(c, offset=offset, limit=limit)  # type: ignore[no-any-return]
     mutable = [f for f in table.mutable if f not in held]
     updates = "update" in table.ops and bool(mutable)
     #: the field the examples' updates write: one in no unique key when there
@@ -467,6 +479,7 @@ def table_examples(table: k.Table) -> Examples:
         get=(lambda s, c, o: m("get")(s)(c, o.id)) if "get" in table.ops else None,
         lists=lists,
         counts=counts,
+        page=paged,
         not_found=table.not_found,
         vary=lambda o: attrs.evolve(example(table.entity, variant=1, **held), id=o.id),
         reads=(lambda s, c, o, sh: [("update", m("update")(s)(c, attrs.evolve(o, **{

@@ -228,18 +228,26 @@ def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock
     held = _unique_values(table)
     rule = table.clause("get_by_name")
     name = f"Named {ids.new_id('x')[2:]}"
-    # at equal depth and time the smallest id wins
-    ids_ = sorted(ids.new_id(table.prefix) for _ in range(2))
-    for key, sc in zip(reversed(ids_), ("ws=w1/proj=p2", "ws=w1/proj=p1")):
-        _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name}, **held))
-    with clause(rule, what="two matches at one depth and instant"):
-        assert _call(store, table, "get_by_name", ctx("ws=w1"), name).id == ids_[0]
-    # the older of two at one depth
+    # at equal depth and time the smallest id wins, wherever the two rows'
+    # scopes sort and whichever was written first: once the smaller id at the
+    # scope that sorts last, written last; once the other way round
+    for suffix, (small_at, large_at) in (("", ("ws=w1/proj=p2", "ws=w1/proj=p1")),
+                                         ("~", ("ws=w1/proj=p1", "ws=w1/proj=p2"))):
+        small, large = sorted(ids.new_id(table.prefix) for _ in range(2))
+        order = [(large, large_at), (small, small_at)] if not suffix else [(small, small_at), (large, large_at)]
+        for key, sc in order:
+            _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name + suffix}, **held))
+        with clause(rule, what=f"two matches at one depth and instant, the smaller id at {small_at}"):
+            assert _call(store, table, "get_by_name", ctx("ws=w1"), name + suffix).id == small
+    # the older of two at one depth, created 1 ms apart, though its id is the
+    # larger and its scope sorts last
     clock.advance(milliseconds=1)
-    older = _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, **{name_field: name + "!"}, **held))
+    small, large = sorted(ids.new_id(table.prefix) for _ in range(2))
+    older = _call(store, table, "create", ctx("ws=w1/proj=p4"),
+                  _new(table, id=large, **{name_field: name + "!"}, **held))
     clock.advance(milliseconds=1)
-    _call(store, table, "create", ctx("ws=w1/proj=p4"), _new(table, **{name_field: name + "!"}, **held))
-    with clause(rule, what="two matches at one depth, created 1 ms apart"):
+    _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, id=small, **{name_field: name + "!"}, **held))
+    with clause(rule, what="two matches at one depth created 1 ms apart, the older under the larger id"):
         assert _call(store, table, "get_by_name", ctx("ws=w1"), name + "!").id == older.id
     # a shallower one wins over older, deeper ones
     clock.advance(milliseconds=1)
@@ -332,6 +340,19 @@ def _listing_params() -> list:
             for t in TABLES for li in t.listings]
 
 
+def _partition(table: k.Table, listing: k.Listing, i: int) -> dict[str, Any]:
+    """Fields of the ``i``-th row of the list tests: the even rows (at four
+    distinct scopes) share one value of each filter, the odd ones hold
+    others; a unique key's boolean condition holds on the even rows only, so
+    a flag filter (``default_only``) splits the rows too."""
+    held = _unique_values(table)
+    if i % 2:
+        return {f: (not v) if isinstance(v, bool) else v for f, v in held.items()}
+    shared = {f.field: example_value(table.fields[f.field].kind, 5) for f in listing.filters
+              if f.flag is k.UNSET and f.field not in held}
+    return {**shared, **held}
+
+
 def _filter_values(table: k.Table, listing: k.Listing, rows: list[Any]) -> list[dict[str, Any]]:
     """Argument sets of the listing's filters worth trying: none, each filter
     with a value some rows hold, and with a value none holds."""
@@ -370,16 +391,16 @@ def _expected(table: k.Table, listing: k.Listing, rows: list[Any], c: Context, a
 @pytest.mark.parametrize("table, listing", _listing_params())
 def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listing):
     """Rows at look-alike, ancestor, descendant and sibling scopes, two of
-    them created at one instant: from every caller, with each filter, exact
+    them created at one instant, half of them sharing each filter's value
+    and the flag a unique key's condition reads: from every caller, with each filter, exact
     or not, each page (offset 0, 1 and past the end; limit 0, 1, the number
     of rows and more) is exactly the visible, filtered rows in the listing's
     order, and the count equals the list without its page."""
-    held = _unique_values(table)
     rows = []
     for i, sc in enumerate(ROW_SCOPES):
         if i % 2:
             clock.advance(milliseconds=1)
-        rows.append(_call(store, table, "create", ctx(sc), _new(table, variant=i % 3, **held)))
+        rows.append(_call(store, table, "create", ctx(sc), _new(table, variant=i % 3, **_partition(table, listing, i))))
     rule = table.clause("list")
     for caller in CALLERS:
         c = ctx(caller)
@@ -387,7 +408,7 @@ def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listin
             for exact in ((False, True) if listing.exact else (False,)):
                 base = dict(args, **({"exact": exact} if listing.exact else {}))
                 full = _expected(table, listing, rows, c, base)
-                pages = [(0, 0)] + ([(1, 0), (0, 1), (1, 1), (0, len(full)), (len(full), 5), (9, 0)]
+                pages = [(0, 0)] + ([(1, 0), (0, 1), (1, 1), (0, len(full)), (0, len(full) + 1), (len(full), 5), (9, 0)]
                                     if listing.paged else [])
                 for offset, limit in pages:
                     page = dict(base, **({"offset": offset, "limit": limit} if listing.paged else {}))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+import unicodedata
 from importlib import resources
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +33,16 @@ from hypothesis import strategies as st
 from cortex_spec import CLASSES, Context, Scope
 from cortex_spec.clauses import catalogue
 from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
-from cortex_spec.testing import ZERO, assert_strict_equal, clause, ctx, state_view
+from cortex_spec.testing import (
+    ZERO,
+    ClauseViolation,
+    assert_strict_equal,
+    clause,
+    ctx,
+    expect,
+    expect_raises,
+    state_view,
+)
 
 from .examples import (
     HOME,
@@ -771,31 +781,77 @@ ROW_SCOPES = [
 #: Callers: every row scope plus scopes that hold no row.
 CALLER_SCOPES = ROW_SCOPES + ["ws=w%", "ws=w_", "ws=w1/proj=p3", "zz=top", "a=1", "b=2", "ws=w1/proj=p1/env=e2"]
 
-#: The pairs the spec spells out: (caller, row, seen).
+#: The pairs the spec spells out: (caller, row, seen, the clause that says so).
 NAMED_PAIRS = [
-    ("ws=w1", "ws=w1/proj=p1", True),  # SCOPE-VIS-1
-    ("ws=w1", "ws=w1/proj=p1/env=e1", True),
-    ("ws=w1/proj=p1", "ws=w1/proj=p1", True),
-    ("ws=w1/proj=p1", "ws=w1", False),  # SCOPE-VIS-2
-    ("ws=w1/proj=p1/env=e1", "ws=w1/proj=p1", False),
-    ("ws=w1/proj=p2", "ws=w1/proj=p1", False),  # SCOPE-VIS-3
-    ("ws=w2", "ws=w1", False),
-    ("org=w1", "ws=w1", False),  # SCOPE-VIS-4
-    ("a=1/b=2", "b=2/a=1", False),
-    ("b=2/a=1", "a=1/b=2", False),
-    ("ws=w1", "ws=w10", False),  # SCOPE-VIS-5
-    ("ws=w1", "ws=w1x", False),
-    ("ws=w10", "ws=w1", False),
-    ("ws=w1x", "ws=w1", False),
-    ("ws=w1/proj=p1", "ws=w1/proj=p10", False),
-    ("ws=w%", "ws=w1/proj=p1", False),
-    ("ws=w_", "ws=w1/proj=p1", False),
-    ("ws=w%", "ws=w%/proj=p1", True),
-    ("ws=W1", "ws=w1", False),  # SCOPE-MODEL-4
-    ("WS=w1", "ws=w1", False),
-    ("ws=w1 ", "ws=w1", False),
-    ("ws=\u00e9", "ws=e\u0301", False),
+    ("ws=w1", "ws=w1/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=w1", "ws=w1/proj=p1/env=e1", True, "SCOPE-VIS-1"),
+    ("ws=w1/proj=p1", "ws=w1/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=w1/proj=p1", "ws=w1", False, "SCOPE-VIS-2"),
+    ("ws=w1/proj=p1/env=e1", "ws=w1/proj=p1", False, "SCOPE-VIS-2"),
+    ("ws=w1/proj=p2", "ws=w1/proj=p1", False, "SCOPE-VIS-3"),
+    ("ws=w2", "ws=w1", False, "SCOPE-VIS-3"),
+    ("org=w1", "ws=w1", False, "SCOPE-VIS-4"),
+    ("a=1/b=2", "b=2/a=1", False, "SCOPE-VIS-4"),
+    ("b=2/a=1", "a=1/b=2", False, "SCOPE-VIS-4"),
+    ("ws=w1", "ws=w10", False, "SCOPE-VIS-5"),
+    ("ws=w1", "ws=w1x", False, "SCOPE-VIS-5"),
+    ("ws=w10", "ws=w1", False, "SCOPE-VIS-5"),
+    ("ws=w1x", "ws=w1", False, "SCOPE-VIS-5"),
+    ("ws=w1/proj=p1", "ws=w1/proj=p10", False, "SCOPE-VIS-5"),
+    ("ws=w%", "ws=w1/proj=p1", False, "SCOPE-VIS-5"),
+    ("ws=w_", "ws=w1/proj=p1", False, "SCOPE-VIS-5"),
+    ("ws=w%", "ws=w%/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=W1", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("WS=w1", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("ws=w1 ", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("ws=\u00e9", "ws=e\u0301", False, "SCOPE-MODEL-4"),
 ]
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold().replace(" ", "")
+
+
+def _shown_wrongly(caller: Scope, row: Scope) -> str:
+    """The clause a list breaks by showing ``caller`` the row at ``row``,
+    which ``caller`` does not cover: the nearest rule the store mistook."""
+    if row.covers(caller):
+        return "SCOPE-VIS-2"
+    if _fold(row.canonical()).startswith(_fold(caller.canonical())):
+        return "SCOPE-MODEL-4"  # equal once case, spaces or unicode forms are folded
+    if row.canonical().startswith(caller.canonical()) or caller.canonical().startswith(row.canonical()):
+        return "SCOPE-VIS-5"  # a string prefix, not a level prefix
+    if [v for _, v in caller.levels] == [v for _, v in row.levels][:caller.depth] or \
+            sorted(caller.levels) == sorted(row.levels[:caller.depth]):
+        return "SCOPE-VIS-4"  # the values (or the levels) match, not level by level
+    return "SCOPE-VIS-3"
+
+
+def _check_listed(what: str, caller: Scope, got: list[str], expected: set[str],
+                  rows: dict[str, tuple[Scope, Any]], allowed: list[str] | None = None) -> None:
+    """``got`` (ids, in the order listed) holds no row twice, no row
+    ``caller`` does not cover (each charged to the rule it breaks), and
+    exactly ``allowed`` when given (a page: what the full list puts there),
+    else every row of ``expected``."""
+    twice = sorted({i for i in got if got.count(i) > 1})
+    expect("SCOPE-VIS-6", twice, [], f"{what}: rows listed more than once")
+    for rid in got:
+        if rid not in expected:
+            scope = rows[rid][0] if rid in rows else None
+            raise ClauseViolation(_shown_wrongly(caller, scope) if scope is not None else "SCOPE-VIS-6", what,
+                                  "only rows the caller covers", f"a row at {scope!r}")
+    if allowed is None:
+        missing = sorted(rows[i][0].canonical() for i in expected - set(got))
+        expect("SCOPE-VIS-1", missing, [], f"{what}: rows the caller covers left out (their scopes)")
+    else:
+        expect("SCOPE-VIS-6", got, allowed, f"{what}: the page against the full list's rows there")
+
+
+def _pages(n: int) -> list[tuple[int, int]]:
+    """(offset, limit) of the pages the matrix reads of a list of ``n``
+    visible rows: past the first row, one and two rows, exactly ``n``
+    rows, beyond ``n``, and from the end."""
+    return sorted({(1, 1), (1, 2), (0, max(n, 1)), (1, max(n - 1, 1)), (0, n + 1), (n - 1 if n else 0, 2), (n, 1)})
 
 
 @pytest.mark.clause(
@@ -807,10 +863,14 @@ def test_visibility_matrix(store, kind):
     """One row at each of twenty tricky scopes; from each of many caller scopes
     every list and count returns exactly the rows whose scope the caller covers,
     and the by-id read finds exactly those, raising the entity's NotFound for
-    every other row.  Rows that carry a shared reference (``Kind.shared``) all
-    carry the same one, so a shared reference never widens visibility."""
-    for caller, row, seen in NAMED_PAIRS:
-        assert S(caller).covers(S(row)) is seen, (caller, row)
+    every other row.  Where the kind's list pages (``Kind.page``), every page
+    (offset 1 and past the end, limits 1, 2, exactly the rows and beyond) holds
+    exactly the rows the full list holds there, with the look-alike rows
+    present all the while.  Rows that carry a shared reference
+    (``Kind.shared``) all carry the same one, so a shared reference never
+    widens visibility."""
+    for caller, row, seen, rule in NAMED_PAIRS:
+        expect(rule, S(caller).covers(S(row)), seen, f"Scope({caller!r}).covers(Scope({row!r}))")
     sh = kind.shared()
     rows: dict[str, tuple[Scope, Any]] = {}
     for sc in ROW_SCOPES:
@@ -820,25 +880,35 @@ def test_visibility_matrix(store, kind):
     for caller in CALLER_SCOPES:
         c = ctx(caller)
         expected = {rid for rid, (r, _) in rows.items() if c.scope.covers(r)}
-        for lst in kind.lists:
+        full: list[str] = []
+        for i, lst in enumerate(kind.lists):
             got = [row.id for row in lst(store, c, sh)]
-            assert len(got) == len(set(got)), f"duplicates from {caller!r}"
-            assert set(got) == expected, f"{kind.name} list from {caller!r}"
-        for cnt in kind.counts:
-            assert cnt(store, c, sh) == len(expected), f"{kind.name} count from {caller!r}"
+            _check_listed(f"{kind.name} list {i} from {caller!r}", c.scope, got, expected, rows)
+            full = full or got
+        if kind.page is not None:
+            for offset, limit in _pages(len(full)):
+                got = [row.id for row in kind.page(store, c, sh, offset, limit)]
+                _check_listed(f"{kind.name} page (offset={offset}, limit={limit}) from {caller!r}", c.scope, got,
+                              expected, rows, allowed=full[offset:offset + limit])
+        for i, cnt in enumerate(kind.counts):
+            expect("SCOPE-VIS-6", cnt(store, c, sh), len(expected), f"{kind.name} count {i} from {caller!r}")
         if kind.get is not None:
-            missing = type(raises(lambda: kind.get(store, c, kind.new(sh)), kind.not_found))
+            missing = type(expect_raises("SCOPE-BYID-2", kind.not_found, lambda: kind.get(store, c, kind.new(sh)),
+                                         f"{kind.name} by-id read of a missing row from {caller!r}"))
             for rid, (r, obj) in rows.items():
                 if rid in expected:
-                    assert_scope(kind.get(store, c, obj).scope, r)
+                    with clause("SCOPE-BYID-1", what=f"{kind.name} by-id read from {caller!r} of a row at {r!r}"):
+                        assert_scope(kind.get(store, c, obj).scope, r)
                 else:
-                    err = raises(lambda: kind.get(store, c, obj), kind.not_found)
-                    assert type(err) is missing, (caller, r)
-    for caller, row, seen in NAMED_PAIRS:
+                    err = expect_raises(_shown_wrongly(c.scope, r), kind.not_found, lambda: kind.get(store, c, obj),
+                                        f"{kind.name} by-id read from {caller!r} of a row at {r!r}")
+                    expect("SCOPE-BYID-4", type(err), missing,
+                           f"the error for a row at {r!r} from {caller!r} against a missing row's")
+    for caller, row, seen, rule in NAMED_PAIRS:
         if row in ROW_SCOPES:
             rid = next(i for i, (r, _) in rows.items() if r == S(row))
             listed = {x.id for x in kind.lists[0](store, ctx(caller), sh)}
-            assert (rid in listed) is seen, (caller, row)
+            expect(rule, rid in listed, seen, f"{kind.name}: the row at {row!r} listed from {caller!r}")
 
 
 def _exact_params(fn: Any) -> tuple[Any, Any]:
