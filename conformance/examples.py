@@ -77,7 +77,7 @@ from cortex_spec import CLASSES, Context, Scope, ids
 from cortex_spec import kinds as k
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import assert_strict_equal, ctx, example, example_value, state_view
+from cortex_spec.testing import assert_strict_equal, clause, ctx, example, example_value, expect, state_view
 
 from .helpers import assert_scope, raises
 
@@ -495,7 +495,8 @@ def table_examples(table: k.Table) -> Examples:
 
     def read_back(store: Any, c: Any, key: str) -> None:
         if "get" in table.ops:
-            assert m("get")(store)(c, key).scope == c.scope
+            with clause("SCOPE-IMM-3", what=f"the scope a {table.singular} reads back at after a by-id call"):
+                assert m("get")(store)(c, key).scope == c.scope
 
     def observe(store: Any, key: str, scopes: Sequence[Any]) -> dict:
         return _table_view(store, table, scopes, [key])
@@ -508,8 +509,9 @@ def table_examples(table: k.Table) -> Examples:
         changed = getattr(example(table.entity, variant=2), field)
 
         def updated(store: Any, c: Any, key: str) -> None:
-            row = m("get")(store)(c, key)
-            assert getattr(row, field) == changed and row.scope == c.scope, row
+            with clause("SCOPE-IMM-3", what=f"a {table.singular} updated from its scope or an ancestor"):
+                row = m("get")(store)(c, key)
+                assert getattr(row, field) == changed and row.scope == c.scope, row
 
         byid.append(ByIdOp(
             table.method("update"), table.cls, table.not_found, setup,
@@ -561,6 +563,10 @@ def table_examples(table: k.Table) -> Examples:
                 m("delete")(store)(ctx(callers[-1]), dropped.id)
 
             def check() -> None:
+                with clause("SCOPE-IMM-5", what=f"the {table.singular} rows after writes from above"):
+                    _check()
+
+            def _check() -> None:
                 if "get" in table.ops:
                     got = m("get")(store)(home, kept.id)
                     assert_scope(got.scope, Scope.parse(row))
@@ -578,7 +584,8 @@ def table_examples(table: k.Table) -> Examples:
 
     def hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
         for listing in table.listings:
-            assert getattr(store, listing.method)(c) == [], listing.method
+            expect("SCOPE-VIS-3", getattr(store, listing.method)(c), [],
+                   f"{listing.method} from {c.scope!r}, an outsider of the written rows")
         if "get" in table.ops:
             for key in getattr(written, keys_of, ()):
                 raises(lambda: m("get")(store)(c, key), table.not_found)

@@ -334,7 +334,8 @@ def _conversation_of_size(store: Any, c: Context, target: int) -> Any:
     agent = _text_of_bytes(min(rest - 1, 1017), "Z")
     people += (Address(agent, _text_of_bytes(rest - len(agent.encode("utf-8")), "")),)
     stored = store.create_conversation(c, make(people))
-    assert entity_size(stored) == target, (entity_size(stored), target)
+    with clause("RSC-GEN-8", what=f"a conversation grown to {target} bytes as stored"):
+        assert entity_size(stored) == target, (entity_size(stored), target)
     return stored
 
 
