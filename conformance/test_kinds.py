@@ -33,6 +33,8 @@ from cortex_spec.testing import (
 )
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
+from .helpers import payload_of_bytes
+
 HOME = "ws=w1/proj=p1"
 #: a row at HOME is seen from these ...
 INSIDERS = [HOME, "ws=w1"]
@@ -618,9 +620,11 @@ def _big_field(table: k.Table) -> str | None:
 @pytest.mark.parametrize("over", [True, False], ids=["one-byte-over", "just-under"])
 @pytest.mark.parametrize("table", _params(lambda t: _big_field(t) is not None))
 def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
-    """The row as it would be stored (stamps and scope included) is measured:
-    one byte over 8 MiB is refused by create and update, and nothing
-    changes; at the limit it is stored and read back whole."""
+    """The row as it would be stored (stamps and scope included) is measured
+    in UTF-8 bytes (the payload partly multi-byte, so that characters or
+    UTF-16 units undercount): one byte over 8 MiB is refused by create and
+    update, and nothing changes; at the limit it is stored and read back
+    whole."""
     big = _big_field(table)
     assert big is not None
     c = ctx(HOME)
@@ -628,7 +632,7 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
     base = _new(table, **{big: ""}, **held)
     stored_form = attrs.evolve(base, scope=c.scope, created_at=clock.now(), updated_at=clock.now())
     target = MAX_ENTITY_BYTES + 1 if over else MAX_ENTITY_BYTES
-    text = "x" * (target - entity_size(stored_form))
+    text = payload_of_bytes(target - entity_size(stored_form))
     row = _call(store, table, "create", c, _new(table))
     if over:
         before = _view(store, table, [HOME], [row.id])
@@ -636,7 +640,7 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
                       lambda: _call(store, table, "create", c, attrs.evolve(base, **{big: text})),
                       f"create_{table.singular} of {target} bytes")
         if "update" in table.ops and table.fields[big].update:
-            grown = attrs.evolve(row, **{big: "x" * (target - entity_size(attrs.evolve(row, **{big: ""})))})
+            grown = attrs.evolve(row, **{big: payload_of_bytes(target - entity_size(attrs.evolve(row, **{big: ""})))})
             expect_raises("RSC-GEN-8", InvalidArgument, lambda: _call(store, table, "update", c, grown),
                           f"update_{table.singular} to {target} bytes")
         with clause("MC-GEN-11", what="the rows after the refused oversized writes"):
