@@ -153,9 +153,10 @@ class Kind:
     get: Callable[[Any, Context, Any], Any] | None  # by-id read of the object's row
     lists: tuple[Callable[[Any, Context, SimpleNamespace], list], ...]
     counts: tuple[Callable[[Any, Context, SimpleNamespace], int], ...] = ()
-    #: the paged form of ``lists[0]``, ``(store, ctx, shared, offset, limit) -> list``
-    #: (a limit >= 1), or None when it does not page: the visibility matrix
-    #: reads pages of it while the look-alike rows are present
+    #: the paged form of ``lists[0]``, ``(store, ctx, shared, start, size) -> list``:
+    #: ``size`` (>= 1) rows from the ``start``-th on, or None when it does not
+    #: page; the visibility matrix reads pages of it while the look-alike
+    #: rows are present
     page: Callable[[Any, Context, SimpleNamespace, int, int], list] | None = None
     across: Callable[[Any, SimpleNamespace], list] | None = None
     not_found: type | None = None
@@ -461,11 +462,12 @@ def table_examples(table: k.Table) -> Examples:
     first = table.listings[0] if table.listings else None
     paged = None
     if first is not None and first.paged:
-        def paged(s: Any, c: Context, sh: SimpleNamespace, offset: int, limit: int) -> list:
+        def paged(s: Any, c: Context, sh: SimpleNamespace, start: int, size: int) -> list:
             assert first is not None
+            window = dict(zip(k.PAGE_ARGUMENTS, (start, size)))
             if first.filter_class is not None:
-                return getattr(s, first.method)(c, first.filter_class(offset=offset, limit=limit))  # type: ignore[no-any-return]
-            return getattr(s, first.method)(c, offset=offset, limit=limit)  # type: ignore[no-any-return]
+                return getattr(s, first.method)(c, first.filter_class(**window))  # type: ignore[no-any-return]
+            return getattr(s, first.method)(c, **window)  # type: ignore[no-any-return]
     mutable = [f for f in table.mutable if f not in held]
     updates = "update" in table.ops and bool(mutable)
     #: the field the examples' updates write: one in no unique key when there

@@ -882,7 +882,7 @@ def _check_listed(what: str, caller: Scope, got: list[str], expected: set[str],
 
 
 def _pages(n: int) -> list[tuple[int, int]]:
-    """(offset, limit) of the pages the matrix reads of a list of ``n``
+    """(start, size) of the pages the matrix reads of a list of ``n``
     visible rows: past the first row, one and two rows, exactly ``n``
     rows, beyond ``n``, and from the end."""
     return sorted({(1, 1), (1, 2), (0, max(n, 1)), (1, max(n - 1, 1)), (0, n + 1), (n - 1 if n else 0, 2), (n, 1)})
@@ -898,7 +898,7 @@ def test_visibility_matrix(store, kind):
     every list and count returns exactly the rows whose scope the caller covers,
     and the by-id read finds exactly those, raising the entity's NotFound for
     every other row.  Where the kind's list pages (``Kind.page``), every page
-    (offset 1 and past the end, limits 1, 2, exactly the rows and beyond) holds
+    (from the second row and past the end, of 1, 2, exactly the rows and more) holds
     exactly the rows the full list holds there, with the look-alike rows
     present all the while.  Rows that carry a shared reference
     (``Kind.shared``) all carry the same one, so a shared reference never
@@ -920,10 +920,10 @@ def test_visibility_matrix(store, kind):
             _check_listed(f"{kind.name} list {i} from {caller!r}", c.scope, got, expected, rows)
             full = full or got
         if kind.page is not None:
-            for offset, limit in _pages(len(full)):
-                got = [row.id for row in kind.page(store, c, sh, offset, limit)]
-                _check_listed(f"{kind.name} page (offset={offset}, limit={limit}) from {caller!r}", c.scope, got,
-                              expected, rows, allowed=full[offset:offset + limit])
+            for start, size in _pages(len(full)):
+                got = [row.id for row in kind.page(store, c, sh, start, size)]
+                _check_listed(f"{kind.name} page of {size} from row {start} from {caller!r}", c.scope, got,
+                              expected, rows, allowed=full[start:start + size])
         for i, cnt in enumerate(kind.counts):
             expect("SCOPE-VIS-6", cnt(store, c, sh), len(expected), f"{kind.name} count {i} from {caller!r}")
         if kind.get is not None:

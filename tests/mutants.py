@@ -861,22 +861,6 @@ class PagesFoldScopeCase(_StorageMutant):
     storage = _FoldedPageStorage
 
 
-class SizeInCodePoints(MemoryStore):
-    """create_run measures the run's JSON in code points, not UTF-8 bytes
-    (``len()`` of the text, or a CHAR_LENGTH check): a run whose input is
-    multi-byte text over 8 MiB is stored."""
-
-    def create_run(self, ctx, run):
-        # (only large inputs are measured this way; small ones are checked as they are)
-        text = run.input if isinstance(run.input, str) and len(run.input) > 2**20 else ""
-        stored = super().create_run(ctx, attrs.evolve(run, input="x" * len(text)) if text else run)
-        if text:
-            stored = attrs.evolve(stored, input=text)
-            with self._tx() as t:
-                t.runs[stored.id] = detach(stored)
-        return stored
-
-
 class _ByNameScopeTextStorage(MemoryStorage):
     def select(self, table, query):
         if query.order is BY_NAME_ORDER:
@@ -1687,7 +1671,6 @@ MUTANTS: list[Mutant] = [
     _m("preparation-without-snapshot", CaptureWithoutSnapshot, ("PREP-2",)),
     # generic suites (varygen): pages, counts and by-name ties of stored kinds
     _m("kinds-pages-fold-scope-case", PagesFoldScopeCase, ("SCOPE-MODEL-4",), ("catalog",)),
-    _m("size-in-code-points", SizeInCodePoints, ("RSC-GEN-8", "RSC-GEN-13", "RUN-CREATE-3"), ("runs",)),
     _m("kinds-count-ignores-flag-filter", CountIgnoresFlagFilter, ("MC-GEN-8",), ("memory",)),
     _m("kinds-by-name-tie-by-scope-text", ByNameTieByScopeText, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
     _m("kinds-by-name-ignores-created-at", ByNameIgnoresCreatedAt, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
