@@ -77,7 +77,7 @@ from cortex_spec import CLASSES, Context, Scope, ids
 from cortex_spec import kinds as k
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import assert_strict_equal, ctx, example, example_value, state_view
+from cortex_spec.testing import assert_strict_equal, clause, ctx, example, example_value, expect, state_view
 
 from .helpers import assert_scope, raises
 
@@ -153,6 +153,11 @@ class Kind:
     get: Callable[[Any, Context, Any], Any] | None  # by-id read of the object's row
     lists: tuple[Callable[[Any, Context, SimpleNamespace], list], ...]
     counts: tuple[Callable[[Any, Context, SimpleNamespace], int], ...] = ()
+    #: the paged form of ``lists[0]``, ``(store, ctx, shared, start, size) -> list``:
+    #: ``size`` (>= 1) rows from the ``start``-th on, or None when it does not
+    #: page; the visibility matrix reads pages of it while the look-alike
+    #: rows are present
+    page: Callable[[Any, Context, SimpleNamespace, int, int], list] | None = None
     across: Callable[[Any, SimpleNamespace], list] | None = None
     not_found: type | None = None
     vary: Callable[[Any], Any] = lambda o: o  # same id, different payload
@@ -454,6 +459,15 @@ def table_examples(table: k.Table) -> Examples:
 
     lists = tuple((lambda s, c, sh, li=li: getattr(s, li.method)(c)) for li in table.listings)
     counts = tuple((lambda s, c, sh, li=li: getattr(s, li.count)(c)) for li in table.listings if li.count)
+    first = table.listings[0] if table.listings else None
+    paged = None
+    if first is not None and first.paged:
+        def paged(s: Any, c: Context, sh: SimpleNamespace, start: int, size: int) -> list:
+            assert first is not None
+            window = dict(zip(k.PAGE_ARGUMENTS, (start, size)))
+            if first.filter_class is not None:
+                return getattr(s, first.method)(c, first.filter_class(**window))  # type: ignore[no-any-return]
+            return getattr(s, first.method)(c, **window)  # type: ignore[no-any-return]
     mutable = [f for f in table.mutable if f not in held]
     updates = "update" in table.ops and bool(mutable)
     #: the field the examples' updates write: one in no unique key when there
@@ -467,6 +481,7 @@ def table_examples(table: k.Table) -> Examples:
         get=(lambda s, c, o: m("get")(s)(c, o.id)) if "get" in table.ops else None,
         lists=lists,
         counts=counts,
+        page=paged,
         not_found=table.not_found,
         vary=lambda o: attrs.evolve(example(table.entity, variant=1, **held), id=o.id),
         reads=(lambda s, c, o, sh: [("update", m("update")(s)(c, attrs.evolve(o, **{
@@ -482,7 +497,8 @@ def table_examples(table: k.Table) -> Examples:
 
     def read_back(store: Any, c: Any, key: str) -> None:
         if "get" in table.ops:
-            assert m("get")(store)(c, key).scope == c.scope
+            with clause("SCOPE-IMM-3", what=f"the scope a {table.singular} reads back at after a by-id call"):
+                assert m("get")(store)(c, key).scope == c.scope
 
     def observe(store: Any, key: str, scopes: Sequence[Any]) -> dict:
         return _table_view(store, table, scopes, [key])
@@ -495,8 +511,9 @@ def table_examples(table: k.Table) -> Examples:
         changed = getattr(example(table.entity, variant=2), field)
 
         def updated(store: Any, c: Any, key: str) -> None:
-            row = m("get")(store)(c, key)
-            assert getattr(row, field) == changed and row.scope == c.scope, row
+            with clause("SCOPE-IMM-3", what=f"a {table.singular} updated from its scope or an ancestor"):
+                row = m("get")(store)(c, key)
+                assert getattr(row, field) == changed and row.scope == c.scope, row
 
         byid.append(ByIdOp(
             table.method("update"), table.cls, table.not_found, setup,
@@ -548,6 +565,10 @@ def table_examples(table: k.Table) -> Examples:
                 m("delete")(store)(ctx(callers[-1]), dropped.id)
 
             def check() -> None:
+                with clause("SCOPE-IMM-5", what=f"the {table.singular} rows after writes from above"):
+                    _check()
+
+            def _check() -> None:
                 if "get" in table.ops:
                     got = m("get")(store)(home, kept.id)
                     assert_scope(got.scope, Scope.parse(row))
@@ -565,7 +586,8 @@ def table_examples(table: k.Table) -> Examples:
 
     def hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
         for listing in table.listings:
-            assert getattr(store, listing.method)(c) == [], listing.method
+            expect("SCOPE-VIS-3", getattr(store, listing.method)(c), [],
+                   f"{listing.method} from {c.scope!r}, an outsider of the written rows")
         if "get" in table.ops:
             for key in getattr(written, keys_of, ()):
                 raises(lambda: m("get")(store)(c, key), table.not_found)

@@ -35,6 +35,7 @@ __all__ = [
     "ms",
     "assert_instant",
     "crafted",
+    "payload_of_bytes",
 ]
 
 UTC = timezone.utc
@@ -133,3 +134,16 @@ def crafted(prefix: str) -> list[str]:
     assert all(ids.is_id(i, prefix) for i in out)
     assert out != sorted(out)
     return out
+
+
+#: Two- and four-byte characters (2 code points, 3 UTF-16 units, 6 UTF-8 bytes).
+_WIDE = "\u00e9\U0001F600"
+
+
+def payload_of_bytes(n: int) -> str:
+    """Text of exactly ``n`` UTF-8 bytes, a quarter of them (at most 6 KiB)
+    in two- and four-byte characters, so that a size measured in code
+    points or UTF-16 units comes out smaller than the bytes."""
+    wide = min(n // 4, 6144) // len(_WIDE.encode("utf-8"))
+    text = _WIDE * wide
+    return text + "x" * (n - len(text.encode("utf-8")))

@@ -33,6 +33,8 @@ from cortex_spec.testing import (
 )
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
+from .helpers import payload_of_bytes
+
 HOME = "ws=w1/proj=p1"
 #: a row at HOME is seen from these ...
 INSIDERS = [HOME, "ws=w1"]
@@ -228,18 +230,26 @@ def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock
     held = _unique_values(table)
     rule = table.clause("get_by_name")
     name = f"Named {ids.new_id('x')[2:]}"
-    # at equal depth and time the smallest id wins
-    ids_ = sorted(ids.new_id(table.prefix) for _ in range(2))
-    for key, sc in zip(reversed(ids_), ("ws=w1/proj=p2", "ws=w1/proj=p1")):
-        _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name}, **held))
-    with clause(rule, what="two matches at one depth and instant"):
-        assert _call(store, table, "get_by_name", ctx("ws=w1"), name).id == ids_[0]
-    # the older of two at one depth
+    # at equal depth and time the smallest id wins, wherever the two rows'
+    # scopes sort and whichever was written first: once the smaller id at the
+    # scope that sorts last, written last; once the other way round
+    for suffix, (small_at, large_at) in (("", ("ws=w1/proj=p2", "ws=w1/proj=p1")),
+                                         ("~", ("ws=w1/proj=p1", "ws=w1/proj=p2"))):
+        small, large = sorted(ids.new_id(table.prefix) for _ in range(2))
+        order = [(large, large_at), (small, small_at)] if not suffix else [(small, small_at), (large, large_at)]
+        for key, sc in order:
+            _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name + suffix}, **held))
+        with clause(rule, what=f"two matches at one depth and instant, the smaller id at {small_at}"):
+            assert _call(store, table, "get_by_name", ctx("ws=w1"), name + suffix).id == small
+    # the older of two at one depth, created 1 ms apart, though its id is the
+    # larger and its scope sorts last
     clock.advance(milliseconds=1)
-    older = _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, **{name_field: name + "!"}, **held))
+    small, large = sorted(ids.new_id(table.prefix) for _ in range(2))
+    older = _call(store, table, "create", ctx("ws=w1/proj=p4"),
+                  _new(table, id=large, **{name_field: name + "!"}, **held))
     clock.advance(milliseconds=1)
-    _call(store, table, "create", ctx("ws=w1/proj=p4"), _new(table, **{name_field: name + "!"}, **held))
-    with clause(rule, what="two matches at one depth, created 1 ms apart"):
+    _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, id=small, **{name_field: name + "!"}, **held))
+    with clause(rule, what="two matches at one depth created 1 ms apart, the older under the larger id"):
         assert _call(store, table, "get_by_name", ctx("ws=w1"), name + "!").id == older.id
     # a shallower one wins over older, deeper ones
     clock.advance(milliseconds=1)
@@ -332,6 +342,19 @@ def _listing_params() -> list:
             for t in TABLES for li in t.listings]
 
 
+def _partition(table: k.Table, listing: k.Listing, i: int) -> dict[str, Any]:
+    """Fields of the ``i``-th row of the list tests: the even rows (at four
+    distinct scopes) share one value of each filter, the odd ones hold
+    others; a unique key's boolean condition holds on the even rows only, so
+    a flag filter (``default_only``) splits the rows too."""
+    held = _unique_values(table)
+    if i % 2:
+        return {f: (not v) if isinstance(v, bool) else v for f, v in held.items()}
+    shared = {f.field: example_value(table.fields[f.field].kind, 5) for f in listing.filters
+              if f.flag is k.UNSET and f.field not in held}
+    return {**shared, **held}
+
+
 def _filter_values(table: k.Table, listing: k.Listing, rows: list[Any]) -> list[dict[str, Any]]:
     """Argument sets of the listing's filters worth trying: none, each filter
     with a value some rows hold, and with a value none holds."""
@@ -370,16 +393,16 @@ def _expected(table: k.Table, listing: k.Listing, rows: list[Any], c: Context, a
 @pytest.mark.parametrize("table, listing", _listing_params())
 def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listing):
     """Rows at look-alike, ancestor, descendant and sibling scopes, two of
-    them created at one instant: from every caller, with each filter, exact
+    them created at one instant, half of them sharing each filter's value
+    and the flag a unique key's condition reads: from every caller, with each filter, exact
     or not, each page (offset 0, 1 and past the end; limit 0, 1, the number
     of rows and more) is exactly the visible, filtered rows in the listing's
     order, and the count equals the list without its page."""
-    held = _unique_values(table)
     rows = []
     for i, sc in enumerate(ROW_SCOPES):
         if i % 2:
             clock.advance(milliseconds=1)
-        rows.append(_call(store, table, "create", ctx(sc), _new(table, variant=i % 3, **held)))
+        rows.append(_call(store, table, "create", ctx(sc), _new(table, variant=i % 3, **_partition(table, listing, i))))
     rule = table.clause("list")
     for caller in CALLERS:
         c = ctx(caller)
@@ -387,7 +410,7 @@ def test_list_is_visible_rows_in_a_total_order_paged(store, clock, table, listin
             for exact in ((False, True) if listing.exact else (False,)):
                 base = dict(args, **({"exact": exact} if listing.exact else {}))
                 full = _expected(table, listing, rows, c, base)
-                pages = [(0, 0)] + ([(1, 0), (0, 1), (1, 1), (0, len(full)), (len(full), 5), (9, 0)]
+                pages = [(0, 0)] + ([(1, 0), (0, 1), (1, 1), (0, len(full)), (0, len(full) + 1), (len(full), 5), (9, 0)]
                                     if listing.paged else [])
                 for offset, limit in pages:
                     page = dict(base, **({"offset": offset, "limit": limit} if listing.paged else {}))
@@ -597,9 +620,11 @@ def _big_field(table: k.Table) -> str | None:
 @pytest.mark.parametrize("over", [True, False], ids=["one-byte-over", "just-under"])
 @pytest.mark.parametrize("table", _params(lambda t: _big_field(t) is not None))
 def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
-    """The row as it would be stored (stamps and scope included) is measured:
-    one byte over 8 MiB is refused by create and update, and nothing
-    changes; at the limit it is stored and read back whole."""
+    """The row as it would be stored (stamps and scope included) is measured
+    in UTF-8 bytes (the payload partly multi-byte, so that characters or
+    UTF-16 units undercount): one byte over 8 MiB is refused by create and
+    update, and nothing changes; at the limit it is stored and read back
+    whole."""
     big = _big_field(table)
     assert big is not None
     c = ctx(HOME)
@@ -607,7 +632,7 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
     base = _new(table, **{big: ""}, **held)
     stored_form = attrs.evolve(base, scope=c.scope, created_at=clock.now(), updated_at=clock.now())
     target = MAX_ENTITY_BYTES + 1 if over else MAX_ENTITY_BYTES
-    text = "x" * (target - entity_size(stored_form))
+    text = payload_of_bytes(target - entity_size(stored_form))
     row = _call(store, table, "create", c, _new(table))
     if over:
         before = _view(store, table, [HOME], [row.id])
@@ -615,7 +640,7 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
                       lambda: _call(store, table, "create", c, attrs.evolve(base, **{big: text})),
                       f"create_{table.singular} of {target} bytes")
         if "update" in table.ops and table.fields[big].update:
-            grown = attrs.evolve(row, **{big: "x" * (target - entity_size(attrs.evolve(row, **{big: ""})))})
+            grown = attrs.evolve(row, **{big: payload_of_bytes(target - entity_size(attrs.evolve(row, **{big: ""})))})
             expect_raises("RSC-GEN-8", InvalidArgument, lambda: _call(store, table, "update", c, grown),
                           f"update_{table.singular} to {target} bytes")
         with clause("MC-GEN-11", what="the rows after the refused oversized writes"):

@@ -313,7 +313,8 @@ def test_longest_valid_scopes_are_stored_by_every_method(store, cls, depth):
     255-code-point keys and values (SCOPE-VAL-5's limit) succeeds, and the
     rows read back at that scope from it and from its parent."""
     scope = long_scope(depth)
-    assert all(len(k) == 255 and len(v) == 255 for k, v in scope.levels)
+    if not all(len(k) == 255 and len(v) == 255 for k, v in scope.levels):
+        raise TypeError("long_scope must give 255-code-point keys and values")
     EXERCISES[cls](store, Context(scope), Context(scope.parent()))
 
 
@@ -336,6 +337,8 @@ def test_long_scope_is_valid_and_incompressible():
     """(A check of the test itself: the scope is valid and far beyond a
     btree entry if indexed whole.)"""
     s = long_scope(3)
-    assert Scope.parse(s.canonical()) == s
-    assert len(s.canonical().encode("utf-8")) > 6 * 255 * 3
+    with clause("SCOPE-CANON-3", what="a long scope parsed back from its canonical form"):
+        assert Scope.parse(s.canonical()) == s
+    with clause("SCOPE-VAL-5", what="the long scope's canonical form in UTF-8 bytes"):
+        assert len(s.canonical().encode("utf-8")) > 6 * 255 * 3
     ctx(s)  # a context can be made of it

@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+import unicodedata
 from importlib import resources
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +33,16 @@ from hypothesis import strategies as st
 from cortex_spec import CLASSES, Context, Scope
 from cortex_spec.clauses import catalogue
 from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
-from cortex_spec.testing import ZERO, assert_strict_equal, clause, ctx, state_view
+from cortex_spec.testing import (
+    ZERO,
+    ClauseViolation,
+    assert_strict_equal,
+    clause,
+    ctx,
+    expect,
+    expect_raises,
+    state_view,
+)
 
 from .examples import (
     HOME,
@@ -76,68 +86,74 @@ def classes(*names: str) -> pytest.MarkDecorator:
 )
 def test_scope_is_an_ordered_sequence_of_up_to_three_str_pairs(levels):
     """Zero to three levels, each a (key, value) pair of `str`, kept in order."""
-    s = Scope(*levels)
-    assert s.depth == len(levels) == len(s)
-    assert s.levels == tuple((k, v) for k, v in levels)
-    assert all(type(level) is tuple and len(level) == 2 for level in s.levels)
-    assert all(type(k) is str and type(v) is str for k, v in s.levels)
-    assert [s[i] for i in range(s.depth)] == [tuple(level) for level in levels]
+    with clause("SCOPE-MODEL-1", what="scope is an ordered sequence of up to three str pairs"):
+        s = Scope(*levels)
+        assert s.depth == len(levels) == len(s)
+        assert s.levels == tuple((k, v) for k, v in levels)
+        assert all(type(level) is tuple and len(level) == 2 for level in s.levels)
+        assert all(type(k) is str and type(v) is str for k, v in s.levels)
+        assert [s[i] for i in range(s.depth)] == [tuple(level) for level in levels]
 
 
 @pytest.mark.clause("SCOPE-MODEL-1")
 def test_level_order_is_significant():
-    a = Scope(("a", "1"), ("b", "2"))
-    b = Scope(("b", "2"), ("a", "1"))
-    assert a != b
-    assert a.levels[0] == ("a", "1") and b.levels[0] == ("b", "2")
+    with clause("SCOPE-MODEL-1", what="level order is significant"):
+        a = Scope(("a", "1"), ("b", "2"))
+        b = Scope(("b", "2"), ("a", "1"))
+        assert a != b
+        assert a.levels[0] == ("a", "1") and b.levels[0] == ("b", "2")
 
 
 @pytest.mark.clause("SCOPE-MODEL-2")
 def test_zero_scope():
-    for zero in (Scope(), Scope.parse(""), Scope(("a", "1")).parent()):
-        assert zero.is_zero is True
-        assert zero.depth == 0
-        assert zero.levels == ()
-        assert zero == Scope()
-    for depth in (1, 2, 3):
-        s = Scope(*[(f"k{i}", "v") for i in range(depth)])
-        assert s.is_zero is False
-        assert s.depth == depth
+    with clause("SCOPE-MODEL-2", what="zero scope"):
+        for zero in (Scope(), Scope.parse(""), Scope(("a", "1")).parent()):
+            assert zero.is_zero is True
+            assert zero.depth == 0
+            assert zero.levels == ()
+            assert zero == Scope()
+        for depth in (1, 2, 3):
+            s = Scope(*[(f"k{i}", "v") for i in range(depth)])
+            assert s.is_zero is False
+            assert s.depth == depth
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
 def test_scope_is_immutable():
-    s = Scope(("ws", "w1"), ("proj", "p1"))
-    with pytest.raises((AttributeError, TypeError)):
-        s._levels = (("ws", "other"),)  # type: ignore[misc]
-    with pytest.raises((AttributeError, TypeError)):
-        s.depth = 5  # type: ignore[misc]
-    with pytest.raises((AttributeError, TypeError)):
-        del s._levels
-    with pytest.raises((AttributeError, TypeError)):
-        s.levels[0] = ("x", "y")  # type: ignore[index]
-    assert s == Scope(("ws", "w1"), ("proj", "p1"))
+    with clause("SCOPE-MODEL-3", what="scope is immutable"):
+        s = Scope(("ws", "w1"), ("proj", "p1"))
+        with pytest.raises((AttributeError, TypeError)):
+            s._levels = (("ws", "other"),)  # type: ignore[misc]
+        with pytest.raises((AttributeError, TypeError)):
+            s.depth = 5  # type: ignore[misc]
+        with pytest.raises((AttributeError, TypeError)):
+            del s._levels
+        with pytest.raises((AttributeError, TypeError)):
+            s.levels[0] = ("x", "y")  # type: ignore[index]
+        assert s == Scope(("ws", "w1"), ("proj", "p1"))
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
 def test_scope_does_not_alias_its_input():
-    level = ["ws", "w1"]
-    s = Scope(level)  # type: ignore[arg-type]
-    level[1] = "changed"
-    assert s.levels == (("ws", "w1"),)
+    with clause("SCOPE-MODEL-3", what="scope does not alias its input"):
+        level = ["ws", "w1"]
+        s = Scope(level)  # type: ignore[arg-type]
+        level[1] = "changed"
+        assert s.levels == (("ws", "w1"),)
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
 def test_scope_is_hashable_and_equal_by_levels():
-    a = Scope(("ws", "w1"), ("proj", "p1"))
-    b = Scope.parse("ws=w1/proj=p1")
-    assert a == b and hash(a) == hash(b)
-    assert len({a, b, Scope(("ws", "w1"))}) == 2
-    assert {a: 1}[b] == 1
-    assert a != Scope(("ws", "w1"))  # different number of levels
-    assert a != Scope(("ws", "w1"), ("proj", "p2"))  # different value
-    assert a != Scope(("ws", "w1"), ("project", "p1"))  # different key
-    assert Scope(("ws", "w1")) != Scope(("ws", "w1"), ("proj", "p1"))
+    with clause("SCOPE-MODEL-3", what="scope is hashable and equal by levels"):
+        a = Scope(("ws", "w1"), ("proj", "p1"))
+        b = Scope.parse("ws=w1/proj=p1")
+        assert a == b and hash(a) == hash(b)
+        assert len({a, b, Scope(("ws", "w1"))}) == 2
+        assert {a: 1}[b] == 1
+        assert a != Scope(("ws", "w1"))  # different number of levels
+        assert a != Scope(("ws", "w1"), ("proj", "p2"))  # different value
+        assert a != Scope(("ws", "w1"), ("project", "p1"))  # different key
+        assert Scope(("ws", "w1")) != Scope(("ws", "w1"), ("proj", "p1"))
 
 
 # -- strategies -----------------------------------------------------------------
@@ -169,12 +185,13 @@ PROPERTY = settings(max_examples=200, deadline=None, database=None)
 @PROPERTY
 @given(SMALL_SCOPES, SMALL_SCOPES)
 def test_equality_and_hash_follow_the_levels(a, b):
-    same = len(a.levels) == len(b.levels) and all(
-        ka == kb and va == vb for (ka, va), (kb, vb) in zip(a.levels, b.levels)
-    )
-    assert (a == b) is same
-    if same:
-        assert hash(a) == hash(b)
+    with clause("SCOPE-MODEL-3", what="equality and hash follow the levels"):
+        same = len(a.levels) == len(b.levels) and all(
+            ka == kb and va == vb for (ka, va), (kb, vb) in zip(a.levels, b.levels)
+        )
+        assert (a == b) is same
+        if same:
+            assert hash(a) == hash(b)
 
 
 # -- SCOPE-MODEL-4 -----------------------------------------------------------------
@@ -197,31 +214,34 @@ def test_equality_and_hash_follow_the_levels(a, b):
     ],
 )
 def test_keys_and_values_are_never_normalised(x, y):
-    a, b = S(x), S(y)
-    assert a != b
-    assert a.canonical() == x and b.canonical() == y
-    assert not a.covers(b) and not b.covers(a)
-    assert Scope.parse(x) == a and Scope.parse(y) == b
+    with clause("SCOPE-MODEL-4", what="keys and values are never normalised"):
+        a, b = S(x), S(y)
+        assert a != b
+        assert a.canonical() == x and b.canonical() == y
+        assert not a.covers(b) and not b.covers(a)
+        assert Scope.parse(x) == a and Scope.parse(y) == b
 
 
 @pytest.mark.clause("SCOPE-MODEL-5")
 def test_get_returns_the_earliest_level_with_the_key():
-    s = Scope(("k", "1"), ("other", "x"), ("k", "3"))
-    assert s.get("k") == "1"
-    assert s.get("other") == "x"
-    assert s.get("missing") is None
-    assert s.get("K") is None  # exact comparison of keys
-    assert Scope().get("k") is None
+    with clause("SCOPE-MODEL-5", what="get returns the earliest level with the key"):
+        s = Scope(("k", "1"), ("other", "x"), ("k", "3"))
+        assert s.get("k") == "1"
+        assert s.get("other") == "x"
+        assert s.get("missing") is None
+        assert s.get("K") is None  # exact comparison of keys
+        assert Scope().get("k") is None
 
 
 @pytest.mark.clause("SCOPE-MODEL-5")
 @PROPERTY
 @given(SCOPES, KEYS)
 def test_get_matches_first_level_property(s, key):
-    expected = next((v for k, v in s.levels if k == key), None)
-    assert s.get(key) == expected
-    for k, v in s.levels:
-        assert s.get(k) == next(v2 for k2, v2 in s.levels if k2 == k)
+    with clause("SCOPE-MODEL-5", what="get matches first level property"):
+        expected = next((v for k, v in s.levels if k == key), None)
+        assert s.get(key) == expected
+        for k, v in s.levels:
+            assert s.get(k) == next(v2 for k2, v2 in s.levels if k2 == k)
 
 
 # -- SCOPE-VAL ------------------------------------------------------------------------
@@ -247,14 +267,15 @@ def _assert_parse_refused(text: str) -> None:
 
 @pytest.mark.clause("SCOPE-VAL-1")
 def test_more_than_three_levels_refused():
-    _assert_refused(("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"))
-    _assert_refused(*[(f"k{i}", "v") for i in range(10)])
-    _assert_parse_refused("a=1/b=2/c=3/d=4")
-    three = Scope(("a", "1"), ("b", "2"), ("c", "3"))
-    assert three.depth == 3
-    assert Scope.parse("a=1/b=2/c=3") == three
-    with pytest.raises(InvalidArgument):
-        three.child("d", "4")
+    with clause("SCOPE-VAL-1", what="more than three levels refused"):
+        _assert_refused(("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"))
+        _assert_refused(*[(f"k{i}", "v") for i in range(10)])
+        _assert_parse_refused("a=1/b=2/c=3/d=4")
+        three = Scope(("a", "1"), ("b", "2"), ("c", "3"))
+        assert three.depth == 3
+        assert Scope.parse("a=1/b=2/c=3") == three
+        with pytest.raises(InvalidArgument):
+            three.child("d", "4")
 
 
 @pytest.mark.clause("SCOPE-VAL-2")
@@ -283,9 +304,10 @@ def test_equals_in_key_refused(key):
 @pytest.mark.clause("SCOPE-VAL-4")
 @pytest.mark.parametrize("value", ["a=b", "=v", "v=", "=", "a==b"])
 def test_equals_in_value_allowed(value):
-    s = Scope(("k", value))
-    assert s.levels == (("k", value),)
-    assert Scope.parse(f"k={value}") == s
+    with clause("SCOPE-VAL-4", what="equals in value allowed"):
+        s = Scope(("k", value))
+        assert s.levels == (("k", value),)
+        assert Scope.parse(f"k={value}") == s
 
 
 @pytest.mark.clause("SCOPE-VAL-5")
@@ -305,9 +327,10 @@ def test_bad_key_or_value_refused(bad, where):
 @pytest.mark.clause("SCOPE-VAL-5")
 @pytest.mark.parametrize("text", ["k" * 255, "😀" * 255, "é" * 255], ids=["ascii", "astral", "latin"])
 def test_255_code_points_accepted(text):
-    s = Scope((text, text))
-    assert s.levels == ((text, text),)
-    assert Scope.parse(s.canonical()) == s
+    with clause("SCOPE-VAL-5", what="255 code points accepted"):
+        s = Scope((text, text))
+        assert s.levels == ((text, text),)
+        assert Scope.parse(s.canonical()) == s
 
 
 @pytest.mark.clause("SCOPE-VAL-6")
@@ -347,14 +370,16 @@ def test_invalid_scope_never_replaced_by_another():
     ],
 )
 def test_canonical_form(levels, text):
-    assert Scope(*levels).canonical() == text
+    with clause("SCOPE-CANON-1", what="canonical form"):
+        assert Scope(*levels).canonical() == text
 
 
 @pytest.mark.clause("SCOPE-CANON-1")
 @PROPERTY
 @given(SCOPES)
 def test_canonical_form_property(s):
-    assert s.canonical() == "/".join(f"{k}={v}" for k, v in s.levels)
+    with clause("SCOPE-CANON-1", what="canonical form property"):
+        assert s.canonical() == "/".join(f"{k}={v}" for k, v in s.levels)
 
 
 @pytest.mark.clause("SCOPE-CANON-2")
@@ -371,7 +396,8 @@ def test_canonical_form_property(s):
     ],
 )
 def test_parse(text, levels):
-    assert Scope.parse(text).levels == levels
+    with clause("SCOPE-CANON-2", what="parse"):
+        assert Scope.parse(text).levels == levels
 
 
 @pytest.mark.clause("SCOPE-CANON-2")
@@ -388,28 +414,31 @@ def test_parse_refuses(text):
 @PROPERTY
 @given(SCOPES)
 def test_parse_inverts_canonical(s):
-    back = Scope.parse(s.canonical())
-    assert back == s
-    assert back.levels == s.levels
+    with clause("SCOPE-CANON-3", what="parse inverts canonical"):
+        back = Scope.parse(s.canonical())
+        assert back == s
+        assert back.levels == s.levels
 
 
 @pytest.mark.clause("SCOPE-CANON-4")
 @PROPERTY
 @given(st.one_of(st.tuples(SMALL_SCOPES, SMALL_SCOPES), st.tuples(SCOPES, SCOPES)))
 def test_canonical_form_is_injective(pair):
-    a, b = pair
-    assert (a.canonical() == b.canonical()) is (a == b)
+    with clause("SCOPE-CANON-4", what="canonical form is injective"):
+        a, b = pair
+        assert (a.canonical() == b.canonical()) is (a == b)
 
 
 @pytest.mark.clause("SCOPE-CANON-4", "SCOPE-VAL-3", "SCOPE-VAL-4")
 def test_upstream_canonical_clash_cannot_be_built():
     """Deviation 1: one level `ws=x/project=y` would clash with two levels."""
-    two = Scope(("ws", "x"), ("project", "y"))
-    with pytest.raises(InvalidArgument):
-        Scope(("ws", "x/project=y"))
-    with pytest.raises(InvalidArgument):
-        Scope(("ws=x", "y"))
-    assert Scope.parse(two.canonical()) == two
+    with clause("SCOPE-CANON-4", "SCOPE-VAL-3", "SCOPE-VAL-4", what="upstream canonical clash cannot be built"):
+        two = Scope(("ws", "x"), ("project", "y"))
+        with pytest.raises(InvalidArgument):
+            Scope(("ws", "x/project=y"))
+        with pytest.raises(InvalidArgument):
+            Scope(("ws=x", "y"))
+        assert Scope.parse(two.canonical()) == two
 
 
 # -- SCOPE-COVERS -----------------------------------------------------------------------
@@ -436,33 +465,36 @@ def test_upstream_canonical_clash_cannot_be_built():
     ],
 )
 def test_covers_examples(a, b, expected):
-    x, y = S(a), S(b)
-    x_before, y_before = x.levels, y.levels
-    assert x.covers(y) is expected
-    assert x.levels == x_before and y.levels == y_before
+    with clause("SCOPE-COVERS-1", what="covers examples"):
+        x, y = S(a), S(b)
+        x_before, y_before = x.levels, y.levels
+        assert x.covers(y) is expected
+        assert x.levels == x_before and y.levels == y_before
 
 
 @pytest.mark.clause("SCOPE-COVERS-1")
 @PROPERTY
 @given(st.one_of(st.tuples(SMALL_SCOPES, SMALL_SCOPES), st.tuples(SCOPES, SCOPES)))
 def test_covers_definition_property(pair):
-    a, b = pair
-    expected = a.depth <= b.depth and all(
-        a.levels[i][0] == b.levels[i][0] and a.levels[i][1] == b.levels[i][1] for i in range(a.depth)
-    )
-    assert a.covers(b) is expected
-    assert a.covers(b) is expected  # no side effect: the same answer again
-    assert a == Scope(*a.levels) and b == Scope(*b.levels)
+    with clause("SCOPE-COVERS-1", what="covers definition property"):
+        a, b = pair
+        expected = a.depth <= b.depth and all(
+            a.levels[i][0] == b.levels[i][0] and a.levels[i][1] == b.levels[i][1] for i in range(a.depth)
+        )
+        assert a.covers(b) is expected
+        assert a.covers(b) is expected  # no side effect: the same answer again
+        assert a == Scope(*a.levels) and b == Scope(*b.levels)
 
 
 @pytest.mark.clause("SCOPE-COVERS-2")
 @PROPERTY
 @given(SCOPES)
 def test_covers_is_reflexive_and_zero_covers_all(s):
-    assert s.covers(s)
-    assert Scope().covers(s)
-    if not s.is_zero:
-        assert not s.covers(Scope())
+    with clause("SCOPE-COVERS-2", what="covers is reflexive and zero covers all"):
+        assert s.covers(s)
+        assert Scope().covers(s)
+        if not s.is_zero:
+            assert not s.covers(Scope())
 
 
 @st.composite
@@ -479,18 +511,20 @@ def _chains(draw):
 @PROPERTY
 @given(st.one_of(_chains(), st.tuples(SMALL_SCOPES, SMALL_SCOPES, SMALL_SCOPES)))
 def test_covers_is_transitive(triple):
-    a, b, c = triple
-    if a.covers(b) and b.covers(c):
-        assert a.covers(c)
+    with clause("SCOPE-COVERS-2", what="covers is transitive"):
+        a, b, c = triple
+        if a.covers(b) and b.covers(c):
+            assert a.covers(c)
 
 
 @pytest.mark.clause("SCOPE-COVERS-2")
 @PROPERTY
 @given(st.one_of(st.tuples(SMALL_SCOPES, SMALL_SCOPES), _chains().map(lambda t: (t[0], t[1]))))
 def test_covers_is_antisymmetric(pair):
-    a, b = pair
-    if a.covers(b) and b.covers(a):
-        assert a == b
+    with clause("SCOPE-COVERS-2", what="covers is antisymmetric"):
+        a, b = pair
+        if a.covers(b) and b.covers(a):
+            assert a == b
 
 
 
@@ -540,21 +574,22 @@ def test_method_tables_cover_every_method_of_every_class():
     bad call in its class's examples (and, for a method that ignores the
     caller's scope, an across-scope example) makes this test fail instead of
     going unchecked.  Every example names a method of its own class."""
-    for name, cls in CLASSES.items():
-        ex = ALL[name]
-        names = {m.name for m in cls.methods}
-        assert names <= set(ex.good), (name, sorted(names - set(ex.good)))
-        assert names <= set(ex.bad), (name, sorted(names - set(ex.bad)))
-        if cls.scoped:
-            unscoped = {m.name for m in cls.methods if not m.scoped}
-            assert unscoped <= set(ex.xs), (name, sorted(unscoped - set(ex.xs)))
-        for op in ex.byid:
-            assert op.cls == name and op.name in names, (name, op.name)
-        for method, xs in ex.xs.items():
-            assert xs.cls == name and xs.name == method and method in names, (name, method)
-        for kind in ex.kinds:
-            assert kind.cls == name, (name, kind.name)
-        assert ex.exact <= names and ex.scope_args <= names and ex.byid_methods <= names, name
+    with clause("SCOPE-ZERO-1", "SCOPE-XS-1", what="method tables cover every method of every class"):
+        for name, cls in CLASSES.items():
+            ex = ALL[name]
+            names = {m.name for m in cls.methods}
+            assert names <= set(ex.good), (name, sorted(names - set(ex.good)))
+            assert names <= set(ex.bad), (name, sorted(names - set(ex.bad)))
+            if cls.scoped:
+                unscoped = {m.name for m in cls.methods if not m.scoped}
+                assert unscoped <= set(ex.xs), (name, sorted(unscoped - set(ex.xs)))
+            for op in ex.byid:
+                assert op.cls == name and op.name in names, (name, op.name)
+            for method, xs in ex.xs.items():
+                assert xs.cls == name and xs.name == method and method in names, (name, method)
+            for kind in ex.kinds:
+                assert kind.cls == name, (name, kind.name)
+            assert ex.exact <= names and ex.scope_args <= names and ex.byid_methods <= names, name
 
 
 # ===========================================================================
@@ -569,17 +604,18 @@ def test_zero_scope_caller_gets_no_scope(store, request, cls, method):
     valid arguments addressing existing rows (never read as "every scope"), with
     garbage arguments (NoScope comes first), whatever its partition and
     principal; nothing is written."""
-    ex, w = _world(request, store, cls)
-    view = ex.viewer()
-    before = view(store, w, VIEW_SCOPES)
-    zeros = [ZERO, Context(Scope(), partition="p1", principal="alice")]
-    for z in zeros:
-        raises(lambda: ex.good[method](store, z, w), NoScope)
-        raises(lambda: ex.bad[method](store, z, w), NoScope)
-    assert view(store, w, VIEW_SCOPES) == before
-    # the garbage really is garbage: under a valid context it is InvalidArgument
-    raises(lambda: ex.bad[method](store, ctx(HOME), w), InvalidArgument)
-    assert view(store, w, VIEW_SCOPES) == before
+    with clause("SCOPE-ZERO-1", "SCOPE-ZERO-2", "SCOPE-ZERO-3", "SCOPE-XS-6", "SCOPE-MODEL-6", what="zero scope caller gets no scope"):
+        ex, w = _world(request, store, cls)
+        view = ex.viewer()
+        before = view(store, w, VIEW_SCOPES)
+        zeros = [ZERO, Context(Scope(), partition="p1", principal="alice")]
+        for z in zeros:
+            raises(lambda: ex.good[method](store, z, w), NoScope)
+            raises(lambda: ex.bad[method](store, z, w), NoScope)
+        assert view(store, w, VIEW_SCOPES) == before
+        # the garbage really is garbage: under a valid context it is InvalidArgument
+        raises(lambda: ex.bad[method](store, ctx(HOME), w), InvalidArgument)
+        assert view(store, w, VIEW_SCOPES) == before
 
 
 @pytest.mark.clause("SCOPE-ZERO-2")
@@ -591,14 +627,15 @@ def test_zero_scope_refused_even_when_storage_is_unavailable(store, request, cls
     access.  When the harness can reopen the storage, it also holds nothing new
     (storage read afresh before and after the calls, so that what a restart
     keeps is the durability clauses' business, not this one's)."""
-    ex, w = _world(request, store, cls)
-    view = ex.viewer()
-    store.close()
-    before = view(cortex_open(clock), w, VIEW_SCOPES) if cortex_harness.reopenable else None
-    raises(lambda: ex.good[method](store, ZERO, w), NoScope)
-    raises(lambda: ex.bad[method](store, ZERO, w), NoScope)
-    if before is not None:
-        assert view(cortex_open(clock), w, VIEW_SCOPES) == before
+    with clause("SCOPE-ZERO-2", what="zero scope refused even when storage is unavailable"):
+        ex, w = _world(request, store, cls)
+        view = ex.viewer()
+        store.close()
+        before = view(cortex_open(clock), w, VIEW_SCOPES) if cortex_harness.reopenable else None
+        raises(lambda: ex.good[method](store, ZERO, w), NoScope)
+        raises(lambda: ex.bad[method](store, ZERO, w), NoScope)
+        if before is not None:
+            assert view(cortex_open(clock), w, VIEW_SCOPES) == before
 
 
 @pytest.mark.clause("SCOPE-ZERO-3")
@@ -607,13 +644,14 @@ def test_non_context_ctx_is_invalid_argument(store, request, cls, method):
     """`ctx` that is not a `Context` (None, a Scope, the zero Scope, a scope
     string, a look-alike object) is InvalidArgument for every method, scoped and
     across-scopes alike, before anything else; nothing is written."""
-    ex, w = _world(request, store, cls)
-    view = ex.viewer()
-    before = view(store, w, VIEW_SCOPES)
-    for bad in NON_CONTEXTS:
-        raises(lambda: ex.good[method](store, bad, w), InvalidArgument)
-        raises(lambda: ex.bad[method](store, bad, w), InvalidArgument)
-    assert view(store, w, VIEW_SCOPES) == before
+    with clause("SCOPE-ZERO-3", what="non context ctx is invalid argument"):
+        ex, w = _world(request, store, cls)
+        view = ex.viewer()
+        before = view(store, w, VIEW_SCOPES)
+        for bad in NON_CONTEXTS:
+            raises(lambda: ex.good[method](store, bad, w), InvalidArgument)
+            raises(lambda: ex.bad[method](store, bad, w), InvalidArgument)
+        assert view(store, w, VIEW_SCOPES) == before
 
 
 # -- precedence after the context ------------------------------------------------
@@ -625,14 +663,15 @@ def test_invalid_arguments_precede_not_found(store, request, cls):
     """Calls with a bad argument that address a row the caller cannot reach
     or that does not exist (``Examples.precedence``): InvalidArgument wins
     over the NotFound; NoScope wins over both; nothing is written."""
-    ex, w = _world(request, store, cls)
-    view = ex.viewer()
-    before = view(store, w, VIEW_SCOPES)
-    for call in ex.precedence(store, w):
-        for caller in ("ws=w2", "ws=w1/proj=p1/env=e1", HOME):
-            raises(lambda: call(ctx(caller)), InvalidArgument)
-        raises(lambda: call(ZERO), NoScope)
-    assert view(store, w, VIEW_SCOPES) == before
+    with clause("SCOPE-ZERO-3", what="invalid arguments precede not found"):
+        ex, w = _world(request, store, cls)
+        view = ex.viewer()
+        before = view(store, w, VIEW_SCOPES)
+        for call in ex.precedence(store, w):
+            for caller in ("ws=w2", "ws=w1/proj=p1/env=e1", HOME):
+                raises(lambda: call(ctx(caller)), InvalidArgument)
+            raises(lambda: call(ZERO), NoScope)
+        assert view(store, w, VIEW_SCOPES) == before
 
 
 STATE_ERRORS = [case for ex in ALL.values() for case in ex.state_errors]
@@ -644,15 +683,16 @@ def test_not_found_precedes_state_errors(store, clock, case):
     """A row in a state that would give a state error, but out of the caller's
     reach, gives the entity's NotFound; only a caller who can see it gets the
     state error."""
-    call, view = case.setup(store)
-    before = view(VIEW_SCOPES)
-    for outsider in OUTSIDERS_OF_HOME:
-        err = raises(lambda: call(ctx(outsider)), case.not_found)
-        assert not isinstance(err, case.state_error)
-    raises(lambda: call(ZERO), NoScope)
-    for insider in (HOME, "ws=w1"):
-        raises(lambda: call(ctx(insider)), case.state_error)
-    assert view(VIEW_SCOPES) == before
+    with clause("SCOPE-ZERO-3", "SCOPE-BYID-2", what="not found precedes state errors"):
+        call, view = case.setup(store)
+        before = view(VIEW_SCOPES)
+        for outsider in OUTSIDERS_OF_HOME:
+            err = raises(lambda: call(ctx(outsider)), case.not_found)
+            assert not isinstance(err, case.state_error)
+        raises(lambda: call(ZERO), NoScope)
+        for insider in (HOME, "ws=w1"):
+            raises(lambda: call(ctx(insider)), case.state_error)
+        assert view(VIEW_SCOPES) == before
 
 
 # ===========================================================================
@@ -690,16 +730,17 @@ def test_across_scope_methods_are_exactly_those_named():
     are marked as ignoring the caller's scope; a class the clause gives
     methods to by name has exactly those, a class it does not mention has
     none, and every other method is scoped."""
-    text, named, owned = _xs_1()
-    assert named and owned, "SCOPE-XS-1 names no method: the spec's wording changed"
-    unscoped = {cls.name: {m.name for m in cls.methods if not m.scoped}
-                for cls in CLASSES.values() if cls.scoped}
-    for name, methods in unscoped.items():
-        assert methods <= named, (name, methods - named)
-        if name in owned:
-            assert methods == owned[name], name
-        elif not re.search(rf"\b{re.escape(name)}\b", text):
-            assert methods == set(), name
+    with clause("SCOPE-XS-1", what="across scope methods are exactly those named"):
+        text, named, owned = _xs_1()
+        assert named and owned, "SCOPE-XS-1 names no method: the spec's wording changed"
+        unscoped = {cls.name: {m.name for m in cls.methods if not m.scoped}
+                    for cls in CLASSES.values() if cls.scoped}
+        for name, methods in unscoped.items():
+            assert methods <= named, (name, methods - named)
+            if name in owned:
+                assert methods == owned[name], name
+            elif not re.search(rf"\b{re.escape(name)}\b", text):
+                assert methods == set(), name
 
 
 @pytest.mark.clause("SCOPE-XS-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-MODEL-6")
@@ -709,21 +750,22 @@ def test_across_scope_result_ignores_caller_scope(store, method):
     with its own stored scope, and the very same result whether the caller's
     scope is zero, a row's scope, an ancestor, a deep scope or unrelated to
     every row; the scoped twin from one scope shows only that scope's rows."""
-    spec = XS[method]
-    expected = spec.seed(store)
-    reference = spec.call(store, ZERO)
-    assert sorted(r.id for r in reference) == sorted(expected)
-    for row in reference:
-        assert_scope(row.scope, expected[row.id], f"scope of {row.id}")
-    partition = "" if spec.partitioned else "p9"  # A2A-PART-3: partitioned lists keep the rows' partition
-    callers = [Context(Scope(), partition=partition, principal="sweeper")] + [
-        ctx(sc) for sc in XS_SCOPES + ["unrelated=zz", "ws=w1/proj=p1/env=deep", "ws=w2"]
-    ]
-    for c in callers:
-        with clause("SCOPE-XS-3", what=f"{method} from {c.scope!r} against the zero scope's result"):
-            assert_strict_equal(spec.call(store, c), reference, f"{method} from {c.scope!r}")
-    # the scoped twin of the same list really is narrower from an unrelated scope
-    assert spec.scoped_twin(store, ctx("unrelated=zz")) == []
+    with clause("SCOPE-XS-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-MODEL-6", what="across scope result ignores caller scope"):
+        spec = XS[method]
+        expected = spec.seed(store)
+        reference = spec.call(store, ZERO)
+        assert sorted(r.id for r in reference) == sorted(expected)
+        for row in reference:
+            assert_scope(row.scope, expected[row.id], f"scope of {row.id}")
+        partition = "" if spec.partitioned else "p9"  # A2A-PART-3: partitioned lists keep the rows' partition
+        callers = [Context(Scope(), partition=partition, principal="sweeper")] + [
+            ctx(sc) for sc in XS_SCOPES + ["unrelated=zz", "ws=w1/proj=p1/env=deep", "ws=w2"]
+        ]
+        for c in callers:
+            with clause("SCOPE-XS-3", what=f"{method} from {c.scope!r} against the zero scope's result"):
+                assert_strict_equal(spec.call(store, c), reference, f"{method} from {c.scope!r}")
+        # the scoped twin of the same list really is narrower from an unrelated scope
+        assert spec.scoped_twin(store, ctx("unrelated=zz")) == []
 
 
 @pytest.mark.clause("SCOPE-XS-4", "SCOPE-XS-6", "SCOPE-ZERO-1")
@@ -731,27 +773,29 @@ def test_across_scope_result_ignores_caller_scope(store, method):
 def test_rows_from_across_scope_list_are_acted_on_under_their_own_scope(store, method):
     """A sweeper acts on each returned row through scoped methods with
     `Context(scope=row.scope)`; the zero scope is no way to act on them."""
-    spec = XS[method]
-    spec.seed(store)
-    rows = spec.call(store, ZERO)
-    assert rows
-    for row in rows:
-        with pytest.raises(NoScope):
-            spec.act(store, attrs.evolve(row, scope=Scope()))
-        spec.act(store, row)
-    assert spec.call(store, ZERO) == []
+    with clause("SCOPE-XS-4", "SCOPE-XS-6", "SCOPE-ZERO-1", what="rows from across scope list are acted on under their own scope"):
+        spec = XS[method]
+        spec.seed(store)
+        rows = spec.call(store, ZERO)
+        assert rows
+        for row in rows:
+            with pytest.raises(NoScope):
+                spec.act(store, attrs.evolve(row, scope=Scope()))
+            spec.act(store, row)
+        assert spec.call(store, ZERO) == []
 
 
 @pytest.mark.clause("SCOPE-XS-5", "SCOPE-XS-2")
 @pytest.mark.parametrize("method", _xs_params())
 def test_across_scope_methods_still_validate_arguments(store, method):
-    spec = XS[method]
-    spec.seed(store)
-    before = state_view(store, XS_SCOPES)
-    for bad in spec.bad:
-        for c in (ZERO, ctx("ws=w1")):
-            raises(lambda: bad(store, c), InvalidArgument)
-    assert state_view(store, XS_SCOPES) == before
+    with clause("SCOPE-XS-5", "SCOPE-XS-2", what="across scope methods still validate arguments"):
+        spec = XS[method]
+        spec.seed(store)
+        before = state_view(store, XS_SCOPES)
+        for bad in spec.bad:
+            for c in (ZERO, ctx("ws=w1")):
+                raises(lambda: bad(store, c), InvalidArgument)
+        assert state_view(store, XS_SCOPES) == before
 
 
 # ===========================================================================
@@ -771,31 +815,77 @@ ROW_SCOPES = [
 #: Callers: every row scope plus scopes that hold no row.
 CALLER_SCOPES = ROW_SCOPES + ["ws=w%", "ws=w_", "ws=w1/proj=p3", "zz=top", "a=1", "b=2", "ws=w1/proj=p1/env=e2"]
 
-#: The pairs the spec spells out: (caller, row, seen).
+#: The pairs the spec spells out: (caller, row, seen, the clause that says so).
 NAMED_PAIRS = [
-    ("ws=w1", "ws=w1/proj=p1", True),  # SCOPE-VIS-1
-    ("ws=w1", "ws=w1/proj=p1/env=e1", True),
-    ("ws=w1/proj=p1", "ws=w1/proj=p1", True),
-    ("ws=w1/proj=p1", "ws=w1", False),  # SCOPE-VIS-2
-    ("ws=w1/proj=p1/env=e1", "ws=w1/proj=p1", False),
-    ("ws=w1/proj=p2", "ws=w1/proj=p1", False),  # SCOPE-VIS-3
-    ("ws=w2", "ws=w1", False),
-    ("org=w1", "ws=w1", False),  # SCOPE-VIS-4
-    ("a=1/b=2", "b=2/a=1", False),
-    ("b=2/a=1", "a=1/b=2", False),
-    ("ws=w1", "ws=w10", False),  # SCOPE-VIS-5
-    ("ws=w1", "ws=w1x", False),
-    ("ws=w10", "ws=w1", False),
-    ("ws=w1x", "ws=w1", False),
-    ("ws=w1/proj=p1", "ws=w1/proj=p10", False),
-    ("ws=w%", "ws=w1/proj=p1", False),
-    ("ws=w_", "ws=w1/proj=p1", False),
-    ("ws=w%", "ws=w%/proj=p1", True),
-    ("ws=W1", "ws=w1", False),  # SCOPE-MODEL-4
-    ("WS=w1", "ws=w1", False),
-    ("ws=w1 ", "ws=w1", False),
-    ("ws=\u00e9", "ws=e\u0301", False),
+    ("ws=w1", "ws=w1/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=w1", "ws=w1/proj=p1/env=e1", True, "SCOPE-VIS-1"),
+    ("ws=w1/proj=p1", "ws=w1/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=w1/proj=p1", "ws=w1", False, "SCOPE-VIS-2"),
+    ("ws=w1/proj=p1/env=e1", "ws=w1/proj=p1", False, "SCOPE-VIS-2"),
+    ("ws=w1/proj=p2", "ws=w1/proj=p1", False, "SCOPE-VIS-3"),
+    ("ws=w2", "ws=w1", False, "SCOPE-VIS-3"),
+    ("org=w1", "ws=w1", False, "SCOPE-VIS-4"),
+    ("a=1/b=2", "b=2/a=1", False, "SCOPE-VIS-4"),
+    ("b=2/a=1", "a=1/b=2", False, "SCOPE-VIS-4"),
+    ("ws=w1", "ws=w10", False, "SCOPE-VIS-5"),
+    ("ws=w1", "ws=w1x", False, "SCOPE-VIS-5"),
+    ("ws=w10", "ws=w1", False, "SCOPE-VIS-5"),
+    ("ws=w1x", "ws=w1", False, "SCOPE-VIS-5"),
+    ("ws=w1/proj=p1", "ws=w1/proj=p10", False, "SCOPE-VIS-5"),
+    ("ws=w%", "ws=w1/proj=p1", False, "SCOPE-VIS-5"),
+    ("ws=w_", "ws=w1/proj=p1", False, "SCOPE-VIS-5"),
+    ("ws=w%", "ws=w%/proj=p1", True, "SCOPE-VIS-1"),
+    ("ws=W1", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("WS=w1", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("ws=w1 ", "ws=w1", False, "SCOPE-MODEL-4"),
+    ("ws=\u00e9", "ws=e\u0301", False, "SCOPE-MODEL-4"),
 ]
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold().replace(" ", "")
+
+
+def _shown_wrongly(caller: Scope, row: Scope) -> str:
+    """The clause a list breaks by showing ``caller`` the row at ``row``,
+    which ``caller`` does not cover: the nearest rule the store mistook."""
+    if row.covers(caller):
+        return "SCOPE-VIS-2"
+    if _fold(row.canonical()).startswith(_fold(caller.canonical())):
+        return "SCOPE-MODEL-4"  # equal once case, spaces or unicode forms are folded
+    if row.canonical().startswith(caller.canonical()) or caller.canonical().startswith(row.canonical()):
+        return "SCOPE-VIS-5"  # a string prefix, not a level prefix
+    if [v for _, v in caller.levels] == [v for _, v in row.levels][:caller.depth] or \
+            sorted(caller.levels) == sorted(row.levels[:caller.depth]):
+        return "SCOPE-VIS-4"  # the values (or the levels) match, not level by level
+    return "SCOPE-VIS-3"
+
+
+def _check_listed(what: str, caller: Scope, got: list[str], expected: set[str],
+                  rows: dict[str, tuple[Scope, Any]], allowed: list[str] | None = None) -> None:
+    """``got`` (ids, in the order listed) holds no row twice, no row
+    ``caller`` does not cover (each charged to the rule it breaks), and
+    exactly ``allowed`` when given (a page: what the full list puts there),
+    else every row of ``expected``."""
+    twice = sorted({i for i in got if got.count(i) > 1})
+    expect("SCOPE-VIS-6", twice, [], f"{what}: rows listed more than once")
+    for rid in got:
+        if rid not in expected:
+            scope = rows[rid][0] if rid in rows else None
+            raise ClauseViolation(_shown_wrongly(caller, scope) if scope is not None else "SCOPE-VIS-6", what,
+                                  "only rows the caller covers", f"a row at {scope!r}")
+    if allowed is None:
+        missing = sorted(rows[i][0].canonical() for i in expected - set(got))
+        expect("SCOPE-VIS-1", missing, [], f"{what}: rows the caller covers left out (their scopes)")
+    else:
+        expect("SCOPE-VIS-6", got, allowed, f"{what}: the page against the full list's rows there")
+
+
+def _pages(n: int) -> list[tuple[int, int]]:
+    """(start, size) of the pages the matrix reads of a list of ``n``
+    visible rows: past the first row, one and two rows, exactly ``n``
+    rows, beyond ``n``, and from the end."""
+    return sorted({(1, 1), (1, 2), (0, max(n, 1)), (1, max(n - 1, 1)), (0, n + 1), (n - 1 if n else 0, 2), (n, 1)})
 
 
 @pytest.mark.clause(
@@ -807,10 +897,14 @@ def test_visibility_matrix(store, kind):
     """One row at each of twenty tricky scopes; from each of many caller scopes
     every list and count returns exactly the rows whose scope the caller covers,
     and the by-id read finds exactly those, raising the entity's NotFound for
-    every other row.  Rows that carry a shared reference (``Kind.shared``) all
-    carry the same one, so a shared reference never widens visibility."""
-    for caller, row, seen in NAMED_PAIRS:
-        assert S(caller).covers(S(row)) is seen, (caller, row)
+    every other row.  Where the kind's list pages (``Kind.page``), every page
+    (from the second row and past the end, of 1, 2, exactly the rows and more) holds
+    exactly the rows the full list holds there, with the look-alike rows
+    present all the while.  Rows that carry a shared reference
+    (``Kind.shared``) all carry the same one, so a shared reference never
+    widens visibility."""
+    for caller, row, seen, rule in NAMED_PAIRS:
+        expect(rule, S(caller).covers(S(row)), seen, f"Scope({caller!r}).covers(Scope({row!r}))")
     sh = kind.shared()
     rows: dict[str, tuple[Scope, Any]] = {}
     for sc in ROW_SCOPES:
@@ -820,25 +914,35 @@ def test_visibility_matrix(store, kind):
     for caller in CALLER_SCOPES:
         c = ctx(caller)
         expected = {rid for rid, (r, _) in rows.items() if c.scope.covers(r)}
-        for lst in kind.lists:
+        full: list[str] = []
+        for i, lst in enumerate(kind.lists):
             got = [row.id for row in lst(store, c, sh)]
-            assert len(got) == len(set(got)), f"duplicates from {caller!r}"
-            assert set(got) == expected, f"{kind.name} list from {caller!r}"
-        for cnt in kind.counts:
-            assert cnt(store, c, sh) == len(expected), f"{kind.name} count from {caller!r}"
+            _check_listed(f"{kind.name} list {i} from {caller!r}", c.scope, got, expected, rows)
+            full = full or got
+        if kind.page is not None:
+            for start, size in _pages(len(full)):
+                got = [row.id for row in kind.page(store, c, sh, start, size)]
+                _check_listed(f"{kind.name} page of {size} from row {start} from {caller!r}", c.scope, got,
+                              expected, rows, allowed=full[start:start + size])
+        for i, cnt in enumerate(kind.counts):
+            expect("SCOPE-VIS-6", cnt(store, c, sh), len(expected), f"{kind.name} count {i} from {caller!r}")
         if kind.get is not None:
-            missing = type(raises(lambda: kind.get(store, c, kind.new(sh)), kind.not_found))
+            missing = type(expect_raises("SCOPE-BYID-2", kind.not_found, lambda: kind.get(store, c, kind.new(sh)),
+                                         f"{kind.name} by-id read of a missing row from {caller!r}"))
             for rid, (r, obj) in rows.items():
                 if rid in expected:
-                    assert_scope(kind.get(store, c, obj).scope, r)
+                    with clause("SCOPE-BYID-1", what=f"{kind.name} by-id read from {caller!r} of a row at {r!r}"):
+                        assert_scope(kind.get(store, c, obj).scope, r)
                 else:
-                    err = raises(lambda: kind.get(store, c, obj), kind.not_found)
-                    assert type(err) is missing, (caller, r)
-    for caller, row, seen in NAMED_PAIRS:
+                    err = expect_raises(_shown_wrongly(c.scope, r), kind.not_found, lambda: kind.get(store, c, obj),
+                                        f"{kind.name} by-id read from {caller!r} of a row at {r!r}")
+                    expect("SCOPE-BYID-4", type(err), missing,
+                           f"the error for a row at {r!r} from {caller!r} against a missing row's")
+    for caller, row, seen, rule in NAMED_PAIRS:
         if row in ROW_SCOPES:
             rid = next(i for i, (r, _) in rows.items() if r == S(row))
             listed = {x.id for x in kind.lists[0](store, ctx(caller), sh)}
-            assert (rid in listed) is seen, (caller, row)
+            expect(rule, rid in listed, seen, f"{kind.name}: the row at {row!r} listed from {caller!r}")
 
 
 def _exact_params(fn: Any) -> tuple[Any, Any]:
@@ -866,16 +970,17 @@ def test_exact_exists_only_where_the_area_file_gives_it():
     its area file gives ``exact``) offer it, each in one place, a keyword or a
     field of its filter, defaulting to False; no other list/count signature or
     filter offers it."""
-    for name, cls in CLASSES.items():
-        given = ALL[name].exact
-        for m in cls.methods:
-            keyword, field = _exact_params(getattr(cls.protocol, m.name))
-            assert (keyword is not None or field is not None) is (m.name in given), f"{m.name}: exact argument"
-            assert keyword is None or field is None, f"{m.name}: exact both as a keyword and in its filter"
-            if keyword is not None:
-                assert keyword.default is False, f"{m.name}: exact defaults to {keyword.default!r}"
-            if field is not None:
-                assert field.default is False, f"{m.name}: the filter's exact defaults to {field.default!r}"
+    with clause("SCOPE-EXACT-2", what="exact exists only where the area file gives it"):
+        for name, cls in CLASSES.items():
+            given = ALL[name].exact
+            for m in cls.methods:
+                keyword, field = _exact_params(getattr(cls.protocol, m.name))
+                assert (keyword is not None or field is not None) is (m.name in given), f"{m.name}: exact argument"
+                assert keyword is None or field is None, f"{m.name}: exact both as a keyword and in its filter"
+                if keyword is not None:
+                    assert keyword.default is False, f"{m.name}: exact defaults to {keyword.default!r}"
+                if field is not None:
+                    assert field.default is False, f"{m.name}: the filter's exact defaults to {field.default!r}"
 
 
 @pytest.mark.clause("SCOPE-EXACT-3")
@@ -888,15 +993,16 @@ def test_no_by_id_method_is_marked_exact_unless_its_class_says_so():
     area file starts marking one that its class does not name, so that it
     gets a test, or when a class's by-id example of a method it names is
     dropped."""
-    spec = resources.files("cortex_spec.spec")
-    for cls in CLASSES:
-        text = (spec / f"{cls}.md").read_text(encoding="utf-8")
-        marked = bool(re.search(r"\*\*exact\*\*|marked\s+exact|marks?\s+\S*\s*as\s+exact", text, re.I))
-        assert marked is bool(ALL[cls].exact_byid), (cls, sorted(ALL[cls].exact_byid))
-    for name, ex in ALL.items():
-        assert ex.byid_methods <= {op.name for op in ex.byid}, (name, ex.byid_methods)
-        assert not ex.exact_byid & {op.name for op in ex.byid}, (name, "an exact method with a by-id example")
-        assert ex.exact_byid <= {m.name for m in CLASSES[name].methods}, (name, ex.exact_byid)
+    with clause("SCOPE-EXACT-3", what="no by id method is marked exact unless its class says so"):
+        spec = resources.files("cortex_spec.spec")
+        for cls in CLASSES:
+            text = (spec / f"{cls}.md").read_text(encoding="utf-8")
+            marked = bool(re.search(r"\*\*exact\*\*|marked\s+exact|marks?\s+\S*\s*as\s+exact", text, re.I))
+            assert marked is bool(ALL[cls].exact_byid), (cls, sorted(ALL[cls].exact_byid))
+        for name, ex in ALL.items():
+            assert ex.byid_methods <= {op.name for op in ex.byid}, (name, ex.byid_methods)
+            assert not ex.exact_byid & {op.name for op in ex.byid}, (name, "an exact method with a by-id example")
+            assert ex.exact_byid <= {m.name for m in CLASSES[name].methods}, (name, ex.exact_byid)
 
 
 # ===========================================================================
@@ -934,16 +1040,17 @@ def test_by_id_outsiders_get_not_found(store, op):
     the row's scope, the by-id method raises the entity's NotFound, the same
     class as for a missing row, and writes nothing; afterwards the row's own
     scope can still act on it."""
-    key = op.setup(store, ctx(HOME))
-    before = op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME)
-    for outsider in OUTSIDERS_OF_HOME:
-        c = ctx(outsider)
-        err = raises(lambda: op.call(store, c, key), op.not_found)
-        missing = raises(lambda: op.call(store, c, op.missing()), op.not_found)
-        assert type(err) is type(missing), (outsider, type(err), type(missing))
-    assert op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME) == before
-    op.call(store, ctx(HOME), key)
-    op.done(store, ctx(HOME), key)
+    with clause("SCOPE-BYID-2", "SCOPE-BYID-4", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4", "SCOPE-VIS-5", "SCOPE-MODEL-4", "SCOPE-IMM-4", what="by id outsiders get not found"):
+        key = op.setup(store, ctx(HOME))
+        before = op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME)
+        for outsider in OUTSIDERS_OF_HOME:
+            c = ctx(outsider)
+            err = raises(lambda: op.call(store, c, key), op.not_found)
+            missing = raises(lambda: op.call(store, c, op.missing()), op.not_found)
+            assert type(err) is type(missing), (outsider, type(err), type(missing))
+        assert op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME) == before
+        op.call(store, ctx(HOME), key)
+        op.done(store, ctx(HOME), key)
 
 
 def _normalise(err: BaseException, key: str) -> tuple:
@@ -956,19 +1063,20 @@ def test_error_for_unreachable_row_reveals_nothing(store, op):
     """The error for a row out of reach reads like the error for a missing row
     (same class, same text once the id is blanked out) and never names the
     row's stored scope or any of its levels the caller does not itself hold."""
-    secret = "tenant=acme7/proj=secret9"
-    key = op.setup(store, ctx(secret))
-    for caller in ("tenant=acme7/proj=other", "tenant=zz", "other=acme7/proj=secret9",
-                   "tenant=acme7/proj=secret9/env=e1"):
-        c = ctx(caller)
-        missing_key = op.missing()
-        err = raises(lambda: op.call(store, c, key), op.not_found)
-        missing = raises(lambda: op.call(store, c, missing_key), op.not_found)
-        assert _normalise(err, key) == _normalise(missing, missing_key), caller
-        text = str(err) + repr(err.args)
-        for part in [secret] + [v for _, v in S(secret).levels] + [f"{k}={v}" for k, v in S(secret).levels]:
-            if part not in caller:
-                assert part not in text, f"error for an unreachable row mentions {part!r}: {text}"
+    with clause("SCOPE-BYID-3", "SCOPE-BYID-2", what="error for unreachable row reveals nothing"):
+        secret = "tenant=acme7/proj=secret9"
+        key = op.setup(store, ctx(secret))
+        for caller in ("tenant=acme7/proj=other", "tenant=zz", "other=acme7/proj=secret9",
+                       "tenant=acme7/proj=secret9/env=e1"):
+            c = ctx(caller)
+            missing_key = op.missing()
+            err = raises(lambda: op.call(store, c, key), op.not_found)
+            missing = raises(lambda: op.call(store, c, missing_key), op.not_found)
+            assert _normalise(err, key) == _normalise(missing, missing_key), caller
+            text = str(err) + repr(err.args)
+            for part in [secret] + [v for _, v in S(secret).levels] + [f"{k}={v}" for k, v in S(secret).levels]:
+                if part not in caller:
+                    assert part not in text, f"error for an unreachable row mentions {part!r}: {text}"
 
 
 # ===========================================================================
@@ -982,23 +1090,24 @@ def test_create_stores_ctx_scope_whatever_the_object_carries(store, kind):
     """The object's own scope (zero, equal, an ancestor, a descendant or an
     unrelated one) is ignored without error; the create returns and every read
     shows `ctx.scope`, and the row is not visible at the carried scope."""
-    sh = kind.shared()
-    c = ctx(HOME)
-    carried_scopes = [Scope(), S(HOME), S("ws=w1"), S("ws=w1/proj=p1/env=e9"), S("ws=zz"), S("ws=w1/proj=p2")]
-    for carried in carried_scopes:
-        obj = kind.new(sh, scope=carried)
-        created = kind.create(store, c, obj)
-        assert_scope(created.scope, S(HOME), "create result")
-        if kind.get is not None:
-            assert_scope(kind.get(store, c, obj).scope, S(HOME), "get")
-        for lst in kind.lists:
-            found = [r for r in lst(store, c, sh) if r.id == obj.id]
-            assert len(found) == 1
-            assert_scope(found[0].scope, S(HOME), "list")
-        if not carried.is_zero and not carried.covers(S(HOME)):
-            assert obj.id not in {r.id for r in kind.lists[0](store, Context(carried), sh)}
+    with clause("SCOPE-IMM-1", what="create stores ctx scope whatever the object carries"):
+        sh = kind.shared()
+        c = ctx(HOME)
+        carried_scopes = [Scope(), S(HOME), S("ws=w1"), S("ws=w1/proj=p1/env=e9"), S("ws=zz"), S("ws=w1/proj=p2")]
+        for carried in carried_scopes:
+            obj = kind.new(sh, scope=carried)
+            created = kind.create(store, c, obj)
+            assert_scope(created.scope, S(HOME), "create result")
             if kind.get is not None:
-                raises(lambda: kind.get(store, Context(carried), obj), kind.not_found)
+                assert_scope(kind.get(store, c, obj).scope, S(HOME), "get")
+            for lst in kind.lists:
+                found = [r for r in lst(store, c, sh) if r.id == obj.id]
+                assert len(found) == 1
+                assert_scope(found[0].scope, S(HOME), "list")
+            if not carried.is_zero and not carried.covers(S(HOME)):
+                assert obj.id not in {r.id for r in kind.lists[0](store, Context(carried), sh)}
+                if kind.get is not None:
+                    raises(lambda: kind.get(store, Context(carried), obj), kind.not_found)
 
 
 @pytest.mark.clause("SCOPE-IMM-4", "SCOPE-IMM-5")
@@ -1030,14 +1139,15 @@ def test_no_method_moves_a_row(store, cls):
 def test_ids_are_unique_across_all_scopes(store, kind):
     """Reusing an id from any scope, whether it can see the existing row or
     not, raises AlreadyExists and leaves the existing row as it was."""
-    sh = kind.shared()
-    original = kind.new(sh)
-    kind.create(store, ctx(HOME), original)
-    before = kind.observe(store, sh, original, ID_CALLERS)
-    for caller in ID_CALLERS:
-        impostor = kind.vary(original)
-        raises(lambda: kind.create(store, ctx(caller), impostor), AlreadyExists)
-    assert kind.observe(store, sh, original, ID_CALLERS) == before
+    with clause("SCOPE-ID-1", what="ids are unique across all scopes"):
+        sh = kind.shared()
+        original = kind.new(sh)
+        kind.create(store, ctx(HOME), original)
+        before = kind.observe(store, sh, original, ID_CALLERS)
+        for caller in ID_CALLERS:
+            impostor = kind.vary(original)
+            raises(lambda: kind.create(store, ctx(caller), impostor), AlreadyExists)
+        assert kind.observe(store, sh, original, ID_CALLERS) == before
 
 
 @pytest.mark.clause("SCOPE-ID-2", "SCOPE-ID-3", *clauses_of(KINDS, "same_reference"))
@@ -1048,13 +1158,14 @@ def test_same_reference_in_ancestor_and_descendant_scopes(store, kind):
     ancestor, a descendant and a sibling may carry the same reference
     (``Kind.same_reference``), each stored at its own scope and each caller
     seeing only what it covers."""
-    sh = kind.shared()
-    scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w1/proj=p2"]
-    made = {sc: kind.create(store, ctx(sc), kind.new(sh, **kind.same_reference)) for sc in scopes}
-    for caller in scopes:
-        got = {r.id: r.scope for r in kind.lists[0](store, ctx(caller), sh)}
-        expected = {made[sc].id: S(sc) for sc in scopes if S(caller).covers(S(sc))}
-        assert got == expected, caller
+    with clause("SCOPE-ID-2", "SCOPE-ID-3", what="same reference in ancestor and descendant scopes"):
+        sh = kind.shared()
+        scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w1/proj=p2"]
+        made = {sc: kind.create(store, ctx(sc), kind.new(sh, **kind.same_reference)) for sc in scopes}
+        for caller in scopes:
+            got = {r.id: r.scope for r in kind.lists[0](store, ctx(caller), sh)}
+            expected = {made[sc].id: S(sc) for sc in scopes if S(caller).covers(S(sc))}
+            assert got == expected, caller
 
 
 # ===========================================================================
@@ -1116,22 +1227,23 @@ def test_partition_and_principal_do_not_affect_visibility(store, kind):
     exactly as the scopes alone say, whatever partition and principal the
     reader carries.  (Rows of a partitioned kind are in addition confined to
     their partition, A2A-GEN-3: for them only the reader's principal is free.)"""
-    sh = kind.shared()
-    obj = kind.new(sh)
-    kind.create(store, Context(S(HOME), partition="part-a", principal="alice"), obj)
-    for caller, in_scope in [(HOME, True), ("ws=w1", True), ("ws=w1/proj=p2", False), ("ws=w10/proj=p1", False)]:
-        for partition, principal in [("", None), ("part-a", "alice"), ("part-b", "bob")]:
-            shown = in_scope and (not kind.partitioned or partition == "part-a")
-            c = Context(S(caller), partition=partition, principal=principal)
-            listed = {r.id for r in kind.lists[0](store, c, sh)}
-            assert (obj.id in listed) is shown, (caller, partition, principal)
-            if kind.get is not None:
-                if shown:
-                    assert_scope(kind.get(store, c, obj).scope, S(HOME))
-                else:
-                    raises(lambda: kind.get(store, c, obj), kind.not_found)
-    with pytest.raises(AlreadyExists):
-        kind.create(store, Context(S("ws=w9"), partition="part-a", principal="alice"), kind.vary(obj))
+    with clause("SCOPE-MODEL-6", what="partition and principal do not affect visibility"):
+        sh = kind.shared()
+        obj = kind.new(sh)
+        kind.create(store, Context(S(HOME), partition="part-a", principal="alice"), obj)
+        for caller, in_scope in [(HOME, True), ("ws=w1", True), ("ws=w1/proj=p2", False), ("ws=w10/proj=p1", False)]:
+            for partition, principal in [("", None), ("part-a", "alice"), ("part-b", "bob")]:
+                shown = in_scope and (not kind.partitioned or partition == "part-a")
+                c = Context(S(caller), partition=partition, principal=principal)
+                listed = {r.id for r in kind.lists[0](store, c, sh)}
+                assert (obj.id in listed) is shown, (caller, partition, principal)
+                if kind.get is not None:
+                    if shown:
+                        assert_scope(kind.get(store, c, obj).scope, S(HOME))
+                    else:
+                        raises(lambda: kind.get(store, c, obj), kind.not_found)
+        with pytest.raises(AlreadyExists):
+            kind.create(store, Context(S("ws=w9"), partition="part-a", principal="alice"), kind.vary(obj))
 
 
 def _mentions_scope(hint: object) -> bool:
@@ -1147,19 +1259,20 @@ def test_no_method_of_these_classes_takes_a_scope_argument():
     the class's own module tests them against the clause.  This test fails as
     soon as another such parameter appears, so that the new method gets its
     own COVERS-3 test, or when a named method no longer takes one."""
-    for cls in CLASSES.values():
-        given = ALL[cls.name].scope_args
-        declared = {name for name, _ in inspect.getmembers(cls.protocol, inspect.isfunction)
-                    if not name.startswith("_")} - {"close"}  # a store's close takes no ctx
-        assert declared == {m.name for m in cls.methods}, cls.name
-        for name in declared:
-            fn = getattr(cls.protocol, name)
-            hints = typing.get_type_hints(fn)
-            params = list(inspect.signature(fn).parameters)
-            assert params[:2] == ["self", "ctx"], (cls.name, name)
-            assert hints["ctx"] is Context, (cls.name, name)
-            takes = [p for p in params[2:] if "scope" in p.lower() or _mentions_scope(hints.get(p))]
-            if name in given:
-                assert takes, (cls.name, name, "named in Examples.scope_args but takes no scope")
-            else:
-                assert not takes, (cls.name, name, takes)
+    with clause("SCOPE-COVERS-3", what="no method of these classes takes a scope argument"):
+        for cls in CLASSES.values():
+            given = ALL[cls.name].scope_args
+            declared = {name for name, _ in inspect.getmembers(cls.protocol, inspect.isfunction)
+                        if not name.startswith("_")} - {"close"}  # a store's close takes no ctx
+            assert declared == {m.name for m in cls.methods}, cls.name
+            for name in declared:
+                fn = getattr(cls.protocol, name)
+                hints = typing.get_type_hints(fn)
+                params = list(inspect.signature(fn).parameters)
+                assert params[:2] == ["self", "ctx"], (cls.name, name)
+                assert hints["ctx"] is Context, (cls.name, name)
+                takes = [p for p in params[2:] if "scope" in p.lower() or _mentions_scope(hints.get(p))]
+                if name in given:
+                    assert takes, (cls.name, name, "named in Examples.scope_args but takes no scope")
+                else:
+                    assert not takes, (cls.name, name, takes)

@@ -17,7 +17,9 @@ its payload goes in.  Sites come from three places:
 A site is measured, not computed: the write is made once with a payload of
 one character and its stored row measured by ``cortex_spec``'s size
 function; since the payload appears once in the row, a payload of ``n``
-characters makes the row ``n - 1`` bytes larger.  The conversation rows of
+UTF-8 bytes makes the row ``n - 1`` bytes larger.  The payloads are partly
+two- and four-byte characters, so that a store measuring code points or
+UTF-16 units instead of bytes lets the row one byte over through.  The conversation rows of
 class a2a grow by what the store adds (participants) rather than by one
 payload; they have tests of their own at the end.
 """
@@ -58,6 +60,7 @@ from cortex_spec.testing import (
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
 from .examples import HOME, examples
+from .helpers import payload_of_bytes
 
 #: the scopes whose views prove that a refused write wrote nothing
 VIEW_SCOPES = [HOME, "ws=w1"]
@@ -274,7 +277,7 @@ def test_every_write_refuses_a_stored_row_over_8_mib(request, store, clock, site
     with clause(*clauses, what=f"{site.name} with a one-character payload"):
         _, probe = _write(store, site, c, w, "x")
     base = entity_size(probe) - 1  # the row's size without its payload
-    over = "x" * (MAX_ENTITY_BYTES + 1 - base)
+    over = payload_of_bytes(MAX_ENTITY_BYTES + 1 - base)
     if site.prepare is not None:
         site.prepare(store, c, w)
     before = _view(store, site, w)
@@ -283,7 +286,7 @@ def test_every_write_refuses_a_stored_row_over_8_mib(request, store, clock, site
     with clause(*clauses, what=f"the store after the refused {site.name}"):
         assert _view(store, site, w) == before, "a refused oversized write changed what the store shows"
     if site.exact:
-        at = "x" * (MAX_ENTITY_BYTES - base)
+        at = payload_of_bytes(MAX_ENTITY_BYTES - base)
         with clause(*clauses, what=f"{site.name} storing a row of exactly {MAX_ENTITY_BYTES} bytes"):
             _, stored = _write(store, site, c, w, at)
             assert entity_size(stored) == MAX_ENTITY_BYTES, entity_size(stored)
@@ -334,7 +337,8 @@ def _conversation_of_size(store: Any, c: Context, target: int) -> Any:
     agent = _text_of_bytes(min(rest - 1, 1017), "Z")
     people += (Address(agent, _text_of_bytes(rest - len(agent.encode("utf-8")), "")),)
     stored = store.create_conversation(c, make(people))
-    assert entity_size(stored) == target, (entity_size(stored), target)
+    with clause("RSC-GEN-8", what=f"a conversation grown to {target} bytes as stored"):
+        assert entity_size(stored) == target, (entity_size(stored), target)
     return stored
 
 

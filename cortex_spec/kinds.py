@@ -505,6 +505,10 @@ class Filter:
     flag: Any = UNSET
 
 
+#: The arguments of a paged listing (a keyword or a field of its filter):
+#: rows to skip, then at most how many (``0``: all).
+PAGE_ARGUMENTS = ("offset", "limit")
+
 #: Orders are ``((field, descending), ...)``.
 Order = tuple[tuple[str, bool], ...]
 
@@ -912,7 +916,7 @@ def _listing_keywords(listing: Listing, paged: bool = True) -> set[str]:
     if listing.exact:
         out.add("exact")
     if listing.paged and paged:
-        out |= {"limit", "offset"}
+        out |= set(PAGE_ARGUMENTS)
     return out
 
 

@@ -118,8 +118,10 @@ def _listing_args(data: Any, table: k.Table, listing: k.Listing, refs: tuple, pa
     if listing.exact:
         args["exact"] = data.draw(st.booleans(), "exact")
     if listing.paged and paged:
-        args["limit"] = data.draw(st.sampled_from((0, 1, 2, -1)), "limit")
-        args["offset"] = data.draw(st.sampled_from((0, 1, 3)), "offset")
+        # 0 (no limit), 1, about the rows a scenario holds and beyond them;
+        # offsets past the first row, inside a page and past the end
+        args["limit"] = data.draw(st.sampled_from((0, 1, 2, 3, 8, -1)), "limit")
+        args["offset"] = data.draw(st.sampled_from((0, 1, 2, 3, 9)), "offset")
     return args
 
 

@@ -826,6 +826,72 @@ class NameUniqueEverywhere(_StorageMutant):
     storage = _GlobalNameStorage
 
 
+# -- generic suites (varygen): stored kinds' pages, counts and by-name ties ------------------
+
+
+class _CountDropsFlagsStorage(MemoryStorage):
+    def count(self, table, query):
+        kept = tuple((f, v) for f, v in query.where if not isinstance(v, bool))
+        return super().count(table, attrs.evolve(query, where=kept))
+
+
+class CountIgnoresFlagFilter(_StorageMutant):
+    """A count drops the listing's boolean filters (``default_only``: the
+    flag read as "the argument was given"), so it counts every row the
+    list's other conditions select."""
+
+    storage = _CountDropsFlagsStorage
+
+
+class _FoldedPageStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.scope is None or query.exact or not (query.limit or query.offset):
+            return super().select(table, query)
+        rows = super().select(table, attrs.evolve(query, scope=None, limit=0, offset=0))
+        caller = query.scope.canonical().casefold() + "/"
+        rows = [r for r in rows if (r.scope.canonical().casefold() + "/").startswith(caller)]
+        return page(rows, query.limit, query.offset)
+
+
+class PagesFoldScopeCase(_StorageMutant):
+    """A paged list walks an index on the scope's case-folded text (a NOCASE
+    collation the unpaged query does not use): a page shows rows at scopes
+    that differ from the caller's only in case."""
+
+    storage = _FoldedPageStorage
+
+
+class _ByNameScopeTextStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.order is BY_NAME_ORDER:
+            query = attrs.evolve(query, order=(("scope", False), ("created_at", False),
+                                               ("scope_text", False), ("id", False)))
+        return super().select(table, query)
+
+
+class ByNameTieByScopeText(_StorageMutant):
+    """A by-name read that finds two rows at one depth created at one instant
+    picks the one whose scope sorts first (ORDER BY depth, created_at, scope),
+    not the smaller id."""
+
+    storage = _ByNameScopeTextStorage
+
+
+class _ByNameByIdStorage(MemoryStorage):
+    def select(self, table, query):
+        if query.order is BY_NAME_ORDER:
+            query = attrs.evolve(query, order=(("scope", False), ("id", False)))
+        return super().select(table, query)
+
+
+class ByNameIgnoresCreatedAt(_StorageMutant):
+    """A by-name read breaks a tie at one depth by the smaller id alone
+    (TypeIDs are time-ordered, so "the oldest" looked redundant): a row
+    created later under a smaller id wins."""
+
+    storage = _ByNameByIdStorage
+
+
 # -- class memory (the methods are written once: a mutant overrides one) ---------------------
 
 
@@ -1604,6 +1670,11 @@ MUTANTS: list[Mutant] = [
     _m("admin-inspect-repairs", InspectRepairs, ("ADMIN-INSPECT-3",), ("admin", "runs", "catalog")),
     _m("admin-inspect-skips-stored-kinds", InspectSkipsCatalog, ("ADMIN-INSPECT-1",), ("admin", "runs", "catalog")),
     _m("preparation-without-snapshot", CaptureWithoutSnapshot, ("PREP-2",)),
+    # generic suites (varygen): pages, counts and by-name ties of stored kinds
+    _m("kinds-pages-fold-scope-case", PagesFoldScopeCase, ("SCOPE-MODEL-4",), ("catalog",)),
+    _m("kinds-count-ignores-flag-filter", CountIgnoresFlagFilter, ("MC-GEN-8",), ("memory",)),
+    _m("kinds-by-name-tie-by-scope-text", ByNameTieByScopeText, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
+    _m("kinds-by-name-ignores-created-at", ByNameIgnoresCreatedAt, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
