@@ -22,9 +22,10 @@ Histories split into independent sub-histories by object
 (P-compositionality): calls carry the set of object keys they touch, calls
 that share a key are checked together, and a call that spans every object
 (``keys is None``, e.g. a list) keeps the history whole.  The sub-histories
-are searched together, in turns of a few thousand steps, smallest first, and
-the first violation found ends the check: one long linearizable
-sub-history cannot spend the budget before a violating one is looked at.
+are searched together, in turns of a few thousand steps, smallest first
+(each set up when its first turn comes), and the first violation found ends
+the check: one long linearizable sub-history cannot spend the budget before
+a violating one is looked at, and none is set up after a violation.
 
 Two sound reductions keep the search small without changing a verdict or
 the deepest point reached: the model's answers are remembered per call and
@@ -321,8 +322,10 @@ class _Search:
         of the state it leads to: the model is a function, and the search
         often asks it the same question again (a read leaves the state as it
         was, and every configuration reached from it tries that call next).
-        When most questions turn out new (states that keep growing), the
-        cache is dropped.
+        The cache starts at the first backtrack (a search that has not
+        backtracked seldom asks a question twice, and most searches of small
+        sub-histories never do); when most questions turn out new (states
+        that keep growing), it is dropped.
         """
         calls = self.calls
         n = len(calls)
@@ -331,9 +334,7 @@ class _Search:
         step = self.model.step
         # one dict per call, made at its first step (until then a shared empty one)
         results: list[dict[Hashable, tuple[bool, Any, Outcome | None, Any]]] = [_NO_RESULTS] * n
-        # off until the first backtrack: a search that never backtracks rarely
-        # asks a question twice
-        caching = False
+        caching = False  # until the first backtrack
         backtracked = False
         misses = 0
         exact = n <= _EXACT_CALLS
