@@ -18,7 +18,9 @@ Each history is checked by both checkers in turn: ``--rounds`` rounds of
 ``--block`` checks by each (which one goes first alternates); the times
 compared are both in-process check times (Porcupine with ``GOMAXPROCS=1``,
 as ours uses one core); per history the ratio is median(ours) /
-median(Porcupine).  The loaded corpus is frozen out of the garbage
+median(Porcupine) (``--statistic min``: the fastest check of each, which
+on a loaded machine is the least preempted one; the first line gives the
+load average).  The loaded corpus is frozen out of the garbage
 collector's sight (``gc.freeze``), as ``timeit`` switches it off.  The table
 gives, per family and size, verdict agreement and the median ratio; the last
 lines say whether the targets are met: identical verdicts, median ratio
@@ -243,9 +245,10 @@ def histories_file(shared: Path, out: Path, regenerate: bool) -> Path:
 def measure(
     histories: list[dict[str, Any]], selected: list[int], porcupine: Porcupine, check: Callable[..., Any],
     rounds: int, block: int, budget: float, per_history_s: float, progress: bool,
+    statistic: Callable[[list[float]], float] = statistics.median,
 ) -> Iterator[dict[str, Any]]:
     """Per history, ``rounds`` rounds of ``block`` checks by each checker (the
-    first to go alternates); each timed in-process; medians."""
+    first to go alternates); each timed in-process; medians (or ``statistic``)."""
     models = {"etcd": EtcdRegister, "kv": KeyValue, "claim": _claim_register()}
     for n, index in enumerate(selected):
         h = histories[index]
@@ -272,7 +275,7 @@ def measure(
         row = {
             "name": h["name"], "family": h["family"], "size": h["size"], "ops": len(calls),
             "ours": "/".join(sorted(ours_v)), "theirs": "/".join(sorted(theirs_v)),
-            "ours_s": statistics.median(ours_t), "theirs_s": statistics.median(theirs_t),
+            "ours_s": statistic(ours_t), "theirs_s": statistic(theirs_t),
             "reps": len(ours_t),
         }
         row["ratio"] = row["ours_s"] / max(row["theirs_s"], 1e-9)
@@ -350,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="no further round of a history after this many seconds (at least one round)")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds per check, both checkers")
     parser.add_argument("--gomaxprocs", type=int, default=1, help="GOMAXPROCS for Porcupine (our checker uses one core)")
+    parser.add_argument("--statistic", choices=("median", "min"), default="median",
+                        help="per history, each checker's time: the median of its checks (the targets), or the "
+                             "fastest (on a loaded machine, the least preempted: longer checks are preempted more)")
     parser.add_argument("--only", help="regular expression: check only histories whose name matches")
     parser.add_argument("--checker", type=Path, help="check with this linearizability.py instead of the project's")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per history, slowest ratio first")
@@ -379,13 +385,16 @@ def main(argv: list[str] | None = None) -> int:
     check = load_checker(args.checker)
     print(f"linearizability checker ({args.checker or 'stateful/linearizability.py'}) vs Porcupine "
           f"(GOMAXPROCS={args.gomaxprocs}): {len(selected)} histories, up to {args.rounds} rounds of "
-          f"{args.block} checks each, budget {args.budget:g} s; ratio = our median time / Porcupine's")
+          f"{args.block} checks each, budget {args.budget:g} s; ratio = our {args.statistic} time / Porcupine's; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     try:
         rows = list(measure(histories, selected, porcupine, check, args.rounds, args.block, args.budget,
-                            args.per_history, not args.quiet))
+                            args.per_history, not args.quiet, {"median": statistics.median, "min": min}[args.statistic]))
     finally:
         porcupine.close()
-    return 0 if report(rows, args.verbose) else 1
+    met = report(rows, args.verbose)
+    print(f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ Histories split into independent sub-histories by object
 (P-compositionality): calls carry the set of object keys they touch, calls
 that share a key are checked together, and a call that spans every object
 (``keys is None``, e.g. a list) keeps the history whole.  The sub-histories
-are searched together, in turns of a few thousand steps, smallest first, and
-the first violation found ends the check: one long linearizable
-sub-history cannot spend the budget before a violating one is looked at.
+are searched together, in turns of a few thousand steps, smallest first
+(each set up when its first turn comes), and the first violation found ends
+the check: one long linearizable sub-history cannot spend the budget before
+a violating one is looked at, and none is set up after a violation.
 
 Two sound reductions keep the search small without changing a verdict or
 the deepest point reached: the model's answers are remembered per call and
@@ -58,7 +59,7 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
-from collections.abc import Generator, Hashable, Iterator, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -183,7 +184,6 @@ _EXACT_CALLS = 256
 _INF = float("inf")
 _start = attrgetter("start")
 _end = attrgetter("end")
-_kind = attrgetter("outcome.kind")
 _keys_of = attrgetter("op.keys")
 _op = attrgetter("op")
 _outcome = attrgetter("outcome")
@@ -195,17 +195,6 @@ _NO_RESULTS: dict[Any, Any] = {}
 #: hashes the set in O(1) per step (Zobrist hashing).
 _ZOBRIST: list[int] = []
 _zobrist_source = random.Random(0x5EED)
-
-
-def _where(items: list[Any], value: Any) -> Iterator[int]:
-    """The positions of ``value`` in ``items`` (found by ``list.index``: few, mostly none)."""
-    i = -1
-    try:
-        while True:
-            i = items.index(value, i + 1)
-            yield i
-    except ValueError:
-        return
 
 
 def _zobrist(n: int) -> list[int]:
@@ -249,17 +238,16 @@ class _Search:
         times = list(map(_start, calls))
         ends = list(map(_end, calls))
         #: calls that never completed (in call order)
-        self.open = sorted({*_where(ends, None), *_where(list(map(_kind, calls)), "unknown")})
+        self.open = [i for i, c in enumerate(calls) if c.end is None or c.outcome.kind == "unknown"]
         for i in self.open:
             ends[i] = _INF
         times += ends
         m = 2 * n
         # A stable sort of invocations-then-responses by time breaks ties as
-        # required: invocations first, each kind in call order.
+        # required: invocations first, each kind in call order.  Sorting the
+        # positions by entry inverts the permutation (faster than a loop).
         self.entry = entry = sorted(range(m), key=times.__getitem__)
-        position = [0] * m
-        for p, q in enumerate(entry):
-            position[q] = p
+        position = sorted(range(m), key=entry.__getitem__)
         self.inv_pos = position[:n]
         self.ret_pos = position[n:]
         self.head, self.tail = m, m + 1
@@ -284,15 +272,23 @@ class _Search:
         as ``~i``.
         """
         twin = [-1] * len(self.calls)
-        latest: dict[tuple[Op, Outcome], int] = {}
         entry = self.entry
+        if len(self.open) < 2:
+            return twin, entry
+        # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
+        # its context, in Python), then compared in full within a group.
+        alike: dict[tuple[Any, ...], list[int]] = {}
+        calls = self.calls
         for i in self.open:
-            c = self.calls[i]
+            op, outcome = calls[i].op, calls[i].outcome
             try:
-                earlier = latest.get((c.op, c.outcome), -1)
-                latest[c.op, c.outcome] = i
-            except TypeError:  # unhashable arguments: no twins
+                group = alike.setdefault(
+                    (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value), []
+                )
+            except TypeError:  # unhashable arguments or value: no twins
                 continue
+            earlier = next((j for j in reversed(group) if calls[j].op == op and calls[j].outcome == outcome), -1)
+            group.append(i)
             if earlier >= 0:
                 if entry is self.entry:
                     entry = list(entry)
@@ -326,8 +322,10 @@ class _Search:
         of the state it leads to: the model is a function, and the search
         often asks it the same question again (a read leaves the state as it
         was, and every configuration reached from it tries that call next).
-        When most questions turn out new (states that keep growing), the
-        cache is dropped.
+        The cache starts at the first backtrack (a search that has not
+        backtracked seldom asks a question twice, and most searches of small
+        sub-histories never do); when most questions turn out new (states
+        that keep growing), it is dropped.
         """
         calls = self.calls
         n = len(calls)
@@ -336,7 +334,8 @@ class _Search:
         step = self.model.step
         # one dict per call, made at its first step (until then a shared empty one)
         results: list[dict[Hashable, tuple[bool, Any, Outcome | None, Any]]] = [_NO_RESULTS] * n
-        caching = True
+        caching = False  # until the first backtrack
+        backtracked = False
         misses = 0
         exact = n <= _EXACT_CALLS
         zobrist = [] if exact else _zobrist(n)
@@ -376,6 +375,8 @@ class _Search:
                     stale = False
                 x, state, lin, z = stack.pop()  # backtrack
                 depth -= 1
+                if not backtracked:
+                    backtracked = caching = True
                 if depth < agree:  # noqa: PLR1730 - a call to min() costs more in the hot loop
                     agree = depth
                 q = ret_pos[x]
@@ -595,7 +596,9 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     The sub-histories (see :func:`partition`) are searched in turns (of
     ``_TURN * _SLICE`` steps, or a ``1/_TURN`` share of the budget), smallest
     first, so most end within their first turn; the first violation ends the
-    check, and running out of ``budget_s`` seconds gives ``unknown``.
+    check, and running out of ``budget_s`` seconds gives ``unknown``.  A
+    sub-history's search is set up when its first turn comes (most never
+    need a second), so a check that stops early sets up no others.
     """
     started = turn_started = time.monotonic()
     deadline = started + budget_s
@@ -603,12 +606,18 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     for part in parts:
         part.sort(key=_start)
     parts.sort(key=len)
-    running = deque((search, search.run()) for search in [_Search(model, part) for part in parts])
+    # one entry per undecided sub-history: [its calls, its search, the search's
+    # turns]; the search is made when its first turn comes
+    running: deque[list[Any]] = deque([part, None, None] for part in parts)
     finished = 0
     pauses = 0
     while running:
-        search, turns = running[0]
-        if next(turns, _DONE) is _DONE:
+        entry = running[0]
+        if entry[1] is None:
+            entry[1] = search = _Search(model, entry[0])
+            entry[2] = search.run()
+        search = entry[1]
+        if next(entry[2], _DONE) is _DONE:
             running.popleft()
             pauses = 0
             turn_started = time.monotonic()
@@ -619,18 +628,18 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
                     calls=tuple(map(_index, search.calls)),
                     best_order=search.result.best_order,
                     unexplained=search.result.unexplained,
-                    steps=finished + sum(s.steps for s, _ in running),
+                    steps=finished + _steps(running),
                     seconds=time.monotonic() - started,
                     partitions=len(parts),
                 )
             continue
         now = time.monotonic()
         if now > deadline:
-            undecided = sorted((c for s, _ in running for c in s.calls), key=_start)
+            undecided = sorted((c for e in running for c in e[0]), key=_start)
             return Verdict(
                 "unknown",
                 calls=tuple(map(_index, undecided)),
-                steps=finished + sum(s.steps for s, _ in running),
+                steps=finished + _steps(running),
                 seconds=time.monotonic() - started,
                 partitions=len(parts),
             )
@@ -640,3 +649,8 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
             pauses = 0
             turn_started = now
     return Verdict("ok", steps=finished, seconds=time.monotonic() - started, partitions=len(parts))
+
+
+def _steps(running: deque[list[Any]]) -> int:
+    """Steps taken by the searches of undecided sub-histories."""
+    return sum(e[1].steps for e in running if e[1] is not None)

@@ -334,3 +334,43 @@ def test_a_violating_partition_is_found_while_another_would_exhaust_the_budget()
     assert set(verdict.calls) == {c.index for c in bad}
     assert [u.call for u in verdict.unexplained] == [bad[-1].index]
     assert verdict.partitions == 2
+
+
+def test_a_violation_in_the_smallest_sub_history_sets_up_no_other_search(monkeypatch):
+    # three sub-histories, smallest first: the first is a stale read, so the
+    # check ends in its first turn and the two larger ones are never set up
+    made = []
+
+    class Counted(linearizability._Search):
+        def __init__(self, model, calls):
+            made.append(len(calls))
+            super().__init__(model, calls)
+
+    monkeypatch.setattr(linearizability, "_Search", Counted)
+    stale = [W(0, 0, "a", 1, 0, 1), W(1, 0, "a", 2, 2, 3), R(2, 1, "a", 1, 4, 5)]
+    fine = {key: [W(10 * n + i, 2, key, i, 10 * i, 10 * i + 1) for i in range(n)]
+            for key, n in (("b", 4), ("c", 5))}
+    verdict = check(Register(), fine["c"] + stale + fine["b"])
+    assert verdict.result == "violation" and set(verdict.calls) == {0, 1, 2}
+    assert verdict.partitions == 3
+    assert made == [3]
+    # without the violation every sub-history is set up, smallest first
+    made.clear()
+    assert check(Register(), fine["c"] + stale[:2] + fine["b"]).ok
+    assert made == [2, 4, 5]
+
+
+def test_twins_are_open_calls_with_equal_operations_and_outcomes():
+    # never-returned writes: 0 and 2 are equal (2 follows 0), 1 differs from
+    # them only in its context, 3 has an unhashable argument (no twin, no error)
+    other = ctx("workspace=w1")
+    calls = [
+        Call(0, 0, Op("write", ZERO, ("x", 1), keys=frozenset({"x"})), 0, None, UNKNOWN),
+        Call(1, 1, Op("write", other, ("x", 1), keys=frozenset({"x"})), 1, None, UNKNOWN),
+        Call(2, 2, Op("write", ZERO, ("x", 1), keys=frozenset({"x"})), 2, None, UNKNOWN),
+        Call(3, 3, Op("write", ZERO, ("x", [1]), keys=frozenset({"x"})), 3, None, UNKNOWN),
+        Call(4, 4, Op("write", ZERO, ("x", [1]), keys=frozenset({"x"})), 4, None, UNKNOWN),
+    ]
+    twin, _ = linearizability._Search(Register(), calls)._twins()
+    assert twin == [-1, -1, 0, -1, -1]
+    assert check(Register(), calls[:3] + [R(5, 5, "x", 1, 6, 7)]).ok
