@@ -452,6 +452,69 @@ class AskDeadlineOnClaimSide(MemoryStore):
         return [detach(a) for a in page(rows, limit, 0)]
 
 
+# (issue 18 item 4, a2a: bugs that hide behind one sender, a first page, a short limit)
+
+
+class HopCeilingPerSender(MemoryStore):
+    """record_message checks the hop ceiling against the messages of the
+    envelope's sender (a per-sender budget): with several senders a
+    conversation goes past its ceiling."""
+
+    def record_message(self, ctx, envelope):
+        require_scope(ctx)
+        with self._tx() as t:
+            now = self._now()
+            candidate = validate_new_envelope(envelope, ctx, now)
+            conv = self._visible_row(t.a2a_conversations, ctx, candidate.conversation_id,
+                                     ConversationNotFound, "conversation")
+            existing = t.a2a_messages.get(candidate.id)
+            if existing is not None:
+                if same_envelope(existing, candidate):
+                    return detach(existing)
+                raise AlreadyExists("message exists")
+            if conv.status != ConversationStatus.OPEN:
+                raise ConversationClosed("closed")
+            sent = sum(1 for m in t.a2a_messages.values()
+                       if m.conversation_id == conv.id and m.sender == candidate.sender)
+            if sent + 1 > conv.hop_ceiling:
+                raise HopCeilingExceeded("no hops left")
+            charged, stored = admit(conv, candidate, now)
+            t.a2a_conversations[charged.id] = charged
+            t.a2a_messages[stored.id] = detach(stored)
+            return detach(stored)
+
+
+class InboxPagesBeforeNodeFilter(MemoryStore):
+    """list_inbox pages the rows of the receiver's agent and drops the
+    remote ones (``worker@peer``) afterwards: a page after the first comes
+    out short or shifted when remote mail is interleaved."""
+
+    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+        super().list_inbox(ctx, agent, unread_only=unread_only, conversation_id=conversation_id)  # validation
+        limit, offset = check_page(limit, offset)
+        with self._tx() as t:
+            rows = [d for d in t.a2a_deliveries.values()
+                    if visible(ctx, d) and d.receiver.agent == agent and d.state == DeliveryState.DELIVERED
+                    and (not unread_only or d.read_at is None)
+                    and (conversation_id is None
+                         or getattr(t.a2a_messages.get(d.message_id), "conversation_id", None) == conversation_id)]
+            rows.sort(key=lambda d: (d.created_at, d.id))
+            return [detach(d) for d in page(rows, limit, offset) if d.receiver.node == ""]
+
+
+class QueueDropsLookAhead(MemoryStore):
+    """list_queued_deliveries reads ``limit + 1`` rows to learn whether more
+    follow and drops the last one read even when it was not the extra one:
+    a limit of exactly the number of queued rows, or more, loses a row."""
+
+    def list_queued_deliveries(self, ctx, limit=0):
+        rows = super().list_queued_deliveries(ctx, 0)
+        limit, _ = check_page(limit)
+        if limit <= 0:
+            return rows
+        return rows[:limit + 1][:-1] if len(rows) > limit else rows[:-1]
+
+
 class Amnesia(MemoryStore):
     """Keeps everything in the store object, not in the storage: a restart
     loses every acknowledged write."""
@@ -1544,6 +1607,10 @@ MUTANTS: list[Mutant] = [
     # without a token check, a token of the wrong type is not refused either (A2A-GEN-12)
     _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14", "A2A-GEN-12")),
     _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9", "A2A-ASK-8", "A2A-ASK-12")),
+    # a2a, issue 18 item 4 (varied actors, pages among look-alike rows, limits at n and beyond)
+    _m("a2a-hop-ceiling-per-sender", HopCeilingPerSender, ("A2A-HOP-7", "A2A-HOP-10")),
+    _m("a2a-inbox-pages-before-node-filter", InboxPagesBeforeNodeFilter, ("A2A-GEN-10", "A2A-INBOX-1")),
+    _m("a2a-queue-drops-look-ahead", QueueDropsLookAhead, ("A2A-GEN-10", "A2A-QUEUE-1")),
     # a restart loses everything (MACH-DUR-1), and so does a worker's own
     # store opened on the same storage (MACH-CRASH-1): whichever comes first
     Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1", "MACH-CRASH-1"),
