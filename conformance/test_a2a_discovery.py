@@ -28,12 +28,11 @@ from cortex_spec.testing import (
     state_view,
 )
 
+from .a2a_world import HOME, MS
 from .examples import Examples, Fixture
 
-HOME = "ws=w1/proj=p1"
 PLACES = [ctx(HOME), ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
           ctx("ws=w1/proj=p10"), ctx(HOME, "orch-1")]
-MS = timedelta(milliseconds=1)
 
 
 def _mine(c: Context, rows: list) -> list:

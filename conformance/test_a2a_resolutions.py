@@ -40,32 +40,20 @@ from cortex_spec.testing import (
     expect_raises,
     expect_result,
     make_ask,
-    make_conversation,
     race,
     state_view,
 )
 
+from .a2a_world import HOME, MS, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture
-
-HOME = "ws=w1/proj=p1"
-#: scopes and partitions that must not see a row stored at HOME in partition ""
-OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
-             ctx(HOME, "orch-1"), ctx(HOME, "ORCH"), ctx("ws=w1/proj=p10")]
-MS = timedelta(milliseconds=1)
-
 
 def _reply(conversation_id: str, *contents: str, complete: bool = True, performative: str = "inform") -> AskReply:
     return AskReply(tuple(AskReplyItem(performative, f"worker-{i}", c, conversation_id)
                           for i, c in enumerate(contents)), complete)
 
 
-class W:
+class W(ConversationWorld):
     """A conversation at ``where`` and asks on it."""
-
-    def __init__(self, store: Any, where: str | Context = HOME) -> None:
-        self.s = store
-        self.c = where if isinstance(where, Context) else ctx(where)
-        self.conv = store.create_conversation(self.c, make_conversation()).id
 
     def ask(self, **fields: Any) -> PendingAsk:
         return self.s.create_pending_ask(self.c, make_ask(self.conv, **fields))
@@ -75,15 +63,11 @@ class W:
 
 
 def _view(store: Any, c: Context, reply_withs: list[str]) -> dict:
-    view = state_view(store, [c, ctx("ws=w1"), ctx(HOME, "orch-1")], reply_withs=reply_withs, classes={"a2a"})
-    for sc in (c, ctx(HOME, "orch-1")):
-        view[f"page@{sc.scope.canonical()}#{sc.partition}"] = store.list_ask_resolutions(sc, "", 256)
-        for rw in reply_withs:
-            try:
-                view[f"res[{rw}]@{sc.scope.canonical()}#{sc.partition}"] = store.get_ask_resolution(sc, rw)
-            except AskResolutionNotFound:
-                view[f"res[{rw}]@{sc.scope.canonical()}#{sc.partition}"] = "<none>"
-    return view
+    view = state_view(store, view_places(c), reply_withs=reply_withs, classes={"a2a"})
+    places = (c, ctx(HOME, "orch-1"))
+    for sc in places:
+        view[f"page@{place(sc)}"] = store.list_ask_resolutions(sc, "", 256)
+    return read_each(view, "res", places, reply_withs, store.get_ask_resolution, AskResolutionNotFound)
 
 
 # -- the definitions, computed here (A2A-RES-3/4) -------------------------------------------
