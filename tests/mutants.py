@@ -61,7 +61,7 @@ from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
 from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
 from cortex_spec.checkpoints import validate_decision
-from cortex_spec.validation import check_instant, check_page, page
+from cortex_spec.validation import check_bool, check_instant, check_page, page
 from cortex_spec.gateway import (
     ItemStatus,
     check_cutoff,
@@ -476,15 +476,17 @@ class HopCeilingPerSender(MemoryStore):
                 t.a2a_conversations[conv.id] = replace(now, hop_ceiling=conv.hop_ceiling)
 
 
-class InboxPagesBeforeNodeFilter(InboxIgnoresNode):
-    """list_inbox pages the rows of the receiver's agent and drops the
-    remote ones (``worker@peer``) afterwards: a page after the first comes
-    out short or shifted when remote mail is interleaved."""
+class InboxPagesBeforeUnreadFilter(MemoryStore):
+    """list_inbox pages the delivered rows and drops the read ones
+    afterwards (the unread filter applied to the page): with read mail
+    interleaved, an unread page after the first comes out short or
+    shifted."""
 
     def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
-        rows = super().list_inbox(ctx, agent, unread_only=unread_only, conversation_id=conversation_id,
-                                  limit=limit, offset=offset)
-        return [d for d in rows if d.receiver.node == ""]
+        require_scope(ctx)
+        unread_only = check_bool(unread_only, "unread_only")
+        rows = super().list_inbox(ctx, agent, conversation_id=conversation_id, limit=limit, offset=offset)
+        return [d for d in rows if d.read_at is None] if unread_only else rows
 
 
 class QueueDropsLookAhead(MemoryStore):
@@ -610,6 +612,20 @@ class OrderByFormattedText(MemoryGateway):
 def _text_of(instant):
     """The instant as given (its own offset), truncated to milliseconds."""
     return rfc3339_nano(instant.replace(microsecond=instant.microsecond - instant.microsecond % 1000))
+
+
+class PendingPagesOpenRows(MemoryGateway):
+    """pending pages every row that is not done and keeps the pending ones
+    afterwards (one query of the open rows): with replied rows received in
+    between, a page after the first comes out short or shifted."""
+
+    def pending(self, ctx, limit=0, offset=0):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        with self._tx() as t:
+            rows = [r for r in t.gw_items.values() if r.item.status != ItemStatus.DONE]
+            return [detach(r.item) for r in page(refgw._order(rows), limit, offset)
+                    if r.item.status == ItemStatus.PENDING]
 
 
 class ReplyOverwritten(MemoryGateway):
@@ -1594,7 +1610,7 @@ MUTANTS: list[Mutant] = [
     _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9", "A2A-ASK-8", "A2A-ASK-12")),
     # a2a, issue 18 item 4 (varied actors, pages among look-alike rows, limits at n and beyond)
     _m("a2a-hop-ceiling-per-sender", HopCeilingPerSender, ("A2A-HOP-7", "A2A-HOP-10")),
-    _m("a2a-inbox-pages-before-node-filter", InboxPagesBeforeNodeFilter, ("A2A-GEN-10", "A2A-INBOX-1")),
+    _m("a2a-inbox-pages-before-unread-filter", InboxPagesBeforeUnreadFilter, ("A2A-GEN-10", "A2A-INBOX-3")),
     _m("a2a-queue-drops-look-ahead", QueueDropsLookAhead, ("A2A-GEN-10", "A2A-QUEUE-1")),
     # a restart loses everything (MACH-DUR-1), and so does a worker's own
     # store opened on the same storage (MACH-CRASH-1): whichever comes first
@@ -1611,6 +1627,8 @@ MUTANTS: list[Mutant] = [
     _m("gw-reply-not-durable", _opener(ReplyNotDurable), ("GW-CRASH-3", "GW-CRASH-4", "GW-OPEN-5", "GW-SCOPE-4")),
     _m("gw-lock-left-by-dead-holder", _opener(LockLeftByDeadHolder), ("GW-OPEN-6", "GW-CRASH-9")),
     _m("gw-no-lock", NoLockStore, ("GW-OPEN-1", "GW-OPEN-2", "GW-RACE-9")),
+    # gateway, issue 18 item 4 (a queue paged among the rows of the other statuses)
+    _m("gw-pending-pages-open-rows", _opener(PendingPagesOpenRows), ("GW-Q-4",)),
     _m("catalog-unescaped-like", UnescapedLikeSearch, ("MC-GEN-10",), ("catalog",)),
     _m("catalog-caseless-by-name", CaseInsensitiveByName, ("CAT-GEN-5",)),
     _m("catalog-newest-by-name", NewestByName, ("CAT-GEN-5", "MC-GEN-9")),
