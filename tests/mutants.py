@@ -461,6 +461,7 @@ class HopCeilingPerSender(MemoryStore):
     conversation goes past its ceiling."""
 
     def record_message(self, ctx, envelope):
+        require_scope(ctx)
         with self._tx() as t:
             conv = t.a2a_conversations.get(getattr(envelope, "conversation_id", None))
             if conv is None or not visible(ctx, conv):
@@ -952,6 +953,40 @@ class OrderByTimestamp(MemoryStore):
         everything.sort(key=lambda m: m.timestamp or floor)
         limit, _ = check_page(limit)
         return everything[-limit:] if limit else everything
+
+
+# (issue 18 item 4, memory: bugs that hide behind one agent and one session)
+
+
+class SummariesOfEveryAgent(MemoryStore):
+    """load_summaries selects by scope only: the agent filter is lost, and
+    every agent's summaries come back."""
+
+    def load_summaries(self, ctx, agent_id):
+        from cortex_spec import memory as mem
+
+        super().load_summaries(ctx, agent_id)  # validation
+        rows = self._crud.storage.select(mem.SUMMARIES, Query(require_scope(ctx),
+                                                              order=(("created_at", False), ("id", False))))
+        return [r.text for r in rows]
+
+
+class NewestBeforeSessionFilter(MemoryStore):
+    """load_conversation with a limit takes the agent's newest ``limit``
+    messages and keeps those of the session afterwards: saves to the
+    agent's other sessions push this one's messages out."""
+
+    def load_conversation(self, ctx, agent_id, session_id, limit=0):
+        from cortex_spec import memory as mem
+
+        everything = super().load_conversation(ctx, agent_id, session_id, 0)
+        limit, _ = check_page(limit)
+        if not limit:
+            return everything
+        rows = self._crud.storage.select(mem.MESSAGES, Query(require_scope(ctx), where=(("agent_id", agent_id),),
+                                                             order=mem._NEWEST_FIRST, limit=limit))
+        return [mem.Message(role=r.role, content=r.content, tool_calls=r.tool_calls, metadata=r.metadata,
+                            timestamp=r.timestamp) for r in reversed(rows) if r.session_id == session_id]
 
 
 class DeleteLeavesMessages(MemoryStore):
@@ -1644,6 +1679,9 @@ MUTANTS: list[Mutant] = [
     _m("memory-clear-keeps-last-message", ClearKeepsLastMessage, ("MEM-CONV-9",)),
     _m("memory-save-into-visible-session", SaveIntoVisibleSession, ("MEM-CONV-2",)),
     _m("memory-update-writes-counters", UpdateWritesCounters, ("MEM-SES-6", "MEM-RACE-4")),
+    # memory, issue 18 item 4 (two agents, two sessions of one agent)
+    _m("memory-summaries-of-every-agent", SummariesOfEveryAgent, ("MEM-SUM-2",)),
+    _m("memory-newest-before-session-filter", NewestBeforeSessionFilter, ("MEM-CONV-6",)),
     _m("leases-hold-read-then-write", HoldReadThenWrite, ("LEASE-RACE-1", "LEASE-HOLD-8", "LEASE-RACE-3",
                                                           "LEASE-EXCL-1", "MACH-LIN-1")),
     _m("leases-expiry-on-holder-side", ExpiryOnHolderSide, ("LEASE-HOLD-6", "LEASE-HOLD-1", "LEASE-HOLD-5")),
