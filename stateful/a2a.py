@@ -145,7 +145,7 @@ def r_list_messages(m, data):
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         exact=data.draw(st.booleans(), "exact"),
         limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     return make_op("list_messages", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -197,7 +197,7 @@ def r_list_conversations(m, data):
         status=data.draw(st.sampled_from((None, "open", "closed", "expired")), "status"),
         exact=data.draw(st.booleans(), "exact"),
         limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     return make_op("list_conversations", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -251,7 +251,7 @@ def r_list_inbox(m, data):
         unread_only=data.draw(st.booleans(), "unread_only"),
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     agent = data.draw(st.sampled_from(("worker", "critic", "planner")), "agent")
     return make_op("list_inbox", _ctx(m, data), agent, keys=None, kwargs=kwargs)

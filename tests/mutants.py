@@ -860,6 +860,22 @@ class OverlayClimbs(MemoryStore):
         raise OverlayNotFound(f"no overlay of agent {agent}")
 
 
+class OverlayFirstAtScope(MemoryStore):
+    """get_overlay_for_agent reads the first overlay stored at the scope and
+    then checks its agent (LIMIT 1 before the agent filter): with another
+    agent's overlay there first, the agent's own is not found."""
+
+    def _overlay_at(self, scope, agent):
+        from cortex_spec.catalog import OVERLAYS
+        from cortex_spec.kinds import Query
+
+        rows = self._crud.storage.select(OVERLAYS, Query(scope, exact=True, order=(("created_at", False),
+                                                                                    ("id", False)), limit=1))
+        if rows and rows[0].agent_id == agent:
+            return rows[0]
+        raise OverlayNotFound(f"no overlay of agent {agent}")
+
+
 class DeleteCascades(MemoryStore):
     """Deleting an agent deletes its overlays in every scope (the upstream
     PostgreSQL foreign keys)."""
@@ -1671,6 +1687,8 @@ MUTANTS: list[Mutant] = [
     _m("catalog-overlay-climbs", OverlayClimbs, ("CAT-OVL-3",)),
     _m("catalog-delete-cascades", DeleteCascades, ("CAT-GEN-10",)),
     _m("catalog-name-unique-everywhere", NameUniqueEverywhere, ("CAT-GEN-2",)),
+    # catalog, issue 18 item 4 (overlays of two agents at one scope)
+    _m("catalog-overlay-first-at-scope", OverlayFirstAtScope, ("CAT-OVL-3", "CAT-OVL-6")),
     _m("memory-count-read-then-write", CountReadThenWrite, ("MEM-RACE-1", "MEM-CONV-11")),
     _m("memory-load-oldest", LoadOldest, ("MEM-CONV-6",)),
     _m("memory-order-by-timestamp", OrderByTimestamp, ("MEM-CONV-8", "MEM-CONV-6")),
