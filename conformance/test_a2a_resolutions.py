@@ -236,7 +236,7 @@ def test_an_equal_retry_returns_the_retained_resolution_and_a_competing_one_is_r
     ("reply_with", "rw-other"),
     ("conversation_id", None), ("message_id", None), ("asker_run_id", None),
     ("asker_agent", "critic"), ("tool_call_id", "call_2"), ("expected", Address("worker", "peer")),
-    ("deadline", "later"), ("deadline", "none"), ("scope", "ws=w1"), ("partition", "orch-1"),
+    ("deadline", "later"), ("deadline", "earlier"), ("deadline", "none"), ("scope", "ws=w1"), ("partition", "orch-1"),
 ])
 def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value):
     """Every identity field changed alone: AskResolutionConflict (or, for
@@ -249,7 +249,7 @@ def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value
     if field in fresh_ids:
         value = ids.new_id(fresh_ids[field])
     elif field == "deadline":
-        value = None if value == "none" else a.deadline + MS
+        value = {"none": None, "later": a.deadline + MS, "earlier": a.deadline - MS}[value]
     elif field == "scope":
         value = Scope.parse(value)
     before = _view(store, w.c, [a.reply_with])
@@ -262,6 +262,20 @@ def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value
     stamped = attrs.evolve(a, created_at=a.created_at - timedelta(days=1), updated_at=None, claimed_at=FAR_FUTURE)
     expect_result("A2A-RES-4", lambda: store.seal_ask_resolution(w.c, stamped, w.reply("yes")).fresh, True,
                   "a seal whose ask differs only in created_at, updated_at and claimed_at")
+
+
+@pytest.mark.clause("A2A-RES-4", "A2A-GEN-7")
+def test_the_identity_deadline_is_compared_in_whole_milliseconds(store, clock):
+    """The ask's deadline given with sub-millisecond digits is the same
+    instant (the same ask, a fresh seal); one millisecond either side is
+    another question (A2A-RES-5, in the conflict test)."""
+    w = W(store)
+    a = w.ask(deadline=clock.now() + timedelta(hours=1))
+    noisy = attrs.evolve(a, deadline=a.deadline + timedelta(microseconds=999))
+    expect_result("A2A-RES-4", lambda: store.seal_ask_resolution(w.c, noisy, w.reply("yes")).fresh, True,
+                  "a seal naming the ask's deadline with sub-millisecond digits")
+    expect_result("A2A-RES-4", lambda: store.get_ask_resolution(w.c, a.reply_with).ask.deadline, a.deadline,
+                  "the sealed identity's deadline, in whole milliseconds")
 
 
 @pytest.mark.clause("A2A-RES-5", "A2A-RES-1")

@@ -39,6 +39,7 @@ from cortex_spec.entities import detach, replace
 from cortex_spec.errors import (
     AlreadyExists,
     AskAlreadyClaimed,
+    AskResolutionConflict,
     AskResolutionNotFound,
     CheckpointNotFound,
     ConversationClosed,
@@ -1405,6 +1406,24 @@ class _RowsMutant(MemoryStore):
             self._seeing.inside, self._seeing.pinned = False, None
 
 
+class SealComparesRawDeadline(MemoryStore):
+    """seal_ask_resolution compares the argument's deadline with the stored
+    one as given, not truncated to whole milliseconds: the ask's own
+    deadline with sub-millisecond digits is taken for another question."""
+
+    def seal_ask_resolution(self, ctx, ask, reply):
+        from cortex_spec.a2a import e_visible
+        from cortex_spec.a2a_resolutions import ask_identity
+
+        require_scope(ctx)
+        ask_identity(ask)  # the argument checks
+        with self._tx() as t:
+            stored = t.a2a_asks.get(ask.reply_with)
+            if stored is not None and e_visible(ctx, stored) and ask.deadline != stored.deadline:
+                raise AskResolutionConflict("the deadline differs")
+        return super().seal_ask_resolution(ctx, ask, reply)
+
+
 class SealAcceptsCompeting(MemoryStore):
     """A seal of an ask that already has a resolution returns the retained
     resolution whatever its outcome: a competing answer is acknowledged as if
@@ -1724,6 +1743,8 @@ MUTANTS: list[Mutant] = [
     _m("a2a-deferred-cursor-repeats", DeferredCursorRepeats, ("A2A-DEFER-2",)),
     _m("a2a-agent-reply-runs-forget-admissions", AgentReplyRunsForgetAdmissions, ("A2A-AREPLY-1",)),
     _m("a2a-in-scope-queue-sees-descendants", InScopeQueueSeesDescendants, ("A2A-ROUTE-2",)),
+    # a2a_resolutions, issue 18 item 4 (an identity instant at the millisecond and either side)
+    _m("a2a-seal-compares-raw-deadline", SealComparesRawDeadline, ("A2A-RES-4",)),
     _m("progress-read-from-above", ProgressReadFromAbove, ("PROG-GET-1", "PROG-ENT-1")),
     # the inspection needs rows of other classes to plant broken scopes in
     _m("admin-inspect-repairs", InspectRepairs, ("ADMIN-INSPECT-3",), ("admin", "runs", "catalog")),
