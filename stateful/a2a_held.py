@@ -25,18 +25,8 @@ from cortex_spec.runs import Run, RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import Suspension, SuspensionReason
 
-from .a2a import (
-    OTHER_PARTITION,
-    _ctx,
-    _exact,
-    ask_key,
-    conv_key,
-    home_views,
-    msg_key,
-    page_known,
-    race_family,
-    read_known,
-)
+from .a2a import OTHER_PARTITION, _ctx, _exact, ask_key, conv_key, msg_key
+from .a2a import home_views, page_known, race_family, read_known
 from .a2a_resolutions import outcome
 from .ops import Op, Outcome
 from .plugin import ClassMachines, Family, Redo, World

@@ -22,21 +22,8 @@ from cortex_spec.a2a_replies import ReplyCommit
 from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
-from .a2a import (
-    OTHER_PARTITION,
-    RUNS,
-    _ctx,
-    _exact,
-    _known,
-    _role,
-    conv_key,
-    dlv_key,
-    home_views,
-    msg_key,
-    page_known,
-    race_family,
-    read_known,
-)
+from .a2a import OTHER_PARTITION, RUNS, _ctx, _exact, _known, _role, conv_key, dlv_key, msg_key
+from .a2a import home_views, page_known, race_family, read_known
 from .ops import HeldToken, Op
 from .plugin import ClassMachines, Family, Redo, World
 from .world import Tick, fixed_id, make_op
