@@ -687,36 +687,61 @@ def test_returned_entities_are_detached(w):
 @pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-2", "A2A-INBOX-5", "A2A-QUEUE-1",
                     "A2A-ASK-8")
 def test_limit_and_offset_apply_after_ordering(w, clock):
-    conv = w.conv()
-    msgs, convs, inbox, queue, asks = [], [conv.id], [], [], []
+    """Every page of every list, with rows the list must skip interleaved
+    (another conversation, other receivers, a look-alike scope, another
+    partition): a store that pages before it filters returns short pages.
+    Limits run over 0, 1, n - 1, exactly n and beyond."""
+    conv, other_conv = w.conv(), w.conv()
+    msgs, convs, inbox, queue, asks, unread = [], [conv.id, other_conv.id], [], [], [], []
+    lookalike, elsewhere = w.at("ws=w1/proj=p10"), w.at(ctx(HOME, "orch-1"))
     for i in range(4):
         clock.advance(milliseconds=1)
-        msgs.append(w.send(conv.id).id)
+        w.send(other_conv.id)  # skipped by the conversation filter
+        msgs.append(w.send(conv.id, sender=Address(("planner", "critic")[i % 2])).id)
         convs.append(w.conv().id)
-        inbox.append(w.delivered().id)
+        lookalike.conv(), elsewhere.conv()  # a look-alike scope and another partition: never listed
+        w.delivered(receiver=Address("worker", "peer"))  # not local: not worker's (A2A-INBOX-1)
+        w.delivered(receiver=Address("critic"))
+        lookalike.delivered()
+        elsewhere.delivered()
+        elsewhere.queued()
+        d = w.delivered(message_id=msgs[-1])
+        inbox.append(d.id)
+        if i % 2:
+            w.s.mark_delivery_read(w.c, d.id)
+        else:
+            unread.append(d.id)
         queue.append(w.queued().id)
         asks.append(w.ask(deadline=EPOCH + i * MS).reply_with)
+        elsewhere.ask(deadline=EPOCH + i * MS)
     convs.reverse()  # newest first
     cases = [
-        (lambda **k: w.s.list_messages(w.c, **k), msgs, "id"),
-        (lambda **k: w.s.list_conversations(w.c, **k), convs, "id"),
-        (lambda **k: w.s.list_inbox(w.c, "worker", **k), inbox, "id"),
+        (lambda **k: w.s.list_messages(w.c, conversation_id=conv.id, **k), msgs, "A2A-ENV-5"),
+        (lambda **k: w.s.list_conversations(w.c, **k), convs, "A2A-CONV-10"),
+        (lambda **k: w.s.list_inbox(w.c, "worker", **k), inbox, "A2A-INBOX-2"),
+        (lambda **k: w.s.list_inbox(w.c, "worker", conversation_id=conv.id, **k), inbox, "A2A-INBOX-4"),
+        (lambda **k: w.s.list_inbox(w.c, "worker", unread_only=True, **k), unread, "A2A-INBOX-3"),
     ]
-    for (call, order, key), listed in zip(cases, ("A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-2")):
+    n = len(msgs)
+    for call, order, listed in cases:
         with clause(listed, what="which rows the list returns"):
-            assert sorted(getattr(x, key) for x in call()) == sorted(order)
-        assert [getattr(x, key) for x in call()] == order
-        for limit in (-1, 0, 1, 2, 10):
-            for offset in (-3, 0, 1, 3, 9):
-                want = order[max(offset, 0):]
-                want = want[:limit] if limit > 0 else want
-                assert [getattr(x, key) for x in call(limit=limit, offset=offset)] == want, (limit, offset)
-    for limit in (-1, 0, 1, 3):
-        want = queue if limit <= 0 else queue[:limit]
-        assert [d.id for d in w.s.list_queued_deliveries(ZERO, limit)] == want
-        want = asks if limit <= 0 else asks[:limit]
-        assert [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE, limit)] == want
-        assert [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE, limit)] == want
+            assert sorted(x.id for x in call()) == sorted(order)
+        with clause("A2A-GEN-10", what="each page of the filtered, ordered rows"):
+            assert [x.id for x in call()] == order
+            for limit in (-1, 0, 1, 2, len(order) - 1, len(order), 10):
+                for offset in (-3, 0, 1, 3, len(order), 9):
+                    want = order[max(offset, 0):]
+                    want = want[:limit] if limit > 0 else want
+                    got = [x.id for x in call(limit=limit, offset=offset)]
+                    assert got == want, (listed, limit, offset, got, want)
+    with clause("A2A-GEN-10", what="the limit of the scope-ignoring lists at 0, 1, n - 1, n and beyond"):
+        for limit in (-1, 0, 1, n - 1, n, n + 1):
+            want = queue if limit <= 0 else queue[:limit]
+            assert [d.id for d in w.s.list_queued_deliveries(ZERO, limit)] == want, ("queue", limit)
+            want = asks if limit <= 0 else asks[:limit]
+            assert [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE, limit)] == want, ("asks", limit)
+            assert [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE, limit)] == want, (
+                "asks across scopes", limit)
     for bad in ("1", True, 1.0, None):
         _raise(lambda: w.s.list_messages(w.c, limit=bad), InvalidArgument)
         _raise(lambda: w.s.list_conversations(w.c, offset=bad), InvalidArgument)
@@ -1029,11 +1054,15 @@ def test_a_conversation_that_is_not_open_admits_nothing(w, status):
 
 @pytest.mark.clause("A2A-HOP-7", "A2A-HOP-10", "A2A-HOP-11", "A2A-GEN-11")
 def test_hop_ceiling_is_enforced_at_the_boundary(w):
+    # the budget is the conversation's, whoever sends: three senders spend it
+    # (a count per sender would still see two hops left for each)
+    senders = [Address("planner"), Address("critic"), Address("judge", "peer")]
     conv = w.conv(hop_ceiling=3)
-    hops = [w.send(conv.id).hops for _ in range(3)]
+    hops = [w.send(conv.id, sender=sender).hops for sender in senders]
     assert hops == [1, 2, 3]
     before = w.view(*VIEW)
-    _raise(lambda: w.send(conv.id), HopCeilingExceeded)
+    for sender in senders + [Address("newcomer")]:
+        _raise(lambda s=sender: w.send(conv.id, sender=s), HopCeilingExceeded)
     unchanged(w, before)
     assert w.s.get_conversation(w.c, conv.id).hops_used == 3
     # raising the ceiling admits again; lowering it below hops_used admits nothing

@@ -28,12 +28,11 @@ from cortex_spec.testing import (
     state_view,
 )
 
+from .a2a_world import HOME, MS
 from .examples import Examples, Fixture
 
-HOME = "ws=w1/proj=p1"
 PLACES = [ctx(HOME), ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
           ctx("ws=w1/proj=p10"), ctx(HOME, "orch-1")]
-MS = timedelta(milliseconds=1)
 
 
 def _mine(c: Context, rows: list) -> list:
@@ -106,7 +105,7 @@ def test_the_lists_select_what_their_twins_select_at_exactly_the_scope(store, cl
             assert all((d.scope, d.partition) == (c.scope, c.partition) for d in twin) and len(twin) == 2
         for at in (now - MS, now, now + MS, FAR_FUTURE):
             twin_asks = _mine(c, store.list_expired_asks_across_scopes(Context.of("", c.partition), at))
-            for limit in (0, 1, 2):
+            for limit in (0, 1, 2, 3, 4):  # up to exactly the three asks of a place, and beyond
                 expect_result("A2A-ROUTE-2", lambda c=c, at=at, limit=limit: store.list_expired_asks_in_scope(
                     c, at, limit), twin_asks[:limit] if limit else twin_asks,
                     f"the expired asks {where} at {at}, limit {limit}")

@@ -43,7 +43,6 @@ from cortex_spec.testing import (
     expect_raises,
     expect_result,
     make_ask,
-    make_conversation,
     make_delivery,
     make_envelope,
     make_run,
@@ -52,22 +51,18 @@ from cortex_spec.testing import (
     state_view,
 )
 
+from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture
 
-HOME = "ws=w1/proj=p1"
-OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
-             ctx(HOME, "orch-1")]
 RECEIVERS = (Address("worker"), Address("critic"), Address("worker"))
 HELD = {HELD_ASK_METADATA: True, "n": 1}
 
 
-class W:
+class W(ConversationWorld):
     """A conversation at ``where``; held questions, paused askers."""
 
     def __init__(self, store: Any, where: str | Context = HOME) -> None:
-        self.s = store
-        self.c = where if isinstance(where, Context) else ctx(where)
-        self.conv = store.create_conversation(self.c, make_conversation()).id
+        super().__init__(store, where)
         self.runs: list[str] = []
         self.asks: list[str] = []
         self.deliveries: list[str] = []
@@ -104,18 +99,12 @@ class W:
 
 
 def _view(store: Any, c: Context, run_ids: list, reply_withs: list, delivery_ids: list) -> dict:
-    scopes = [c, ctx("ws=w1"), ctx(HOME, "orch-1")]
-    view = state_view(store, scopes, run_ids=run_ids, reply_withs=reply_withs, delivery_ids=delivery_ids,
+    places = view_places(c)
+    view = state_view(store, places, run_ids=run_ids, reply_withs=reply_withs, delivery_ids=delivery_ids,
                       classes={"a2a_held"})
-    for sc in scopes:
-        key = f"{sc.scope.canonical()}#{sc.partition}"
-        view[f"agent_reply_runs@{key}"] = store.list_agent_reply_runs(sc, None, 256)
-        for rw in reply_withs:
-            try:
-                view[f"release[{rw}]@{key}"] = store.get_held_ask_release(sc, rw)
-            except HeldAskNotFound:
-                view[f"release[{rw}]@{key}"] = "<none>"
-    return view
+    for sc in places:
+        view[f"agent_reply_runs@{place(sc)}"] = store.list_agent_reply_runs(sc, None, 256)
+    return read_each(view, "release", places, reply_withs, store.get_held_ask_release, HeldAskNotFound)
 
 
 # -- EXAMPLES for the cross-class suites ------------------------------------------------------
@@ -135,7 +124,7 @@ def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
     out = state_view(store, scopes, classes={"a2a_held"}, **v)
     for sc in scopes:
         c = sc if isinstance(sc, Context) else ctx(sc)
-        out[f"agent_reply_runs@{c.scope.canonical()}#{c.partition}"] = store.list_agent_reply_runs(c, None, 256)
+        out[f"agent_reply_runs@{place(c)}"] = store.list_agent_reply_runs(c, None, 256)
     return out
 
 

@@ -50,21 +50,17 @@ from cortex_spec.testing import (
     state_view,
 )
 
+from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture
 
-HOME = "ws=w1/proj=p1"
-OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
-             ctx(HOME, "orch-1"), ctx("ws=w1/proj=p10")]
 PLANNER, WORKER = Address("planner"), Address("worker")
 
 
-class W:
+class W(ConversationWorld):
     """A conversation at ``where``, a request on it, and deliveries of it."""
 
     def __init__(self, store: Any, where: str | Context = HOME, ceiling: int = 8) -> None:
-        self.s = store
-        self.c = where if isinstance(where, Context) else ctx(where)
-        self.conv = store.create_conversation(self.c, make_conversation(hop_ceiling=ceiling)).id
+        super().__init__(store, where, hop_ceiling=ceiling)
         self.source = store.record_message(self.c, make_envelope(self.conv, reply_with="rw-src",
                                                                  receivers=(WORKER, Address("critic"))))
         self.deliveries: list[str] = []
@@ -94,17 +90,11 @@ def _commit(run: str, **fields: Any) -> ReplyCommit:
 
 
 def _view(store: Any, c: Context, delivery_ids: list[str], conversation_ids: list[str]) -> dict:
-    scopes = [c, ctx("ws=w1"), ctx(HOME, "orch-1")]
-    view = state_view(store, scopes, delivery_ids=delivery_ids, conversation_ids=conversation_ids, classes={"a2a"})
-    for sc in scopes:
-        key = f"{sc.scope.canonical()}#{sc.partition}"
-        view[f"deferred@{key}"] = store.list_deferred_recipients(sc, None, 256)
-        for did in delivery_ids:
-            try:
-                view[f"receipt[{did}]@{key}"] = store.get_reserved_reply(sc, did)
-            except ReplyCommitNotFound:
-                view[f"receipt[{did}]@{key}"] = "<none>"
-    return view
+    places = view_places(c)
+    view = state_view(store, places, delivery_ids=delivery_ids, conversation_ids=conversation_ids, classes={"a2a"})
+    for sc in places:
+        view[f"deferred@{place(sc)}"] = store.list_deferred_recipients(sc, None, 256)
+    return read_each(view, "receipt", places, delivery_ids, store.get_reserved_reply, ReplyCommitNotFound)
 
 
 def _digest(c: Context, delivery_id: str, commit: ReplyCommit) -> str:

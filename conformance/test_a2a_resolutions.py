@@ -40,32 +40,20 @@ from cortex_spec.testing import (
     expect_raises,
     expect_result,
     make_ask,
-    make_conversation,
     race,
     state_view,
 )
 
+from .a2a_world import HOME, MS, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture
-
-HOME = "ws=w1/proj=p1"
-#: scopes and partitions that must not see a row stored at HOME in partition ""
-OUTSIDERS = [ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
-             ctx(HOME, "orch-1"), ctx(HOME, "ORCH"), ctx("ws=w1/proj=p10")]
-MS = timedelta(milliseconds=1)
-
 
 def _reply(conversation_id: str, *contents: str, complete: bool = True, performative: str = "inform") -> AskReply:
     return AskReply(tuple(AskReplyItem(performative, f"worker-{i}", c, conversation_id)
                           for i, c in enumerate(contents)), complete)
 
 
-class W:
+class W(ConversationWorld):
     """A conversation at ``where`` and asks on it."""
-
-    def __init__(self, store: Any, where: str | Context = HOME) -> None:
-        self.s = store
-        self.c = where if isinstance(where, Context) else ctx(where)
-        self.conv = store.create_conversation(self.c, make_conversation()).id
 
     def ask(self, **fields: Any) -> PendingAsk:
         return self.s.create_pending_ask(self.c, make_ask(self.conv, **fields))
@@ -75,15 +63,11 @@ class W:
 
 
 def _view(store: Any, c: Context, reply_withs: list[str]) -> dict:
-    view = state_view(store, [c, ctx("ws=w1"), ctx(HOME, "orch-1")], reply_withs=reply_withs, classes={"a2a"})
-    for sc in (c, ctx(HOME, "orch-1")):
-        view[f"page@{sc.scope.canonical()}#{sc.partition}"] = store.list_ask_resolutions(sc, "", 256)
-        for rw in reply_withs:
-            try:
-                view[f"res[{rw}]@{sc.scope.canonical()}#{sc.partition}"] = store.get_ask_resolution(sc, rw)
-            except AskResolutionNotFound:
-                view[f"res[{rw}]@{sc.scope.canonical()}#{sc.partition}"] = "<none>"
-    return view
+    view = state_view(store, view_places(c), reply_withs=reply_withs, classes={"a2a"})
+    places = (c, ctx(HOME, "orch-1"))
+    for sc in places:
+        view[f"page@{place(sc)}"] = store.list_ask_resolutions(sc, "", 256)
+    return read_each(view, "res", places, reply_withs, store.get_ask_resolution, AskResolutionNotFound)
 
 
 # -- the definitions, computed here (A2A-RES-3/4) -------------------------------------------
@@ -252,7 +236,7 @@ def test_an_equal_retry_returns_the_retained_resolution_and_a_competing_one_is_r
     ("reply_with", "rw-other"),
     ("conversation_id", None), ("message_id", None), ("asker_run_id", None),
     ("asker_agent", "critic"), ("tool_call_id", "call_2"), ("expected", Address("worker", "peer")),
-    ("deadline", "later"), ("deadline", "none"), ("scope", "ws=w1"), ("partition", "orch-1"),
+    ("deadline", "later"), ("deadline", "earlier"), ("deadline", "none"), ("scope", "ws=w1"), ("partition", "orch-1"),
 ])
 def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value):
     """Every identity field changed alone: AskResolutionConflict (or, for
@@ -265,7 +249,7 @@ def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value
     if field in fresh_ids:
         value = ids.new_id(fresh_ids[field])
     elif field == "deadline":
-        value = None if value == "none" else a.deadline + MS
+        value = {"none": None, "later": a.deadline + MS, "earlier": a.deadline - MS}[value]
     elif field == "scope":
         value = Scope.parse(value)
     before = _view(store, w.c, [a.reply_with])
@@ -278,6 +262,20 @@ def test_a_seal_naming_another_identity_is_a_conflict(store, clock, field, value
     stamped = attrs.evolve(a, created_at=a.created_at - timedelta(days=1), updated_at=None, claimed_at=FAR_FUTURE)
     expect_result("A2A-RES-4", lambda: store.seal_ask_resolution(w.c, stamped, w.reply("yes")).fresh, True,
                   "a seal whose ask differs only in created_at, updated_at and claimed_at")
+
+
+@pytest.mark.clause("A2A-RES-4", "A2A-GEN-7")
+def test_the_identity_deadline_is_compared_in_whole_milliseconds(store, clock):
+    """The ask's deadline given with sub-millisecond digits is the same
+    instant (the same ask, a fresh seal); one millisecond either side is
+    another question (A2A-RES-5, in the conflict test)."""
+    w = W(store)
+    a = w.ask(deadline=clock.now() + timedelta(hours=1))
+    noisy = attrs.evolve(a, deadline=a.deadline + timedelta(microseconds=999))
+    expect_result("A2A-RES-4", lambda: store.seal_ask_resolution(w.c, noisy, w.reply("yes")).fresh, True,
+                  "a seal naming the ask's deadline with sub-millisecond digits")
+    expect_result("A2A-RES-4", lambda: store.get_ask_resolution(w.c, a.reply_with).ask.deadline, a.deadline,
+                  "the sealed identity's deadline, in whole milliseconds")
 
 
 @pytest.mark.clause("A2A-RES-5", "A2A-RES-1")

@@ -62,11 +62,16 @@ def test_overlay_for_agent_is_the_one_at_exactly_the_callers_scope(store):
     """One agent's overlays at an ancestor, the caller's scope and a
     descendant: the read finds the caller's own, and from a scope holding none
     nothing, whatever is stored above or below."""
-    agent = ids.new_id(ids.AGENT)
-    at = {sc: store.create_overlay(ctx(sc), _overlay(agent)) for sc in ("ws=w1", HOME, "ws=w1/proj=p1/env=e1")}
+    agent, other = ids.new_id(ids.AGENT), ids.new_id(ids.AGENT)
+    at, others = {}, {}
+    for sc in ("ws=w1", HOME, "ws=w1/proj=p1/env=e1"):
+        others[sc] = store.create_overlay(ctx(sc), _overlay(other))  # another agent's, stored there first
+        at[sc] = store.create_overlay(ctx(sc), _overlay(agent))
     for sc, row in at.items():
         expect("CAT-OVL-3", store.get_overlay_for_agent(ctx(sc), agent).id, row.id,
                f"get_overlay_for_agent from {sc}")
+        expect("CAT-OVL-3", store.get_overlay_for_agent(ctx(sc), other).id, others[sc].id,
+               f"get_overlay_for_agent of the other agent from {sc}")
     for sc in ("ws=w1/proj=p2", "ws=w1/proj=p1/env=e2", "ws=w10"):
         expect_raises("CAT-OVL-3", OverlayNotFound, lambda: store.get_overlay_for_agent(ctx(sc), agent),
                       f"get_overlay_for_agent from {sc}, where no overlay is stored")
@@ -78,6 +83,8 @@ def test_overlay_for_agent_is_the_one_at_exactly_the_callers_scope(store):
 @pytest.mark.clause("CAT-OVL-4", "CAT-OVL-5", "CAT-OVL-6", "SCOPE-COVERS-3")
 def test_overlay_for_agent_at_a_scope_that_covers_the_caller(store):
     agent = ids.new_id(ids.AGENT)
+    for sc in ("ws=w1", HOME):  # another agent's overlays, stored first at both scopes
+        store.create_overlay(ctx(sc), _overlay())
     top = store.create_overlay(ctx("ws=w1"), _overlay(agent))
     mine = store.create_overlay(ctx(HOME), _overlay(agent))
     c = ctx(HOME)

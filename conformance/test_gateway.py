@@ -962,23 +962,36 @@ def test_each_row_is_in_the_queue_of_its_status(gateway):
     assert not set(keys_of(pending)) & set(keys_of(replies))
 
 
-@pytest.mark.clause("GW-Q-4")
+@pytest.mark.clause("GW-Q-4", "GW-Q-3")
 def test_queues_page_after_ordering(gateway):
-    for i in range(6):
-        gateway.accept(ZERO, make_message("tg", f"m{5 - i}"), T0 + (5 - i) * MS)
-    for i in range(6, 12):
-        gateway.accept(ZERO, make_message("tg", f"m{i}"), T0 + i * MS)
-        gateway.set_replied(ZERO, "tg", f"m{i}", "r")
-    for method, first in ((gateway.pending, 0), (gateway.pending_replies, 6)):
-        everything = [f"m{first + i}" for i in range(6)]
-        ids = lambda items: [i.message_id for i in items]  # noqa: E731
-        assert ids(method(ZERO)) == everything
-        assert ids(method(ZERO, 2)) == everything[:2]
-        assert ids(method(ZERO, 2, 3)) == everything[3:5]
-        assert ids(method(ZERO, 0, 4)) == everything[4:]
-        assert ids(method(ZERO, -1, -5)) == everything
-        assert ids(method(ZERO, limit=10, offset=5)) == everything[5:]
-        assert ids(method(ZERO, 3, 6)) == []
+    """Each queue pages its own rows: the rows of the other status and done
+    rows are received in between, on two channels that share message ids,
+    and accepted out of time order; every page at offsets 0, 1, 3, n and
+    beyond and limits 0, 1, 2, n - 1, n and beyond."""
+    statuses = (ItemStatus.PENDING, ItemStatus.REPLIED, ItemStatus.DONE)
+    want: dict[str, list[tuple[str, str]]] = {s: [] for s in statuses}
+    order = [i for i in range(18) if i % 2] + [i for i in range(18) if not i % 2]  # accepts out of time order
+    for i in order:
+        key = (("tg", "sms")[i % 2], f"m{i // 2}")
+        assert gateway.accept(ZERO, make_message(*key), T0 + i * MS)
+    for i in range(18):
+        key = (("tg", "sms")[i % 2], f"m{i // 2}")
+        status = statuses[i % 3]  # the three statuses interleaved, each on both channels
+        want[status].append(key)
+        if status != ItemStatus.PENDING:
+            gateway.set_replied(ZERO, *key, f"r{i}")
+        if status == ItemStatus.DONE:
+            gateway.mark_done(ZERO, *key)
+    for method, status in ((gateway.pending, ItemStatus.PENDING), (gateway.pending_replies, ItemStatus.REPLIED)):
+        everything = want[status]
+        n = len(everything)
+        expect("GW-Q-3", keys_of(method(ZERO)), everything, f"the whole {status} queue, in receipt order")
+        for limit in (-1, 0, 1, 2, n - 1, n, n + 3):
+            for offset in (-5, 0, 1, 3, n - 1, n, n + 2):
+                page = everything[max(offset, 0):]
+                page = page[:limit] if limit > 0 else page
+                expect("GW-Q-4", keys_of(method(ZERO, limit, offset)), page,
+                       f"the {status} queue with limit {limit} and offset {offset}")
 
 
 @pytest.mark.clause("GW-Q-4", "RSC-GEN-9")

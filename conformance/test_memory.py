@@ -205,22 +205,31 @@ def test_saves_and_clears_need_the_session_at_exactly_the_callers_scope(store):
 def test_a_batch_is_appended_in_order_with_one_time_and_the_counters(store, clock):
     s = _session(store)
     c = ctx(HOME)
+    # the same agent's other session, saved to between the batches: never part of this one
+    other = _session(store)
+
+    def chatter(i: int) -> None:
+        store.save_conversation(c, AGENT, other.id, _msgs(f"other-{i}", f"other-{i}b"))
+
     clock.advance(milliseconds=5)
     # timestamps running backwards, within the batch and against the later batches
     first = [attrs.evolve(m, timestamp=clock.now() + timedelta_days(30 - i))
              for i, m in enumerate(_msgs("one", "two", ""))]
     store.save_conversation(c, AGENT, s.id, first)
+    chatter(1)
     t1 = clock.now()
     got = store.get_session(c, s.id)
     expect("MEM-CONV-3", (got.message_count, got.updated_at), (3, t1), "the counters after a batch of 3")
     expect("MEM-CONV-4", got.last_message, "two", "last_message: the last non-empty content")
     clock.advance(milliseconds=5)
     store.save_conversation(c, AGENT, s.id, [Message(role="tool", content=""), Message(role="tool", content="")])
+    chatter(2)
     expect("MEM-CONV-4", store.get_session(c, s.id).last_message, "two", "after a batch of empty contents")
     # a message's own timestamp plays no part in the order
     clock.advance(milliseconds=5)
     late = [Message(content="three", timestamp=t1 - timedelta_days(9)), Message(content="four", timestamp=t1)]
     store.save_conversation(c, AGENT, s.id, late)
+    chatter(3)
     everything = first + [Message(role="tool", content="")] * 2 + late
     loaded = store.load_conversation(c, AGENT, s.id)
     with clause("MEM-CONV-8", what="every message read back, in saving order"):
@@ -230,6 +239,8 @@ def test_a_batch_is_appended_in_order_with_one_time_and_the_counters(store, cloc
         expect("MEM-CONV-6", [m.content for m in store.load_conversation(c, AGENT, s.id, limit)],
                [m.content for m in want], f"load_conversation(limit={limit})")
     expect("MEM-CONV-11", store.get_session(c, s.id).message_count, len(everything), "message_count")
+    expect("MEM-CONV-6", [m.content for m in store.load_conversation(c, AGENT, other.id, 3)],
+           ["other-2b", "other-3", "other-3b"], "the newest 3 of the other session")
     expect("MEM-CONV-6", [m.content for m in store.load_conversation(ctx("ws=w1"), AGENT, s.id, 2)],
            ["three", "four"], "load_conversation from an ancestor")
 
@@ -357,7 +368,7 @@ def test_clear_working_takes_every_visible_key_of_the_run(store):
 
 @pytest.mark.clause("MEM-SUM-1", "MEM-SUM-2", "MEM-SUM-3")
 def test_summaries_come_back_in_saving_order(store, clock):
-    agent = ids.new_id(ids.AGENT)
+    agent, other = ids.new_id(ids.AGENT), ids.new_id(ids.AGENT)
     texts = []
     for i, sc in enumerate(("ws=w1", HOME, HOME, "ws=w1/proj=p2", HOME)):
         if i == 3:
@@ -365,11 +376,16 @@ def test_summaries_come_back_in_saving_order(store, clock):
         text = "same" if i in (1, 2) else f"s{i}"
         store.save_summary(ctx(sc), agent, text)
         texts.append((sc, text))
+        store.save_summary(ctx(sc), other, f"other-{i}")  # another agent's, at the same scopes: never listed
+    store.save_summary(ctx("ws=w1/proj=p10"), agent, "look-alike")  # below ws=w1, not below HOME
+    texts.append(("ws=w1/proj=p10", "look-alike"))
     expect("MEM-SUM-2", store.load_summaries(ctx("ws=w1"), agent), [t for _, t in texts],
            "every summary from the top, in saving order (equal texts kept)")
     expect("MEM-SUM-2", store.load_summaries(ctx(HOME), agent), [t for sc, t in texts if sc == HOME],
            "the summaries HOME sees")
     expect("MEM-SUM-2", store.load_summaries(ctx("ws=w2"), agent), [], "another tenant")
+    expect("MEM-SUM-2", store.load_summaries(ctx(HOME), other), ["other-1", "other-2", "other-4"],
+           "the other agent's summaries HOME sees")
     expect("MEM-SUM-3", [n for n in dir(store) if n.startswith(("delete_summ", "clear_summ"))], [],
            "no method deletes a summary")
 

@@ -145,7 +145,7 @@ def r_list_messages(m, data):
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         exact=data.draw(st.booleans(), "exact"),
         limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     return make_op("list_messages", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -197,7 +197,7 @@ def r_list_conversations(m, data):
         status=data.draw(st.sampled_from((None, "open", "closed", "expired")), "status"),
         exact=data.draw(st.booleans(), "exact"),
         limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     return make_op("list_conversations", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -251,7 +251,7 @@ def r_list_inbox(m, data):
         unread_only=data.draw(st.booleans(), "unread_only"),
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
     )
     agent = data.draw(st.sampled_from(("worker", "critic", "planner")), "agent")
     return make_op("list_inbox", _ctx(m, data), agent, keys=None, kwargs=kwargs)
@@ -868,6 +868,61 @@ def _dispatcher_reclaims(m: Any) -> None:
             if got.ok:
                 raise Mismatch(f"MACH-CRASH-2: the token of a reclaimed claim still finished "
                                f"delivery {delivery_id}", "MACH-CRASH-2")
+
+
+# -- shared by the machines of the exactly-once classes (a2a_resolutions, a2a_replies, a2a_held) --
+
+#: the page sizes their listings are drawn with: one row, two, past every row, and 0 (refused)
+PAGE_LIMITS = (1, 2, 256, 0)
+
+Homes = list[tuple[str, Context]]
+
+
+def home_or_any(m: Any, data: Any, homes: Homes) -> Context:
+    """Half the time the home of a known row, else any caller of the pool."""
+    if homes and data.draw(st.booleans(), "at a home"):
+        return data.draw(st.sampled_from([h for _, h in homes]), "where")
+    return _ctx(m, data)
+
+
+def read_known(m: Any, data: Any, homes: Homes, method: str, fallback: Any) -> Op:
+    """``method(ctx, key)`` of a known row at its home (mostly), or of a
+    ``fallback`` key drawn anywhere."""
+    if homes and data.draw(st.integers(0, 3), "a known row"):
+        key, c = data.draw(st.sampled_from(homes), "known row")
+    else:
+        key, c = data.draw(fallback, "key"), _ctx(m, data)
+    return make_op(method, c, key, keys=None)
+
+
+def page_known(m: Any, data: Any, homes: Homes, method: str, cursor: Any) -> Op:
+    """``method(ctx, cursor, limit)``: one page of a listing, at a home or anywhere."""
+    c = home_or_any(m, data, homes)
+    return make_op(method, c, data.draw(cursor, "cursor"), data.draw(st.sampled_from(PAGE_LIMITS), "limit"),
+                   keys=None)
+
+
+def home_views(cls: str, homes: Homes, get: str, listing: str, label: str, first: Any) -> dict[str, Op]:
+    """Each known row by key at its home, and each home's whole listing
+    (``listing(ctx, first, 256)``) as ``cls.label@scope#partition``."""
+    out: dict[str, Op] = {}
+    for key, c in homes:
+        out[f"{cls}.{get}[{key}]"] = make_op(get, c, key, keys=None)
+        out[f"{cls}.{label}@{c.scope.canonical()}#{c.partition}"] = make_op(listing, c, first, 256, keys=None)
+    return out
+
+
+def race_family(world_name: str, table: dict[str, Callable[[Any, Any], list]],
+                extra: Callable[[str], tuple[str, ...]] = lambda clause: ()) -> Callable[..., Race]:
+    """The ``races`` of a family: one clause of ``table`` drawn, its lanes
+    built on the world ``world_name`` (with the ``extra`` clauses the race
+    also checks)."""
+
+    def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
+        clause = draw(st.sampled_from(sorted(table)))
+        return Race((clause, *extra(clause)), tuple(tuple(lane) for lane in table[clause](draw, world_[world_name])))
+
+    return races
 
 
 MACHINES = ClassMachines(

@@ -26,9 +26,10 @@ from cortex_spec.scope import Scope
 from cortex_spec.suspensions import Suspension, SuspensionReason
 
 from .a2a import OTHER_PARTITION, _ctx, _exact, ask_key, conv_key, msg_key
+from .a2a import home_views, page_known, race_family, read_known
 from .a2a_resolutions import outcome
 from .ops import Op, Outcome
-from .plugin import ClassMachines, Family, Race, Redo, World
+from .plugin import ClassMachines, Family, Redo, World
 from .runs import AGENTS, run_key
 from .world import Script, fixed_id, make_op
 
@@ -125,21 +126,12 @@ def r_move_the_run(m: Any, data: Any) -> Op | None:
 
 
 def r_get_held_ask_release(m: Any, data: Any) -> Op:
-    held = _held_asks(m)
-    if held and data.draw(st.integers(0, 3), "a held question"):
-        rw, c = data.draw(st.sampled_from(held), "held question")
-    else:
-        rw, c = "rw-1", _ctx(m, data)
-    return make_op("get_held_ask_release", c, rw, keys=None)
+    return read_known(m, data, _held_asks(m), "get_held_ask_release", st.just("rw-1"))
 
 
 def r_list_agent_reply_runs(m: Any, data: Any) -> Op:
-    held = _held_asks(m)
-    c = data.draw(st.sampled_from([h for _, h in held]), "where") if held and data.draw(
-        st.booleans(), "at a home") else _ctx(m, data)
-    after = data.draw(st.sampled_from((None, fixed_id(ids.RUN, 90_001), fixed_id(ids.RUN, 5))), "after")
-    return make_op("list_agent_reply_runs", c, after, data.draw(st.sampled_from((1, 2, 256, 0)), "limit"),
-                   keys=None)
+    return page_known(m, data, _held_asks(m), "list_agent_reply_runs",
+                      st.sampled_from((None, fixed_id(ids.RUN, 90_001), fixed_id(ids.RUN, 5))))
 
 
 RULES = {
@@ -153,12 +145,8 @@ RULES = {
 
 
 def views(ctxs: list, known: dict[str, list]) -> dict[str, Op]:
-    out: dict[str, Op] = {}
-    for rw, c in known.get("a2a-held-asks", [])[:10]:
-        out[f"a2a_held.get_held_ask_release[{rw}]"] = make_op("get_held_ask_release", c, rw, keys=None)
-        out[f"a2a_held.agent_reply_runs@{c.scope.canonical()}#{c.partition}"] = make_op(
-            "list_agent_reply_runs", c, None, 256, keys=None)
-    return out
+    return home_views(NAME, known.get("a2a-held-asks", [])[:10], "get_held_ask_release", "list_agent_reply_runs",
+                      "agent_reply_runs", None)
 
 
 # -- concurrent scenarios: the world ----------------------------------------------------------
@@ -361,11 +349,8 @@ RACES: dict[str, Callable[[Any, HeldWorld], list]] = {
 }
 
 
-def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
-    w: HeldWorld = world_[NAME]
-    clause = draw(st.sampled_from(sorted(RACES)))
-    extra = ("A2A-PAUSE-1", "A2A-PAUSE-2") if clause == "A2A-HELD-RACE-4" else ()
-    return Race((clause, *extra), tuple(tuple(lane) for lane in RACES[clause](draw, w)))
+races = race_family(NAME, RACES, lambda clause: ("A2A-PAUSE-1", "A2A-PAUSE-2") if clause == "A2A-HELD-RACE-4"
+                    else ())
 
 
 RACE_CLAUSES = (*RACES, "A2A-HELD-7", "A2A-HELD-4", "A2A-PAUSE-1", "A2A-PAUSE-2", "MACH-LIN-2")

@@ -23,8 +23,9 @@ from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
 from .a2a import OTHER_PARTITION, RUNS, _ctx, _exact, _known, _role, conv_key, dlv_key, msg_key
+from .a2a import home_views, page_known, race_family, read_known
 from .ops import HeldToken, Op
-from .plugin import ClassMachines, Family, Race, Redo, World
+from .plugin import ClassMachines, Family, Redo, World
 from .world import Tick, fixed_id, make_op
 
 NAME = "a2a_replies"
@@ -108,21 +109,12 @@ def r_commit_bound(m: Any, data: Any) -> Op:
 
 
 def r_get_reserved_reply(m: Any, data: Any) -> Op:
-    homes = _delivery_homes(m)
-    if homes and data.draw(st.integers(0, 3), "a known delivery"):
-        did, c = data.draw(st.sampled_from(homes), "delivery")
-    else:
-        did, c = data.draw(m.id_choice("delivery"), "delivery_id"), _ctx(m, data)
-    return make_op("get_reserved_reply", c, did, keys=None)
+    return read_known(m, data, _delivery_homes(m), "get_reserved_reply", m.id_choice("delivery"))
 
 
 def r_list_deferred_recipients(m: Any, data: Any) -> Op:
-    homes = _delivery_homes(m)
-    c = data.draw(st.sampled_from([h for _, h in homes]), "where") if homes and data.draw(
-        st.booleans(), "at a home") else _ctx(m, data)
-    after = data.draw(st.one_of(st.none(), m.id_choice("delivery")), "after")
-    return make_op("list_deferred_recipients", c, after, data.draw(st.sampled_from((1, 2, 256, 0)), "limit"),
-                   keys=None)
+    return page_known(m, data, _delivery_homes(m), "list_deferred_recipients",
+                      st.one_of(st.none(), m.id_choice("delivery")))
 
 
 RULES = {
@@ -134,14 +126,8 @@ RULES = {
 
 
 def views(ctxs: list, known: dict[str, list]) -> dict[str, Op]:
-    out: dict[str, Op] = {}
-    for kind, key, c in known.get("a2a-home", [])[:12]:
-        if kind != "delivery":
-            continue
-        out[f"a2a_replies.get_reserved_reply[{key}]"] = make_op("get_reserved_reply", c, key, keys=None)
-        out[f"a2a_replies.deferred@{c.scope.canonical()}#{c.partition}"] = make_op(
-            "list_deferred_recipients", c, None, 256, keys=None)
-    return out
+    homes = [(key, c) for kind, key, c in known.get("a2a-home", [])[:12] if kind == "delivery"]
+    return home_views(NAME, homes, "get_reserved_reply", "list_deferred_recipients", "deferred", None)
 
 
 # -- concurrent scenarios: the world -----------------------------------------------------------
@@ -315,10 +301,7 @@ RACES: dict[str, Callable[[Any, ReplyWorld], list]] = {
 }
 
 
-def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
-    w: ReplyWorld = world_[NAME]
-    clause = draw(st.sampled_from(sorted(RACES)))
-    return Race((clause,), tuple(tuple(lane) for lane in RACES[clause](draw, w)))
+races = race_family(NAME, RACES)
 
 
 RACE_CLAUSES = (*RACES, "A2A-REPLY-6", "A2A-REPLY-7", "A2A-HOP-10", "MACH-LIN-2")

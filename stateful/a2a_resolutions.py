@@ -24,9 +24,9 @@ from cortex_spec.a2a_resolutions import AskReply, AskReplyItem
 from cortex_spec.context import Context
 from cortex_spec.scope import Scope
 
-from .a2a import OTHER_PARTITION, A2AWorld, _ask, _ctx, _exact, _role, ask_key
+from .a2a import OTHER_PARTITION, A2AWorld, _ask, _ctx, _exact, _role, ask_key, home_views, page_known, race_family
 from .ops import Op
-from .plugin import Claim, ClassMachines, Family, Race, Redo, World
+from .plugin import Claim, ClassMachines, Family, Redo, World
 from .world import ROLES, fixed_id, make_op
 
 NAME = "a2a_resolutions"
@@ -97,11 +97,8 @@ def _by_token(method: str) -> Callable[[Any, Any], Op]:
 
 def r_list_ask_resolutions(m: Any, data: Any) -> Op:
     homes = _ask_homes(m)
-    c = data.draw(st.sampled_from([h for _, h in homes]), "where") if homes and data.draw(
-        st.booleans(), "at a home") else _ctx(m, data)
     cursors = ["", "", "v1.rw-2", "rw-1", "v1."] + ["v1." + rw for rw, _ in homes[:4]]
-    return make_op("list_ask_resolutions", c, data.draw(st.sampled_from(cursors), "cursor"),
-                   data.draw(st.sampled_from((1, 2, 256, 0)), "limit"), keys=None)
+    return page_known(m, data, homes, "list_ask_resolutions", st.sampled_from(cursors))
 
 
 RULES = {
@@ -115,14 +112,8 @@ RULES = {
 def views(ctxs: list, known: dict[str, list]) -> dict[str, Op]:
     """The resolutions seen from every ask's home: each by key, and the
     home's whole page (MACH-DIFF-2)."""
-    out: dict[str, Op] = {}
-    for kind, key, c in known.get("a2a-home", []):
-        if kind != "ask":
-            continue
-        out[f"a2a_resolutions.get_ask_resolution[{key}]"] = make_op("get_ask_resolution", c, key, keys=None)
-        out[f"a2a_resolutions.list@{c.scope.canonical()}#{c.partition}"] = make_op(
-            "list_ask_resolutions", c, "", 256, keys=None)
-    return out
+    homes = [(key, c) for kind, key, c in known.get("a2a-home", []) if kind == "ask"]
+    return home_views(NAME, homes, "get_ask_resolution", "list_ask_resolutions", "list", "")
 
 
 # -- concurrent scenarios ------------------------------------------------------------------------
@@ -235,10 +226,7 @@ RACES: dict[str, Callable[[Any, A2AWorld], list]] = {
 }
 
 
-def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
-    w: A2AWorld = world_[A2A]
-    clause = draw(st.sampled_from(sorted(RACES)))
-    return Race((clause,), tuple(tuple(lane) for lane in RACES[clause](draw, w)))
+races = race_family(A2A, RACES)
 
 
 RACE_CLAUSES = (*RACES, "A2A-RES-9", "A2A-RES-7", "MACH-LIN-2")

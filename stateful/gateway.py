@@ -164,7 +164,7 @@ def _by_key(method: str, *extra: Callable[[Any], Any]) -> Callable:
 def _queue(method: str) -> Callable:
     def rule_(m, data):
         limit = data.draw(st.sampled_from((0, 0, 1, 2, -1)), "limit")
-        offset = data.draw(st.sampled_from((0, 0, 1, -2)), "offset")
+        offset = data.draw(st.sampled_from((0, 0, 1, 2, -2)), "offset")
         return gw_op(method, data.draw(m.ctx_choice(zero=True), "ctx"), limit, offset, keys=None)
 
     rule_.__name__ = f"r_{method}"

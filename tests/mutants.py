@@ -39,6 +39,7 @@ from cortex_spec.entities import detach, replace
 from cortex_spec.errors import (
     AlreadyExists,
     AskAlreadyClaimed,
+    AskResolutionConflict,
     AskResolutionNotFound,
     CheckpointNotFound,
     ConversationClosed,
@@ -61,7 +62,7 @@ from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
 from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
 from cortex_spec.checkpoints import validate_decision
-from cortex_spec.validation import check_instant, check_page, page
+from cortex_spec.validation import check_bool, check_instant, check_page, page
 from cortex_spec.gateway import (
     ItemStatus,
     check_cutoff,
@@ -452,6 +453,57 @@ class AskDeadlineOnClaimSide(MemoryStore):
         return [detach(a) for a in page(rows, limit, 0)]
 
 
+# (issue 18 item 4, a2a: bugs that hide behind one sender, a first page, a short limit)
+
+
+class HopCeilingPerSender(MemoryStore):
+    """record_message checks the hop ceiling against the messages of the
+    envelope's sender (a per-sender budget): with several senders a
+    conversation goes past its ceiling."""
+
+    def record_message(self, ctx, envelope):
+        require_scope(ctx)
+        with self._tx() as t:
+            conv = t.a2a_conversations.get(getattr(envelope, "conversation_id", None))
+            if conv is None or not visible(ctx, conv):
+                return super().record_message(ctx, envelope)
+            sent = sum(1 for m in t.a2a_messages.values()
+                       if m.conversation_id == conv.id and m.sender == envelope.sender)
+            # the sender's own count is what the ceiling is held against
+            t.a2a_conversations[conv.id] = replace(conv, hop_ceiling=conv.hops_used + conv.hop_ceiling - sent)
+            try:
+                return super().record_message(ctx, envelope)
+            finally:
+                now = t.a2a_conversations[conv.id]
+                t.a2a_conversations[conv.id] = replace(now, hop_ceiling=conv.hop_ceiling)
+
+
+class InboxPagesBeforeUnreadFilter(MemoryStore):
+    """list_inbox pages the delivered rows and drops the read ones
+    afterwards (the unread filter applied to the page): with read mail
+    interleaved, an unread page after the first comes out short or
+    shifted."""
+
+    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+        require_scope(ctx)
+        unread_only = check_bool(unread_only, "unread_only")
+        rows = super().list_inbox(ctx, agent, conversation_id=conversation_id, limit=limit, offset=offset)
+        return [d for d in rows if d.read_at is None] if unread_only else rows
+
+
+class QueueDropsLookAhead(MemoryStore):
+    """list_queued_deliveries reads ``limit + 1`` rows to learn whether more
+    follow and drops the last one read even when it was not the extra one:
+    a limit of exactly the number of queued rows, or more, loses a row."""
+
+    def list_queued_deliveries(self, ctx, limit=0):
+        rows = super().list_queued_deliveries(ctx, 0)
+        limit, _ = check_page(limit)
+        if limit <= 0:
+            return rows
+        return rows[:limit + 1][:-1] if len(rows) > limit else rows[:-1]
+
+
 class Amnesia(MemoryStore):
     """Keeps everything in the store object, not in the storage: a restart
     loses every acknowledged write."""
@@ -562,6 +614,20 @@ class OrderByFormattedText(MemoryGateway):
 def _text_of(instant):
     """The instant as given (its own offset), truncated to milliseconds."""
     return rfc3339_nano(instant.replace(microsecond=instant.microsecond - instant.microsecond % 1000))
+
+
+class PendingPagesOpenRows(MemoryGateway):
+    """pending pages every row that is not done and keeps the pending ones
+    afterwards (one query of the open rows): with replied rows received in
+    between, a page after the first comes out short or shifted."""
+
+    def pending(self, ctx, limit=0, offset=0):
+        require_context(ctx)
+        limit, offset = check_queue_page(limit, offset)
+        with self._tx() as t:
+            rows = [r for r in t.gw_items.values() if r.item.status != ItemStatus.DONE]
+            return [detach(r.item) for r in page(refgw._order(rows), limit, offset)
+                    if r.item.status == ItemStatus.PENDING]
 
 
 class ReplyOverwritten(MemoryGateway):
@@ -795,6 +861,22 @@ class OverlayClimbs(MemoryStore):
         raise OverlayNotFound(f"no overlay of agent {agent}")
 
 
+class OverlayFirstAtScope(MemoryStore):
+    """get_overlay_for_agent reads the first overlay stored at the scope and
+    then checks its agent (LIMIT 1 before the agent filter): with another
+    agent's overlay there first, the agent's own is not found."""
+
+    def _overlay_at(self, scope, agent):
+        from cortex_spec.catalog import OVERLAYS
+        from cortex_spec.kinds import Query
+
+        rows = self._crud.storage.select(OVERLAYS, Query(scope, exact=True, order=(("created_at", False),
+                                                                                    ("id", False)), limit=1))
+        if rows and rows[0].agent_id == agent:
+            return rows[0]
+        raise OverlayNotFound(f"no overlay of agent {agent}")
+
+
 class DeleteCascades(MemoryStore):
     """Deleting an agent deletes its overlays in every scope (the upstream
     PostgreSQL foreign keys)."""
@@ -954,6 +1036,40 @@ class OrderByTimestamp(MemoryStore):
         everything.sort(key=lambda m: m.timestamp or floor)
         limit, _ = check_page(limit)
         return everything[-limit:] if limit else everything
+
+
+# (issue 18 item 4, memory: bugs that hide behind one agent and one session)
+
+
+class SummariesOfEveryAgent(MemoryStore):
+    """load_summaries selects by scope only: the agent filter is lost, and
+    every agent's summaries come back."""
+
+    def load_summaries(self, ctx, agent_id):
+        from cortex_spec import memory as mem
+
+        super().load_summaries(ctx, agent_id)  # validation
+        rows = self._crud.storage.select(mem.SUMMARIES, Query(require_scope(ctx),
+                                                              order=(("created_at", False), ("id", False))))
+        return [r.text for r in rows]
+
+
+class NewestBeforeSessionFilter(MemoryStore):
+    """load_conversation with a limit takes the agent's newest ``limit``
+    messages and keeps those of the session afterwards: saves to the
+    agent's other sessions push this one's messages out."""
+
+    def load_conversation(self, ctx, agent_id, session_id, limit=0):
+        from cortex_spec import memory as mem
+
+        everything = super().load_conversation(ctx, agent_id, session_id, 0)
+        limit, _ = check_page(limit)
+        if not limit:
+            return everything
+        rows = self._crud.storage.select(mem.MESSAGES, Query(require_scope(ctx), where=(("agent_id", agent_id),),
+                                                             order=mem._NEWEST_FIRST, limit=limit))
+        return [mem.Message(role=r.role, content=r.content, tool_calls=r.tool_calls, metadata=r.metadata,
+                            timestamp=r.timestamp) for r in reversed(rows) if r.session_id == session_id]
 
 
 class DeleteLeavesMessages(MemoryStore):
@@ -1357,6 +1473,24 @@ class _RowsMutant(MemoryStore):
             self._seeing.inside, self._seeing.pinned = False, None
 
 
+class SealComparesRawDeadline(MemoryStore):
+    """seal_ask_resolution compares the argument's deadline with the stored
+    one as given, not truncated to whole milliseconds: the ask's own
+    deadline with sub-millisecond digits is taken for another question."""
+
+    def seal_ask_resolution(self, ctx, ask, reply):
+        from cortex_spec.a2a import e_visible
+        from cortex_spec.a2a_resolutions import ask_identity
+
+        require_scope(ctx)
+        ask_identity(ask)  # the argument checks
+        with self._tx() as t:
+            stored = t.a2a_asks.get(ask.reply_with)
+            if stored is not None and e_visible(ctx, stored) and ask.deadline != stored.deadline:
+                raise AskResolutionConflict("the deadline differs")
+        return super().seal_ask_resolution(ctx, ask, reply)
+
+
 class SealAcceptsCompeting(MemoryStore):
     """A seal of an ask that already has a resolution returns the retained
     resolution whatever its outcome: a competing answer is acknowledged as if
@@ -1611,6 +1745,10 @@ MUTANTS: list[Mutant] = [
     # without a token check, a token of the wrong type is not refused either (A2A-GEN-12)
     _m("a2a-unfenced-finish", UnfencedFinish, ("A2A-DLV-13", "A2A-DLV-14", "A2A-GEN-12")),
     _m("a2a-ask-deadline-on-claim-side", AskDeadlineOnClaimSide, ("A2A-ASK-9", "A2A-ASK-8", "A2A-ASK-12")),
+    # a2a, issue 18 item 4 (varied actors, pages among look-alike rows, limits at n and beyond)
+    _m("a2a-hop-ceiling-per-sender", HopCeilingPerSender, ("A2A-HOP-7", "A2A-HOP-10")),
+    _m("a2a-inbox-pages-before-unread-filter", InboxPagesBeforeUnreadFilter, ("A2A-GEN-10", "A2A-INBOX-3")),
+    _m("a2a-queue-drops-look-ahead", QueueDropsLookAhead, ("A2A-GEN-10", "A2A-QUEUE-1")),
     # a restart loses everything (MACH-DUR-1), and so does a worker's own
     # store opened on the same storage (MACH-CRASH-1): whichever comes first
     Mutant("amnesia", Amnesia.__doc__.strip().splitlines()[0], ("MACH-DUR-1", "MACH-CRASH-1"),
@@ -1626,6 +1764,8 @@ MUTANTS: list[Mutant] = [
     _m("gw-reply-not-durable", _opener(ReplyNotDurable), ("GW-CRASH-3", "GW-CRASH-4", "GW-OPEN-5", "GW-SCOPE-4")),
     _m("gw-lock-left-by-dead-holder", _opener(LockLeftByDeadHolder), ("GW-OPEN-6", "GW-CRASH-9")),
     _m("gw-no-lock", NoLockStore, ("GW-OPEN-1", "GW-OPEN-2", "GW-RACE-9")),
+    # gateway, issue 18 item 4 (a queue paged among the rows of the other statuses)
+    _m("gw-pending-pages-open-rows", _opener(PendingPagesOpenRows), ("GW-Q-4",)),
     _m("catalog-unescaped-like", UnescapedLikeSearch, ("MC-GEN-10",), ("catalog",)),
     _m("catalog-caseless-by-name", CaseInsensitiveByName, ("CAT-GEN-5",)),
     _m("catalog-newest-by-name", NewestByName, ("CAT-GEN-5", "MC-GEN-9")),
@@ -1633,6 +1773,8 @@ MUTANTS: list[Mutant] = [
     _m("catalog-overlay-climbs", OverlayClimbs, ("CAT-OVL-3",)),
     _m("catalog-delete-cascades", DeleteCascades, ("CAT-GEN-10",)),
     _m("catalog-name-unique-everywhere", NameUniqueEverywhere, ("CAT-GEN-2",)),
+    # catalog, issue 18 item 4 (overlays of two agents at one scope)
+    _m("catalog-overlay-first-at-scope", OverlayFirstAtScope, ("CAT-OVL-3", "CAT-OVL-6")),
     _m("memory-count-read-then-write", CountReadThenWrite, ("MEM-RACE-1", "MEM-CONV-11")),
     _m("memory-load-oldest", LoadOldest, ("MEM-CONV-6",)),
     _m("memory-order-by-timestamp", OrderByTimestamp, ("MEM-CONV-8", "MEM-CONV-6")),
@@ -1641,6 +1783,9 @@ MUTANTS: list[Mutant] = [
     _m("memory-clear-keeps-last-message", ClearKeepsLastMessage, ("MEM-CONV-9",)),
     _m("memory-save-into-visible-session", SaveIntoVisibleSession, ("MEM-CONV-2",)),
     _m("memory-update-writes-counters", UpdateWritesCounters, ("MEM-SES-6", "MEM-RACE-4")),
+    # memory, issue 18 item 4 (two agents, two sessions of one agent)
+    _m("memory-summaries-of-every-agent", SummariesOfEveryAgent, ("MEM-SUM-2",)),
+    _m("memory-newest-before-session-filter", NewestBeforeSessionFilter, ("MEM-CONV-6",)),
     _m("leases-hold-read-then-write", HoldReadThenWrite, ("LEASE-RACE-1", "LEASE-HOLD-8", "LEASE-RACE-3",
                                                           "LEASE-EXCL-1", "MACH-LIN-1")),
     _m("leases-expiry-on-holder-side", ExpiryOnHolderSide, ("LEASE-HOLD-6", "LEASE-HOLD-1", "LEASE-HOLD-5")),
@@ -1665,6 +1810,8 @@ MUTANTS: list[Mutant] = [
     _m("a2a-deferred-cursor-repeats", DeferredCursorRepeats, ("A2A-DEFER-2",)),
     _m("a2a-agent-reply-runs-forget-admissions", AgentReplyRunsForgetAdmissions, ("A2A-AREPLY-1",)),
     _m("a2a-in-scope-queue-sees-descendants", InScopeQueueSeesDescendants, ("A2A-ROUTE-2",)),
+    # a2a_resolutions, issue 18 item 4 (an identity instant at the millisecond and either side)
+    _m("a2a-seal-compares-raw-deadline", SealComparesRawDeadline, ("A2A-RES-4",)),
     _m("progress-read-from-above", ProgressReadFromAbove, ("PROG-GET-1", "PROG-ENT-1")),
     # the inspection needs rows of other classes to plant broken scopes in
     _m("admin-inspect-repairs", InspectRepairs, ("ADMIN-INSPECT-3",), ("admin", "runs", "catalog")),
