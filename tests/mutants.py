@@ -283,6 +283,23 @@ class TornUpdate(MemoryStore):
         return self.get_run(ctx, run_id)
 
 
+class ClaimStampsPrincipal(MemoryStore):
+    """Both suspension claims write the claimer's ``ctx.principal`` into the
+    run they resume (the run's principal is the creator's, never written)."""
+
+    def claim_suspension(self, ctx, run_id):
+        with self._tx() as t:
+            s = super().claim_suspension(ctx, run_id)
+            t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
+            return s
+
+    def claim_expired_suspension(self, ctx, run_id, now):
+        with self._tx() as t:
+            s = super().claim_expired_suspension(ctx, run_id, now)
+            t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
+            return s
+
+
 # -- class a2a -------------------------------------------------------------------------
 
 
@@ -1603,6 +1620,9 @@ MUTANTS: list[Mutant] = [
     _m("admin-inspect-repairs", InspectRepairs, ("ADMIN-INSPECT-3",), ("admin", "runs", "catalog")),
     _m("admin-inspect-skips-stored-kinds", InspectSkipsCatalog, ("ADMIN-INSPECT-1",), ("admin", "runs", "catalog")),
     _m("preparation-without-snapshot", CaptureWithoutSnapshot, ("PREP-2",)),
+    # -- varied actors, pages and instants (issue 18 item 4): runs, suspensions,
+    # checkpoints, leases and the machines
+    _m("claim-stamps-principal", ClaimStampsPrincipal, ("SUSP-CLAIM-2", "SUSP-XCLAIM-2")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
