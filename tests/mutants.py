@@ -233,6 +233,50 @@ class ResolveOverwrites(MemoryStore):
             return detach(resolved)
 
 
+def _pending_rows(store, ctx, flt, keep):
+    """The pending-list query with its selection split: ``keep(cp)`` says which
+    rows the mutant's query selects before it pages; the rest of the
+    selection (run filter, visibility, state) is applied to the page."""
+    from cortex_spec.checkpoints import validate_checkpoint_filter
+
+    scope = require_scope(ctx)
+    flt = validate_checkpoint_filter(flt)
+    with store._tx() as t:
+        rows = sorted((cp for cp in t.checkpoints.values() if keep(scope, flt, cp)),
+                      key=lambda cp: (cp.created_at, cp.id))
+    return [detach(cp) for cp in page(rows, flt.limit, flt.offset)
+            if cp.state == CheckpointState.PENDING and scope.covers(cp.scope)
+            and (flt.run_id is None or cp.run_id == flt.run_id)]
+
+
+class PendingPagedBeforeRunFilter(MemoryStore):
+    """list_pending pages the visible pending rows of every run, then keeps
+    the filter's run: a page from offset 1 of one run's checkpoints is short
+    or wrong when other runs' rows sit between them."""
+
+    def list_pending(self, ctx, filter=None):
+        return _pending_rows(self, ctx, filter,
+                             lambda scope, flt, cp: cp.state == CheckpointState.PENDING and scope.covers(cp.scope))
+
+
+class PendingPagedBeforeScope(MemoryStore):
+    """list_pending pages the pending rows of every scope, then keeps the
+    visible ones (the scope test applied to the page, not to the query)."""
+
+    def list_pending(self, ctx, filter=None):
+        return _pending_rows(self, ctx, filter, lambda scope, flt, cp: cp.state == CheckpointState.PENDING
+                             and (flt.run_id is None or cp.run_id == flt.run_id))
+
+
+class PendingPagedOverResolved(MemoryStore):
+    """list_pending pages the visible rows of both states, then drops the
+    resolved ones: offset and limit count resolved checkpoints too."""
+
+    def list_pending(self, ctx, filter=None):
+        return _pending_rows(self, ctx, filter, lambda scope, flt, cp: scope.covers(cp.scope)
+                             and (flt.run_id is None or cp.run_id == flt.run_id))
+
+
 class SuspensionPerScope(MemoryStore):
     """One suspension per run *per scope* (upstream's partial index, misread)."""
 
@@ -1623,6 +1667,9 @@ MUTANTS: list[Mutant] = [
     # -- varied actors, pages and instants (issue 18 item 4): runs, suspensions,
     # checkpoints, leases and the machines
     _m("claim-stamps-principal", ClaimStampsPrincipal, ("SUSP-CLAIM-2", "SUSP-XCLAIM-2")),
+    _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
+    _m("pending-paged-before-scope", PendingPagedBeforeScope, ("CP-LIST-2",)),
+    _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
