@@ -1661,13 +1661,24 @@ def _ordering_fixture(store, clock, scopes):
     return now, sorted(rows, key=lambda s: (s.expires_at, s.id))
 
 
-@pytest.mark.clause("SUSP-LIST-3", "RSC-GEN-11")
+def _expired_elsewhere(store, now):
+    """Expired rows the scoped list from W1 must skip: in the look-alike
+    scopes W10 and W1X, in ORG_W1 and W2, with deadlines before, between and
+    tied with the fixture's (a limit counts only what the caller sees)."""
+    for i, scope in enumerate((W10, W1X, ORG_W1, W2)):
+        for deadline in (now - timedelta(minutes=4), now - timedelta(minutes=2) - i * MS, now - MS, now):
+            _suspend(store, scope, ids.new_id(ids.RUN), deadline)
+
+
+@pytest.mark.clause("SUSP-LIST-3", "RSC-GEN-11", "SUSP-LIST-1")
 @pytest.mark.parametrize("limit", [0, -1, -100, 1, 3, 8, 9, 50])
 def test_list_expired_order_and_limit(store, clock, limit):
     now, ordered = _ordering_fixture(store, clock, [W1, W1P1, W1P2])
+    _expired_elsewhere(store, now)
     got = store.list_expired(ctx(W1), now, limit)
     want = ordered if limit <= 0 else ordered[:limit]
-    assert _ids(got) == _ids(want)
+    expect("SUSP-LIST-3", _ids(got), _ids(want),
+           f"list_expired from {W1} with limit={limit}, expired rows of look-alike and other scopes present")
     assert_strict_equal(got, want, "rows")
     assert _ids(store.list_expired(ctx(W1), now)) == _ids(ordered)  # default: no maximum
 

@@ -44,7 +44,7 @@ def r_create_checkpoint(m, data):
     cp = Checkpoint(
         id=cp_id,
         run_id=data.draw(m.id_choice("run"), "run_id"),
-        agent_id=AGENTS[0],
+        agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
         reason=data.draw(short_texts(), "reason"),
         step_index=data.draw(st.integers(0, 3), "step_index"),
         metadata=data.draw(json_objects(), "metadata"),
@@ -59,7 +59,7 @@ def r_get_checkpoint(m, data):
 
 def r_resolve(m, data):
     cp_id = data.draw(m.id_choice("checkpoint"), "checkpoint_id")
-    return make_op("resolve", data.draw(m.ctx_choice(), "ctx"), cp_id,
+    return make_op("resolve", data.draw(m.ctx_choice(actors=True), "ctx"), cp_id,
                    data.draw(DECISIONS, "decision"), keys=[cp_key(cp_id)])
 
 

@@ -259,15 +259,6 @@ class PendingPagedBeforeRunFilter(MemoryStore):
                              lambda scope, flt, cp: cp.state == CheckpointState.PENDING and scope.covers(cp.scope))
 
 
-class PendingPagedBeforeScope(MemoryStore):
-    """list_pending pages the pending rows of every scope, then keeps the
-    visible ones (the scope test applied to the page, not to the query)."""
-
-    def list_pending(self, ctx, filter=None):
-        return _pending_rows(self, ctx, filter, lambda scope, flt, cp: cp.state == CheckpointState.PENDING
-                             and (flt.run_id is None or cp.run_id == flt.run_id))
-
-
 class PendingPagedOverResolved(MemoryStore):
     """list_pending pages the visible rows of both states, then drops the
     resolved ones: offset and limit count resolved checkpoints too."""
@@ -325,6 +316,15 @@ class TornUpdate(MemoryStore):
                 t.runs[run_id] = replace(t.runs[run_id], **{name: detach(value)}, updated_at=now)
             time.sleep(GAP / 10)
         return self.get_run(ctx, run_id)
+
+
+class ExpiredLimitBeforeScope(MemoryStore):
+    """list_expired takes the first ``limit`` expired rows of every scope and
+    keeps the visible ones: the limit counts rows the caller cannot see."""
+
+    def list_expired(self, ctx, now, limit=0):
+        scope = require_scope(ctx)
+        return [s for s in super().list_expired_across_scopes(ctx, now, limit) if scope.covers(s.scope)]
 
 
 class ClaimStampsPrincipal(MemoryStore):
@@ -1668,8 +1668,8 @@ MUTANTS: list[Mutant] = [
     # checkpoints, leases and the machines
     _m("claim-stamps-principal", ClaimStampsPrincipal, ("SUSP-CLAIM-2", "SUSP-XCLAIM-2")),
     _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
-    _m("pending-paged-before-scope", PendingPagedBeforeScope, ("CP-LIST-2",)),
     _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
+    _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
