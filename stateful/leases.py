@@ -57,8 +57,9 @@ def r_hold_lease(m: Any, data: Any) -> Op:
 
 def r_mark_notified(m: Any, data: Any) -> Op:
     run_id = data.draw(m.id_choice("run"), "run_id")
-    return make_op("mark_notified", data.draw(m.ctx_choice(actors=True), "ctx"), run_id,
-                   data.draw(m.instant_choice(), "at"),
+    at = data.draw(m.instant_choice(), "at")
+    m.remember_instant(at)  # later cut-offs (and clock steps) land on the mark and 1 ms either side
+    return make_op("mark_notified", data.draw(m.ctx_choice(actors=True), "ctx"), run_id, at,
                    keys=[run_key(run_id)])
 
 

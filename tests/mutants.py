@@ -1167,6 +1167,20 @@ class ContinuableIgnoresDeadline(MemoryStore):
         return [detach(r) for r in page(rows, limit, 0)]
 
 
+class ContinuableUntruncatedCutoff(MemoryStore):
+    """list_continuable_across_scopes compares ``notified_at`` with
+    ``notified_before`` as given, sub-millisecond digits included: a run marked
+    at T is listed again with ``notified_before`` T + 0.5 ms."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        from datetime import timedelta
+
+        before = check_instant(notified_before, "notified_before")
+        if notified_before.microsecond % 1000:  # "notified_at < notified_before", untruncated
+            before += timedelta(milliseconds=1)
+        return super().list_continuable_across_scopes(ctx, before, limit)
+
+
 class MarkMovesBack(MemoryStore):
     """mark_notified writes ``at`` unconditionally: a late sweeper moves the
     mark back and the run is announced again."""
@@ -1670,6 +1684,7 @@ MUTANTS: list[Mutant] = [
     _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
     _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
     _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
+    _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
