@@ -135,6 +135,10 @@ def setup(w: World) -> list[Op]:
                     keys=[cp_key(cp_id)]) for cp_id in rows.checkpoints]
 
 
+#: the pending-list filters of racing listings: none, and pages of the world's run
+PAGES = (None, CheckpointFilter(offset=1, limit=1), CheckpointFilter(limit=1))
+
+
 def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Resolves with different decisions, reads, lists and duplicate creates.
     Each builder takes Hypothesis' ``draw``."""
@@ -152,11 +156,14 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
         return make_op("get_checkpoint", ctx_of(ROLES[draw(roles)]), cp_id, keys=[cp_key(cp_id)])
 
     def listing(draw):
+        # whole lists and pages (offset 1, limit 1; a cursor after the first id)
         kind = draw(st.sampled_from(("pending", "count", "across")))
         if kind == "across":
-            return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), None, 0, keys=None)
+            after = draw(st.sampled_from((None, world.checkpoints[0])))
+            return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), after,
+                           draw(st.sampled_from((0, 1))), keys=None)
         method = "list_pending" if kind == "pending" else "count_pending"
-        return make_op(method, ctx_of(ROLES[draw(roles)]), None, keys=None)
+        return make_op(method, ctx_of(ROLES[draw(roles)]), draw(st.sampled_from(PAGES)), keys=None)
 
     def create(draw):
         cp_id = draw(st.sampled_from(world.checkpoints + (world.spare,)))

@@ -170,9 +170,12 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
                        keys=[run_key(run_id)])
 
     def listing(draw):
+        # all rows, or the first one or two: a limit must count only the rows selected
+        limit = draw(st.sampled_from((0, 1, 2)))
         if draw(st.booleans()):
-            return make_op("list_lapsed_across_scopes", ctx_of(ROLES["other"]), draw(_instants(rows)), 0, keys=None)
-        return make_op("list_continuable_across_scopes", ZERO, draw(_instants(rows)), 0, keys=None)
+            return make_op("list_lapsed_across_scopes", ctx_of(ROLES["other"]), draw(_instants(rows)), limit,
+                           keys=None)
+        return make_op("list_continuable_across_scopes", ZERO, draw(_instants(rows)), limit, keys=None)
 
     def stop(draw):
         run_id = draw(st.sampled_from(rows.running))
