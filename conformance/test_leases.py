@@ -43,6 +43,9 @@ from .helpers import PLUS_0530, assert_scope
 MS = timedelta(milliseconds=1)
 #: owners: two is the least that tells a per-owner rule from a per-run one
 OWNERS = ("worker-a", "worker-b", "worker-c", "worker-d")
+#: owners that are not worker-a although a collation might say so: another
+#: case, a trailing space, worker-a as a prefix
+NEAR_OWNERS = ("Worker-A", "WORKER-A", "worker-a ", "worker-aa")
 #: scopes of rows of the across-scope listings, look-alikes and a deep one among them
 SCOPES = ("ws=w1", HOME, "ws=w10", "ws=w1x/proj=p1", "org=w1", "a=1/b=2/c=3")
 
@@ -108,10 +111,10 @@ def test_refused_holds_change_nothing(store, clock):
     # one millisecond before the expiry the lease is live for everyone but its owner
     clock.advance(seconds=10)
     clock.set(expiry - MS)
-    for owner in OWNERS[1:]:
+    for owner in OWNERS[1:] + NEAR_OWNERS:
         expect_raises("LEASE-HOLD-4", LeaseHeld,
                       lambda: store.hold_lease(ctx(HOME), run.id, _lease(owner, expiry + timedelta(hours=1))),
-                      f"{owner}'s hold 1 ms before worker-a's lease expires")
+                      f"{owner!r}'s hold 1 ms before worker-a's lease expires")
     expect("LEASE-EXCL-1", store.get_run(ctx(HOME), run.id), before, "the run after refused holds")
     for state in (RunState.CREATED, RunState.PAUSED, RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED):
         other = store.create_run(ctx(HOME), make_run(state))

@@ -1125,6 +1125,21 @@ class RenewalCounted(_leases_with(_counts_renewals)):
     renewals included."""
 
 
+def _owner_padded_caseless(current, owner, now):
+    from cortex_spec.leases import hold_decision
+
+    # owners compared as a case-insensitive, space-padded column compares them
+    if current is not None and current.owner.rstrip().casefold() == owner.rstrip().casefold():
+        owner = current.owner
+    return hold_decision(current, owner, now)
+
+
+class OwnerComparedCaseless(_leases_with(_owner_padded_caseless)):
+    """hold_lease compares owners case-insensitively and ignoring trailing
+    spaces (a SQL collation's equality): "Worker-A" renews worker-a's live
+    lease as if it were its own."""
+
+
 class LapsedExcludesTheInstant(MemoryStore):
     """list_lapsed_across_scopes compares ``expires_at < now``: a lease that
     expires exactly at ``now`` is not listed."""
@@ -1684,6 +1699,7 @@ MUTANTS: list[Mutant] = [
     _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
     _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
     _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
+    _m("leases-owner-compared-caseless", OwnerComparedCaseless, ("LEASE-HOLD-4",)),
     _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
 ]
 
