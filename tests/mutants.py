@@ -1515,6 +1515,20 @@ class ProgressReadFromAbove(MemoryStore):
         return _public(rows[0])
 
 
+class ProgressDeleteEveryRun(MemoryStore):
+    """delete_progress removes every snapshot stored at exactly the caller's
+    scope, other runs' too (the delete keyed by the scope alone)."""
+
+    def delete_progress(self, ctx, run_id):
+        from cortex_spec.progress import PROGRESS, progress_key
+
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        with self._tx():
+            for row in self._crud.storage.select(PROGRESS, Query(scope, exact=True)):
+                self._crud.storage.delete(PROGRESS, progress_key(row.run_id, scope), scope)
+
+
 class InspectRepairs(MemoryStore):
     """inspect_scopes "repairs" what it reports: a row with the zero scope
     is deleted after its visit (the scan changes data)."""
@@ -1699,6 +1713,7 @@ MUTANTS: list[Mutant] = [
     _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
     _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
     _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
+    _m("progress-delete-every-run", ProgressDeleteEveryRun, ("PROG-DEL-1",)),
     _m("leases-owner-compared-caseless", OwnerComparedCaseless, ("LEASE-HOLD-4",)),
     _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
 ]
