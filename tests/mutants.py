@@ -145,6 +145,19 @@ class PrefixConfusion(MemoryStore):
         return rows, flt
 
 
+class ExactPagedBeforeExactFilter(MemoryStore):
+    """list_runs with ``exact=True`` pages the prefix-visible matching runs,
+    then keeps those at exactly the caller's scope: offset and limit count
+    the descendants' runs."""
+
+    def list_runs(self, ctx, filter=None):
+        flt = validate_run_filter(filter)
+        if not flt.exact:
+            return super().list_runs(ctx, flt)
+        rows = super().list_runs(ctx, attrs.evolve(flt, exact=False))
+        return [r for r in rows if r.scope == require_scope(ctx)]
+
+
 class UpdateRewritesScope(MemoryStore):
     """update_run writes the object's scope too (when it has one)."""
 
@@ -1712,6 +1725,7 @@ MUTANTS: list[Mutant] = [
     _m("claim-stamps-principal", ClaimStampsPrincipal, ("SUSP-CLAIM-2", "SUSP-XCLAIM-2")),
     _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
     _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
+    _m("runs-exact-paged-before-exact-filter", ExactPagedBeforeExactFilter, ("RUN-LIST-3", "RUN-LIST-1")),
     _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
     _m("progress-delete-every-run", ProgressDeleteEveryRun, ("PROG-DEL-1",)),
     _m("leases-owner-compared-caseless", OwnerComparedCaseless, ("LEASE-HOLD-4",)),
