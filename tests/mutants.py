@@ -151,11 +151,11 @@ class ExactPagedBeforeExactFilter(MemoryStore):
     the descendants' runs."""
 
     def list_runs(self, ctx, filter=None):
+        scope = require_scope(ctx)
         flt = validate_run_filter(filter)
         if not flt.exact:
             return super().list_runs(ctx, flt)
-        rows = super().list_runs(ctx, attrs.evolve(flt, exact=False))
-        return [r for r in rows if r.scope == require_scope(ctx)]
+        return [r for r in super().list_runs(ctx, attrs.evolve(flt, exact=False)) if r.scope == scope]
 
 
 class UpdateRewritesScope(MemoryStore):
