@@ -345,12 +345,17 @@ class ClaimStampsPrincipal(MemoryStore):
     run they resume (the run's principal is the creator's, never written)."""
 
     def claim_suspension(self, ctx, run_id):
+        require_scope(ctx)  # the zero scope and a bad id are refused before the storage is touched
+        ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
             s = super().claim_suspension(ctx, run_id)
             t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
             return s
 
     def claim_expired_suspension(self, ctx, run_id, now):
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        check_instant(now, "now")
         with self._tx() as t:
             s = super().claim_expired_suspension(ctx, run_id, now)
             t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
