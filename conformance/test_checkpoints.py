@@ -964,6 +964,54 @@ def test_list_pending_run_filter_and_resolved_rows(store, clock):
     assert store.count_pending(ctx(W1), fa) == 1
 
 
+#: pages of one run's checkpoints: offset 0, 1 and past the end; limit 0, 1,
+#: exactly the rows left and beyond
+RUN_PAGES = [(0, 1), (1, 1), (1, 2), (2, 0), (1, 3), (1, 9), (3, 1), (4, 0), (0, 4), (0, 0)]
+
+
+#: two agents: whose checkpoint it is never decides what a list selects
+AGENT_A, AGENT_B = ids.new_id(ids.AGENT), ids.new_id(ids.AGENT)
+
+
+def _runs_interleaved(store, clock):
+    """Run A's four pending checkpoints visible from W1, created one per
+    millisecond and interleaved (in the list order) with the rows a page must
+    skip: run B's, A's own resolved one, and A's in the look-alike scopes W10
+    and W1X and in W2.  Returns A's run id, its visible pending rows in list
+    order and B's run id."""
+    run_a, run_b = ids.new_id(ids.RUN), ids.new_id(ids.RUN)
+    want = []
+    for i, scope in enumerate((W1, W1P1, W1P2, W1)):
+        _cp(store, W10 if i % 2 else W1X, run_a)  # a look-alike's row of run A, just before
+        _cp(store, (W1, W1P1)[i % 2], run_b)  # another run's row, same instant
+        want.append(_cp(store, scope, run_a, agent_id=(AGENT_A, AGENT_B)[i % 2]))
+        done = _cp(store, scope, run_a)
+        store.resolve(ctx(scope), done.id, reject())  # run A's, resolved
+        _cp(store, W2, run_a)  # an unrelated tenant's row of run A
+        clock.advance(milliseconds=1)
+    want.sort(key=lambda r: (r.created_at, r.id))
+    return run_a, want, run_b
+
+
+@pytest.mark.clause("CP-LIST-1", "CP-LIST-2", "CP-LIST-3")
+@pytest.mark.parametrize("offset, limit", RUN_PAGES, ids=[f"offset{o}-limit{n}" for o, n in RUN_PAGES])
+def test_list_pending_pages_one_runs_checkpoints_among_others(store, clock, offset, limit):
+    """The run filter, visibility and the pending state select first; offset
+    and limit then page what they selected (never the rows of other runs,
+    other scopes or resolved rows)."""
+    run_a, want, run_b = _runs_interleaved(store, clock)
+    flt = CheckpointFilter(run_id=run_a, offset=offset, limit=limit)
+    page = want[offset:]
+    page = page[:limit] if limit > 0 else page
+    expect("CP-LIST-2", _ids(store.list_pending(ctx(W1), flt)), _ids(page),
+           f"run A's pending checkpoints from {W1}, offset={offset} limit={limit}, among other runs, "
+           "look-alike scopes and resolved rows")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), flt), len(want),
+           f"count_pending of run A from {W1} with offset={offset} limit={limit}")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), CheckpointFilter(run_id=run_b, offset=offset, limit=1)), 4,
+           "count_pending of run B")
+
+
 def _ordering_fixture(store, clock):
     """Eight pending rows over three instants, several per instant, created
     so that neither creation order nor id order alone gives the answer."""

@@ -221,11 +221,15 @@ def test_zero_scope_is_refused_before_the_arguments(store):
 
 @pytest.mark.clause("PROG-DEL-1", "PROG-DEL-2", "PROG-ENT-1", "PROG-SAVE-1")
 def test_delete_removes_only_the_callers_snapshot_and_nothing_is_no_error(store, clock):
-    run = ids.new_id(ids.RUN)
+    run, other = ids.new_id(ids.RUN), ids.new_id(ids.RUN)
     rows = {sc: store.save_progress(ctx(sc), _progress(run, step_index=i)) for i, sc in enumerate([HOME] + AROUND)}
+    # another run's snapshot at the same exact scope: a delete names one run
+    neighbour = store.save_progress(ctx(HOME), _progress(other, step_index=77))
     expect("PROG-DEL-1", store.delete_progress(ctx(HOME), run), None, "delete_progress's result")
     expect_raises("PROG-DEL-1", ProgressNotFound, lambda: store.get_progress(ctx(HOME), run),
                   "the deleted snapshot")
+    expect("PROG-DEL-1", store.get_progress(ctx(HOME), other), neighbour,
+           "another run's snapshot at the same scope after the delete")
     for sc in AROUND:
         expect("PROG-DEL-1", store.get_progress(ctx(sc), run), rows[sc], f"the snapshot of {sc} after HOME's delete")
     with clause("PROG-DEL-2", what="a second delete, and a delete from a scope that saved nothing"):

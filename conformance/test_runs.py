@@ -53,6 +53,7 @@ from cortex_spec.suspensions import SuspensionReason
 from cortex_spec.testing import (
     assert_strict_equal,
     ctx,
+    expect,
     make_run,
     make_step,
     make_tool_call,
@@ -1900,6 +1901,37 @@ def test_paging_applies_after_the_filter(store, clock):
     flt = RunFilter(state="paused", limit=1, offset=2)
     assert store.list_runs(c, flt) == []
     assert store.count_runs(c, flt) == 2
+
+
+#: pages of the exact listing: offset 0, 1 and past the end; limit 0, 1, exactly the rows left and beyond
+EXACT_PAGES = [(1, 0), (1, 1), (2, 1), (0, 2), (3, 1), (4, 0), (0, 4), (2, 2)]
+
+
+@pytest.mark.clause("RUN-LIST-3", "RUN-LIST-1", "SCOPE-EXACT-1")
+@pytest.mark.parametrize("offset,limit", EXACT_PAGES, ids=[f"offset{o}-limit{n}" for o, n in EXACT_PAGES])
+def test_exact_paging_skips_only_the_callers_own_rows(store, clock, offset, limit):
+    """With exact=True the scope test selects before the page: rows of the
+    caller's descendants (prefix-visible, not exact) and of look-alike
+    scopes, created between the caller's own, are never counted by offset
+    or limit; an agent filter pages the same way."""
+    agents = (ids.new_id(ids.AGENT), ids.new_id(ids.AGENT))
+    mine: list[str] = []
+    for i in range(4):
+        for other in (P1, P2 + "/env=e1", W10, W1X):  # between each two of W1's own rows
+            clock.advance(milliseconds=1)
+            store.create_run(ctx(other), make_run(agent_id=agents[0]))
+        clock.advance(milliseconds=1)
+        mine.append(store.create_run(ctx(W1), make_run(agent_id=agents[i % 2])).id)
+    ordered = mine[::-1]  # RUN-LIST-2: newest first
+    want = ordered[offset:][:limit] if limit > 0 else ordered[offset:]
+    flt = RunFilter(exact=True, offset=offset, limit=limit)
+    expect("RUN-LIST-3", [r.id for r in store.list_runs(ctx(W1), flt)], want,
+           f"W1's own runs, exact=True offset={offset} limit={limit}, descendants' and look-alikes' runs between them")
+    expect("RUN-LIST-4", store.count_runs(ctx(W1), flt), 4, f"count_runs exact=True offset={offset} limit={limit}")
+    theirs = [rid for k, rid in enumerate(mine) if k % 2 == 0][::-1]  # agents[0]'s own runs, newest first
+    flt = RunFilter(exact=True, agent_id=agents[0], offset=min(offset, 1), limit=1)
+    expect("RUN-LIST-3", [r.id for r in store.list_runs(ctx(W1), flt)], theirs[min(offset, 1):][:1],
+           f"one agent's own runs at W1, exact=True offset={min(offset, 1)} limit=1")
 
 
 @pytest.mark.clause("RUN-LIST-3", "RUN-LIST-4")

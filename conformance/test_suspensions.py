@@ -47,6 +47,7 @@ from cortex_spec.testing import (
     assert_strict_equal,
     clause,
     ctx,
+    expect,
     make_checkpoint,
     make_run,
     make_suspension,
@@ -1055,12 +1056,19 @@ def test_by_run_methods_refuse_a_bad_run_id(store, clock, method, bad_run_id):
 # -- SUSP-CLAIM: the resume claim -------------------------------------------------------------
 
 
+#: the claimer's principal per case of the claim tests below (the run's is "alice")
+CLAIMERS = {"none": "bob", "ahead_1h": None, "ahead_1ms": "alice"}
+SWEEPERS = {"at_deadline": "sweeper", "after_deadline": None, "far_future": "alice"}
+
+
 @pytest.mark.clause("SUSP-CLAIM-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3", "SUSP-CLAIM-4", "SUSP-ENT-1", "RUN-REV-2")
 @pytest.mark.parametrize("deadline", ["none", "ahead_1h", "ahead_1ms"])
 def test_claim_moves_run_to_running_and_returns_the_suspension(store, clock, deadline):
-    c = ctx(W1P1)
+    # the run is alice's; who claims varies with the case (another principal,
+    # none, its own): no claimer's principal is written (SUSP-CLAIM-2)
+    c = ctx(W1P1, principal=CLAIMERS[deadline])
     run = store.create_run(
-        c,
+        ctx(W1P1, principal="alice"),
         make_run(
             state="paused",
             input="hello",
@@ -1082,6 +1090,8 @@ def test_claim_moves_run_to_running_and_returns_the_suspension(store, clock, dea
     assert_strict_equal(claimed, seen, "claim result")  # SUSP-CLAIM-4
     assert_strict_equal(store.get_suspension(c, run.id), seen, "stored suspension")  # CLAIM-3
     after = store.get_run(c, run.id)
+    expect("SUSP-CLAIM-2", after.principal, "alice",
+           f"the principal of alice's run after a claim by {CLAIMERS[deadline]!r}")
     assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=claim_at,
                                             revision=run.revision + 1), "run")
 
@@ -1266,8 +1276,9 @@ def test_claim_from_a_common_ancestor(store, clock, r_scope):
 @pytest.mark.clause("SUSP-XCLAIM-1", "SUSP-XCLAIM-2", "SUSP-ENT-1", "RSC-GEN-3", "RUN-REV-2")
 @pytest.mark.parametrize("cutoff", ["at_deadline", "after_deadline", "far_future"])
 def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff):
-    c = ctx(W1)
-    run = store.create_run(c, make_run(state="paused", input="x", metadata={"a": 1}))
+    # a sweeper acting for another principal (or none) writes no principal (SUSP-XCLAIM-2)
+    c = ctx(W1, principal=SWEEPERS[cutoff])
+    run = store.create_run(ctx(W1, principal="alice"), make_run(state="paused", input="x", metadata={"a": 1}))
     deadline = clock.now() + timedelta(hours=1)
     sus = _suspend(store, W1, run.id, deadline)
     clock.advance(milliseconds=25)  # clock still before the deadline
@@ -1276,6 +1287,8 @@ def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff)
     assert_strict_equal(claimed, sus, "claimed")
     assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
     after = store.get_run(c, run.id)
+    expect("SUSP-XCLAIM-2", after.principal, "alice",
+           f"the principal of alice's run after a sweep claim by {SWEEPERS[cutoff]!r}")
     assert after.updated_at == clock.now() != now_arg
     assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now(),
                                             revision=run.revision + 1), "run")
@@ -1648,13 +1661,24 @@ def _ordering_fixture(store, clock, scopes):
     return now, sorted(rows, key=lambda s: (s.expires_at, s.id))
 
 
-@pytest.mark.clause("SUSP-LIST-3", "RSC-GEN-11")
+def _expired_elsewhere(store, now):
+    """Expired rows the scoped list from W1 must skip: in the look-alike
+    scopes W10 and W1X, in ORG_W1 and W2, with deadlines before, between and
+    tied with the fixture's (a limit counts only what the caller sees)."""
+    for i, scope in enumerate((W10, W1X, ORG_W1, W2)):
+        for deadline in (now - timedelta(minutes=4), now - timedelta(minutes=2) - i * MS, now - MS, now):
+            _suspend(store, scope, ids.new_id(ids.RUN), deadline)
+
+
+@pytest.mark.clause("SUSP-LIST-3", "RSC-GEN-11", "SUSP-LIST-1")
 @pytest.mark.parametrize("limit", [0, -1, -100, 1, 3, 8, 9, 50])
 def test_list_expired_order_and_limit(store, clock, limit):
     now, ordered = _ordering_fixture(store, clock, [W1, W1P1, W1P2])
+    _expired_elsewhere(store, now)
     got = store.list_expired(ctx(W1), now, limit)
     want = ordered if limit <= 0 else ordered[:limit]
-    assert _ids(got) == _ids(want)
+    expect("SUSP-LIST-3", _ids(got), _ids(want),
+           f"list_expired from {W1} with limit={limit}, expired rows of look-alike and other scopes present")
     assert_strict_equal(got, want, "rows")
     assert _ids(store.list_expired(ctx(W1), now)) == _ids(ordered)  # default: no maximum
 

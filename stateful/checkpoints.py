@@ -44,7 +44,7 @@ def r_create_checkpoint(m, data):
     cp = Checkpoint(
         id=cp_id,
         run_id=data.draw(m.id_choice("run"), "run_id"),
-        agent_id=AGENTS[0],
+        agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
         reason=data.draw(short_texts(), "reason"),
         step_index=data.draw(st.integers(0, 3), "step_index"),
         metadata=data.draw(json_objects(), "metadata"),
@@ -59,7 +59,7 @@ def r_get_checkpoint(m, data):
 
 def r_resolve(m, data):
     cp_id = data.draw(m.id_choice("checkpoint"), "checkpoint_id")
-    return make_op("resolve", data.draw(m.ctx_choice(), "ctx"), cp_id,
+    return make_op("resolve", data.draw(m.ctx_choice(actors=True), "ctx"), cp_id,
                    data.draw(DECISIONS, "decision"), keys=[cp_key(cp_id)])
 
 
@@ -135,6 +135,10 @@ def setup(w: World) -> list[Op]:
                     keys=[cp_key(cp_id)]) for cp_id in rows.checkpoints]
 
 
+#: the pending-list filters of racing listings: none, and pages of the world's run
+PAGES = (None, CheckpointFilter(offset=1, limit=1), CheckpointFilter(limit=1))
+
+
 def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Resolves with different decisions, reads, lists and duplicate creates.
     Each builder takes Hypothesis' ``draw``."""
@@ -152,11 +156,14 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
         return make_op("get_checkpoint", ctx_of(ROLES[draw(roles)]), cp_id, keys=[cp_key(cp_id)])
 
     def listing(draw):
+        # whole lists and pages (offset 1, limit 1; a cursor after the first id)
         kind = draw(st.sampled_from(("pending", "count", "across")))
         if kind == "across":
-            return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), None, 0, keys=None)
+            after = draw(st.sampled_from((None, world.checkpoints[0])))
+            return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), after,
+                           draw(st.sampled_from((0, 1))), keys=None)
         method = "list_pending" if kind == "pending" else "count_pending"
-        return make_op(method, ctx_of(ROLES[draw(roles)]), None, keys=None)
+        return make_op(method, ctx_of(ROLES[draw(roles)]), draw(st.sampled_from(PAGES)), keys=None)
 
     def create(draw):
         cp_id = draw(st.sampled_from(world.checkpoints + (world.spare,)))

@@ -12,7 +12,8 @@ the claims and sweeps the classes declare (:attr:`~.plugin.ClassMachines.claims`
   and is abandoned without finishing; no second claim of that row may
   succeed while the dead worker's claim stands (MACH-CRASH-1);
 * ``clock_jumps_and_sweeper_runs`` — the clock jumps past every instant the
-  machine has used and a sweeper runs: it lists what is due across scopes
+  machine has used, or lands exactly on one of them (a deadline) or 1 ms
+  either side, and a sweeper runs: it lists what is due across scopes
   and acts on each row under its own scope, and must take exactly what is
   due (MACH-CRASH-2);
 * ``restart`` (harness feature ``reopen``) — the store is closed and opened
@@ -47,6 +48,7 @@ from cortex_spec.reference import MemoryStore
 from .classes import machine_classes, plugins_for, reference_session, reopen_session
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
 from .ops import outcome_of
+from .world import instants_around
 from .stats import MachineStats
 
 __all__ = ["run_crash", "CrashMachineBase", "has_faults"]
@@ -149,8 +151,13 @@ class CrashMachineBase(DifferentialMachineBase):
     def clock_jumps_and_sweeper_runs(self, data: st.DataObject) -> None:
         self.stats.rules["clock_jumps_and_sweeper_runs"] += 1
         sweep = data.draw(st.sampled_from(tuple(self.sweeps)), "sweeper")
-        jump = data.draw(st.sampled_from(sweep.jumps), "jump")
-        self.clock.set(max(self.instants + [self.clock.now()]) + jump)
+        if data.draw(st.booleans(), "onto an instant"):
+            # exactly onto a deadline (or another instant the rows use) or 1 ms either
+            # side: the rows due at it are taken, those due 1 ms later are not
+            self.clock.set(data.draw(instants_around(self.instants), "instant"))
+        else:
+            jump = data.draw(st.sampled_from(sweep.jumps), "jump")
+            self.clock.set(max(self.instants + [self.clock.now()]) + jump)
         sweep.run(self)
 
     # -- MACH-DUR-1 -----------------------------------------------------------------------

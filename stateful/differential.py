@@ -154,8 +154,10 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         pool = (new, *known) if fresh else (*known, new)
         return _indexes(len(pool)).map(pool.__getitem__)
 
-    def ctx_choice(self, zero: bool = False) -> st.SearchStrategy[Context]:
-        return contexts(zero)
+    def ctx_choice(self, zero: bool = False, actors: bool = False) -> st.SearchStrategy[Context]:
+        """A context of the scope pool; ``actors``: acting for a drawn
+        principal (the rules of calls that stamp or must not write one)."""
+        return contexts(zero, actors)
 
     def instant_choice(self) -> st.SearchStrategy[datetime]:
         return instants_around(self.instants + [self.clock.now()])

@@ -51,12 +51,15 @@ def r_hold_lease(m: Any, data: Any) -> Op:
     run_id = data.draw(m.id_choice("run"), "run_id")
     lease = _lease(data, m)
     m.remember_instant(lease.expires_at)
-    return make_op("hold_lease", data.draw(m.ctx_choice(), "ctx"), run_id, lease, keys=[run_key(run_id)])
+    # the holder's principal is not the lease's owner: both vary, neither is written elsewhere
+    return make_op("hold_lease", data.draw(m.ctx_choice(actors=True), "ctx"), run_id, lease, keys=[run_key(run_id)])
 
 
 def r_mark_notified(m: Any, data: Any) -> Op:
     run_id = data.draw(m.id_choice("run"), "run_id")
-    return make_op("mark_notified", data.draw(m.ctx_choice(), "ctx"), run_id, data.draw(m.instant_choice(), "at"),
+    at = data.draw(m.instant_choice(), "at")
+    m.remember_instant(at)  # later cut-offs (and clock steps) land on the mark and 1 ms either side
+    return make_op("mark_notified", data.draw(m.ctx_choice(actors=True), "ctx"), run_id, at,
                    keys=[run_key(run_id)])
 
 
@@ -109,6 +112,11 @@ class LeaseRows:
     running: tuple[str, ...]
     paused: tuple[str, ...]
     expiries: dict[str, datetime | None] = attrs.field(hash=False)
+    #: each run's agent (the runs world's: two agents alternate)
+    agents: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+    def agent_of(self, run_id: str) -> str:
+        return self.agents.get(run_id, self.agent)
 
 
 def world(draw: Any, w: World, size: int, live: bool) -> LeaseRows:
@@ -119,7 +127,8 @@ def world(draw: Any, w: World, size: int, live: bool) -> LeaseRows:
     for run_id in running:
         off = draw(st.sampled_from(offsets))
         expiries[run_id] = None if off is None else w.t0 + off
-    return LeaseRows(w.t0, w["runs"].agent, running, runs[1::2], expiries)
+    return LeaseRows(w.t0, w["runs"].agent, running, runs[1::2], expiries,
+                     {run_id: w["runs"].agent_of(run_id) for run_id in runs})
 
 
 def setup(w: World) -> list[Op]:
@@ -127,7 +136,7 @@ def setup(w: World) -> list[Op]:
     exact = ctx_of(ROLES["exact"])
     out = []
     for run_id in rows.running:
-        out.append(make_op("update_run", exact, Run(id=run_id, agent_id=rows.agent, state=RunState.RUNNING),
+        out.append(make_op("update_run", exact, Run(id=run_id, agent_id=rows.agent_of(run_id), state=RunState.RUNNING),
                            keys=[run_key(run_id)]))
         if rows.expiries[run_id] is not None:
             out.append(make_op("hold_lease", exact, run_id, Lease(owner="worker-a", expires_at=rows.expiries[run_id]),
@@ -161,14 +170,17 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
                        keys=[run_key(run_id)])
 
     def listing(draw):
+        # all rows, or the first one or two: a limit must count only the rows selected
+        limit = draw(st.sampled_from((0, 1, 2)))
         if draw(st.booleans()):
-            return make_op("list_lapsed_across_scopes", ctx_of(ROLES["other"]), draw(_instants(rows)), 0, keys=None)
-        return make_op("list_continuable_across_scopes", ZERO, draw(_instants(rows)), 0, keys=None)
+            return make_op("list_lapsed_across_scopes", ctx_of(ROLES["other"]), draw(_instants(rows)), limit,
+                           keys=None)
+        return make_op("list_continuable_across_scopes", ZERO, draw(_instants(rows)), limit, keys=None)
 
     def stop(draw):
         run_id = draw(st.sampled_from(rows.running))
         state = draw(st.sampled_from((RunState.PAUSED, RunState.COMPLETED, RunState.RUNNING)))
-        return make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent, state=state),
+        return make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent_of(run_id), state=state),
                        keys=[run_key(run_id)])
 
     return [hold, hold, mark, listing, stop]
@@ -235,7 +247,7 @@ def _stops(draw: Any, w: World, declared: frozenset[str]) -> Race:
         return Race(("LEASE-RACE-4", "LEASE-CLEAR-3", "LEASE-INV-1"), (claim,) + holds)
     run_id = rows.running[0]
     state = draw(st.sampled_from((RunState.PAUSED, RunState.COMPLETED, RunState.FAILED)))
-    stop = (make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent, state=state),
+    stop = (make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent_of(run_id), state=state),
                     keys=[run_key(run_id)]),)
     holds = tuple((_hold_op(run_id, "exact", o, rows.t0 + timedelta(seconds=10)),)
                   for o in OWNERS[:draw(st.integers(1, 3))])

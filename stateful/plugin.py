@@ -14,7 +14,8 @@ What a class gives, and which machine uses it:
 * ``rules`` — ``name -> rule(machine, data) -> Op | None``: one store call
   with drawn arguments, for the differential machine (every rule) and the
   crash machine (the rules that write).  ``machine`` offers
-  ``id_choice(kind)``, ``ctx_choice()``, ``instant_choice()``,
+  ``id_choice(kind)``, ``ctx_choice(zero=False, actors=False)`` (``actors``:
+  contexts acting for one of several principals), ``instant_choice()``,
   ``remember(kind, id)`` and ``known``; ``seed_rules`` run a few times
   when an example starts, at one instant, so that ties are live.
 * ``views(contexts, known) -> {name: Op}`` — the whole-state views compared

@@ -57,7 +57,8 @@ def r_create_run(m: Any, data: st.DataObject):
     run_id = data.draw(m.id_choice("run", fresh=True), "run_id")
     m.remember("run", run_id)
     run = run_entity(data, run_id)
-    return make_op("create_run", data.draw(m.ctx_choice(), "ctx"), run, keys=[run_key(run_id)])
+    # the run is stamped with the caller's principal (RUN-CREATE-1): callers act for several
+    return make_op("create_run", data.draw(m.ctx_choice(actors=True), "ctx"), run, keys=[run_key(run_id)])
 
 
 def r_get_run(m, data):
@@ -67,8 +68,9 @@ def r_get_run(m, data):
 
 def r_update_run(m, data):
     run_id = _run_id(m, data)
+    # an update never writes the principal (RUN-UPD-3), whoever the caller acts for
     return make_op(
-        "update_run", data.draw(m.ctx_choice(), "ctx"), run_entity(data, run_id), keys=[run_key(run_id)]
+        "update_run", data.draw(m.ctx_choice(actors=True), "ctx"), run_entity(data, run_id), keys=[run_key(run_id)]
     )
 
 
@@ -172,11 +174,17 @@ def views(ctxs: list, known: dict[str, list[str]]) -> dict[str, Op]:
 @attrs.frozen
 class RunRows:
     """A scenario's runs: ``runs`` are created paused at the exact role (a
-    suspension can pause them), ``spare`` is an id no row has yet."""
+    suspension can pause them), ``spare`` is an id no row has yet.  The runs
+    alternate between the two :data:`AGENTS` (``agent_of``), so a listing
+    filtered by agent has rows of the other agent to skip; ``agent`` is the
+    first one."""
 
     agent: str
     runs: tuple[str, ...]
     spare: str
+
+    def agent_of(self, run_id: str) -> str:
+        return AGENTS[self.runs.index(run_id) % len(AGENTS)] if run_id in self.runs else self.agent
 
 
 def world(draw: Any, w: World, size: int, live: bool) -> RunRows:
@@ -187,8 +195,19 @@ def world(draw: Any, w: World, size: int, live: bool) -> RunRows:
 def setup(w: World) -> list[Op]:
     rows: RunRows = w[NAME]
     exact = ctx_of(ROLES["exact"])
-    return [make_op("create_run", exact, Run(id=run_id, agent_id=rows.agent, state=RunState.PAUSED),
+    return [make_op("create_run", exact, Run(id=run_id, agent_id=rows.agent_of(run_id), state=RunState.PAUSED),
                     keys=[run_key(run_id)]) for run_id in rows.runs]
+
+
+#: the filters a racing listing draws: every run, one agent's, one state's,
+#: and pages of them (offset 1, limit 1): the page must skip the other rows
+RACING_FILTERS: tuple[RunFilter | None, ...] = (
+    None,
+    RunFilter(agent_id=AGENTS[1]),
+    RunFilter(agent_id=AGENTS[0], limit=1, offset=1),
+    RunFilter(state=RunState.RUNNING, limit=1),
+    RunFilter(state=RunState.PAUSED, offset=1),
+)
 
 
 def racing_ops(w: World) -> list[Callable[[Any], Op]]:
@@ -216,7 +235,8 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
 
     def listing(draw):
         role = draw(st.sampled_from(("exact", "ancestor")))
-        return make_op("list_runs", ctx_of(ROLES[role]), None, keys=None)
+        method = draw(st.sampled_from(("list_runs", "count_runs")))
+        return make_op(method, ctx_of(ROLES[role]), draw(st.sampled_from(RACING_FILTERS)), keys=None)
 
     return [update, read, create_dup, listing]
 

@@ -22,7 +22,7 @@ from cortex_spec.scope import Scope
 from .ops import Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
 from .runs import AGENTS, run_key
-from .world import ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op
+from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op
 
 NAME = "suspensions"
 
@@ -62,10 +62,13 @@ def r_create_suspension(m, data):
     )
 
 
-def _by_run(method: str) -> Callable:
+def _by_run(method: str, actors: bool = False) -> Callable:
+    """A rule calling ``method(ctx, run_id)``; ``actors``: the caller acts for
+    a drawn principal (a claim writes the run, never its principal)."""
+
     def rule(m, data):
         run_id = data.draw(m.id_choice("run"), "run_id")
-        return make_op(method, data.draw(m.ctx_choice(), "ctx"), run_id, keys=[run_key(run_id)])
+        return make_op(method, data.draw(m.ctx_choice(actors=actors), "ctx"), run_id, keys=[run_key(run_id)])
 
     rule.__name__ = f"r_{method}"
     return rule
@@ -74,7 +77,7 @@ def _by_run(method: str) -> Callable:
 def r_claim_expired_suspension(m, data):
     run_id = data.draw(m.id_choice("run"), "run_id")
     now = data.draw(m.instant_choice(), "now")
-    return make_op("claim_expired_suspension", data.draw(m.ctx_choice(), "ctx"), run_id, now,
+    return make_op("claim_expired_suspension", data.draw(m.ctx_choice(actors=True), "ctx"), run_id, now,
                    keys=[run_key(run_id)])
 
 
@@ -100,7 +103,7 @@ SEED_RULES = ("create_suspension",)
 RULES = {
     "create_suspension": r_create_suspension,
     "get_suspension": _by_run("get_suspension"),
-    "claim_suspension": _by_run("claim_suspension"),
+    "claim_suspension": _by_run("claim_suspension", actors=True),
     "claim_expired_suspension": r_claim_expired_suspension,
     "delete_suspension": _by_run("delete_suspension"),
     "list_expired": r_list_expired,
@@ -148,6 +151,11 @@ class SuspensionRows:
     suspensions: tuple[str, ...]
     deadlines: dict[str, datetime | None] = attrs.field(hash=False)
     spare_suspensions: tuple[str, str]
+    #: each run's agent (the runs world's: two agents alternate)
+    agents: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+    def agent_of(self, run_id: str) -> str:
+        return self.agents.get(run_id, self.agent)
 
 
 def world(draw: Any, w: World, size: int, live: bool) -> SuspensionRows:
@@ -165,6 +173,7 @@ def world(draw: Any, w: World, size: int, live: bool) -> SuspensionRows:
         suspensions=tuple(fixed_id(ids.SUSPENSION, 100 + i) for i in range(len(runs.runs))),
         deadlines=deadlines,
         spare_suspensions=(fixed_id(ids.SUSPENSION, 198), fixed_id(ids.SUSPENSION, 199)),
+        agents={run_id: runs.agent_of(run_id) for run_id in runs.runs},
     )
 
 
@@ -185,13 +194,17 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     runs = st.sampled_from(world.runs)
     instants = instants_around([world.t0] + [d for d in world.deadlines.values() if d is not None])
 
+    def claimer(draw) -> Context:
+        # claimers act for several principals: none is written into the run
+        return attrs.evolve(ctx_of(ROLES[draw(roles)]), principal=draw(st.sampled_from(PRINCIPALS)))
+
     def claim(draw):
         run_id = draw(runs)
-        return make_op("claim_suspension", ctx_of(ROLES[draw(roles)]), run_id, keys=[run_key(run_id)])
+        return make_op("claim_suspension", claimer(draw), run_id, keys=[run_key(run_id)])
 
     def sweep(draw):
         run_id = draw(runs)
-        return make_op("claim_expired_suspension", ctx_of(ROLES[draw(roles)]), run_id,
+        return make_op("claim_expired_suspension", claimer(draw), run_id,
                        draw(instants), keys=[run_key(run_id)])
 
     def delete(draw):
@@ -211,17 +224,19 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
                        keys=[run_key(run_id), ("sus", sus_id)])
 
     def listing(draw):
+        # at a deadline instant or 1 ms either side, all rows or the first one or two
         now = draw(instants)
+        limit = draw(st.sampled_from((0, 1, 2)))
         if draw(st.booleans()):
-            return make_op("list_expired_across_scopes", ctx_of(ROLES["other"]), now, 0, keys=None)
-        return make_op("list_expired", ctx_of(ROLES[draw(roles)]), now, 0, keys=None)
+            return make_op("list_expired_across_scopes", ctx_of(ROLES["other"]), now, limit, keys=None)
+        return make_op("list_expired", ctx_of(ROLES[draw(roles)]), now, limit, keys=None)
 
     def set_state(draw):
         # an update of the run racing the claims (pausing again, or failing it)
         run_id = draw(runs)
         state = draw(st.sampled_from((RunState.PAUSED, RunState.FAILED)))
         return make_op("update_run", ctx_of(ROLES["exact"]),
-                       Run(id=run_id, agent_id=world.agent, state=state), keys=[run_key(run_id)])
+                       Run(id=run_id, agent_id=world.agent_of(run_id), state=state), keys=[run_key(run_id)])
 
     return [claim, claim, sweep, delete, get, recreate, listing, set_state]
 

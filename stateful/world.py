@@ -31,6 +31,7 @@ __all__ = [
     "Script",
     "SCOPE_POOL",
     "ROLES",
+    "PRINCIPALS",
     "fixed_id",
     "ctx_of",
     "contexts",
@@ -76,12 +77,21 @@ def ctx_of(scope: str) -> Context:
     return Context(Scope.parse(scope))
 
 
+#: The principals a caller acts for: none, and two distinct ones, so that a
+#: store writing the caller's principal where the rule keeps the creator's
+#: (or keying by it) shows up.
+PRINCIPALS: tuple[str | None, ...] = (None, "alice", "bob")
+
+
 @functools.cache
-def contexts(zero: bool = False) -> st.SearchStrategy[Context]:
-    """A context from the scope pool (optionally the zero scope too)."""
+def contexts(zero: bool = False, actors: bool = False) -> st.SearchStrategy[Context]:
+    """A context from the scope pool (optionally the zero scope too); with
+    ``actors``, acting for one of :data:`PRINCIPALS`."""
     choices = [ctx_of(s) for s in SCOPE_POOL]
     if zero:
         choices.append(Context(Scope()))
+    if actors:
+        choices = [attrs.evolve(c, principal=p) for c in choices for p in PRINCIPALS]
     return st.sampled_from(tuple(choices))
 
 

@@ -146,6 +146,19 @@ class PrefixConfusion(MemoryStore):
         return rows, flt
 
 
+class ExactPagedBeforeExactFilter(MemoryStore):
+    """list_runs with ``exact=True`` pages the prefix-visible matching runs,
+    then keeps those at exactly the caller's scope: offset and limit count
+    the descendants' runs."""
+
+    def list_runs(self, ctx, filter=None):
+        scope = require_scope(ctx)
+        flt = validate_run_filter(filter)
+        if not flt.exact:
+            return super().list_runs(ctx, flt)
+        return [r for r in super().list_runs(ctx, attrs.evolve(flt, exact=False)) if r.scope == scope]
+
+
 class UpdateRewritesScope(MemoryStore):
     """update_run writes the object's scope too (when it has one)."""
 
@@ -234,6 +247,41 @@ class ResolveOverwrites(MemoryStore):
             return detach(resolved)
 
 
+def _pending_rows(store, ctx, flt, keep):
+    """The pending-list query with its selection split: ``keep(cp)`` says which
+    rows the mutant's query selects before it pages; the rest of the
+    selection (run filter, visibility, state) is applied to the page."""
+    from cortex_spec.checkpoints import validate_checkpoint_filter
+
+    scope = require_scope(ctx)
+    flt = validate_checkpoint_filter(flt)
+    with store._tx() as t:
+        rows = sorted((cp for cp in t.checkpoints.values() if keep(scope, flt, cp)),
+                      key=lambda cp: (cp.created_at, cp.id))
+    return [detach(cp) for cp in page(rows, flt.limit, flt.offset)
+            if cp.state == CheckpointState.PENDING and scope.covers(cp.scope)
+            and (flt.run_id is None or cp.run_id == flt.run_id)]
+
+
+class PendingPagedBeforeRunFilter(MemoryStore):
+    """list_pending pages the visible pending rows of every run, then keeps
+    the filter's run: a page from offset 1 of one run's checkpoints is short
+    or wrong when other runs' rows sit between them."""
+
+    def list_pending(self, ctx, filter=None):
+        return _pending_rows(self, ctx, filter,
+                             lambda scope, flt, cp: cp.state == CheckpointState.PENDING and scope.covers(cp.scope))
+
+
+class PendingPagedOverResolved(MemoryStore):
+    """list_pending pages the visible rows of both states, then drops the
+    resolved ones: offset and limit count resolved checkpoints too."""
+
+    def list_pending(self, ctx, filter=None):
+        return _pending_rows(self, ctx, filter, lambda scope, flt, cp: scope.covers(cp.scope)
+                             and (flt.run_id is None or cp.run_id == flt.run_id))
+
+
 class SuspensionPerScope(MemoryStore):
     """One suspension per run *per scope* (upstream's partial index, misread)."""
 
@@ -282,6 +330,37 @@ class TornUpdate(MemoryStore):
                 t.runs[run_id] = replace(t.runs[run_id], **{name: detach(value)}, updated_at=now)
             time.sleep(GAP / 10)
         return self.get_run(ctx, run_id)
+
+
+class ExpiredLimitBeforeScope(MemoryStore):
+    """list_expired takes the first ``limit`` expired rows of every scope and
+    keeps the visible ones: the limit counts rows the caller cannot see."""
+
+    def list_expired(self, ctx, now, limit=0):
+        scope = require_scope(ctx)
+        return [s for s in super().list_expired_across_scopes(ctx, now, limit) if scope.covers(s.scope)]
+
+
+class ClaimStampsPrincipal(MemoryStore):
+    """Both suspension claims write the claimer's ``ctx.principal`` into the
+    run they resume (the run's principal is the creator's, never written)."""
+
+    def claim_suspension(self, ctx, run_id):
+        require_scope(ctx)  # the zero scope and a bad id are refused before the storage is touched
+        ids.check_id(run_id, ids.RUN, "run_id")
+        with self._tx() as t:
+            s = super().claim_suspension(ctx, run_id)
+            t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
+            return s
+
+    def claim_expired_suspension(self, ctx, run_id, now):
+        require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        check_instant(now, "now")
+        with self._tx() as t:
+            s = super().claim_expired_suspension(ctx, run_id, now)
+            t.runs[run_id] = replace(t.runs[run_id], principal=ctx.principal)
+            return s
 
 
 # -- class a2a -------------------------------------------------------------------------
@@ -1247,6 +1326,21 @@ class RenewalCounted(_leases_with(_counts_renewals)):
     renewals included."""
 
 
+def _owner_padded_caseless(current, owner, now):
+    from cortex_spec.leases import hold_decision
+
+    # owners compared as a case-insensitive, space-padded column compares them
+    if current is not None and current.owner.rstrip().casefold() == owner.rstrip().casefold():
+        owner = current.owner
+    return hold_decision(current, owner, now)
+
+
+class OwnerComparedCaseless(_leases_with(_owner_padded_caseless)):
+    """hold_lease compares owners case-insensitively and ignoring trailing
+    spaces (a SQL collation's equality): "Worker-A" renews worker-a's live
+    lease as if it were its own."""
+
+
 class LapsedExcludesTheInstant(MemoryStore):
     """list_lapsed_across_scopes compares ``expires_at < now``: a lease that
     expires exactly at ``now`` is not listed."""
@@ -1287,6 +1381,20 @@ class ContinuableIgnoresDeadline(MemoryStore):
                     and not notified_since(r, before)]
         rows.sort(key=lambda r: r.id)
         return [detach(r) for r in page(rows, limit, 0)]
+
+
+class ContinuableUntruncatedCutoff(MemoryStore):
+    """list_continuable_across_scopes compares ``notified_at`` with
+    ``notified_before`` as given, sub-millisecond digits included: a run marked
+    at T is listed again with ``notified_before`` T + 0.5 ms."""
+
+    def list_continuable_across_scopes(self, ctx, notified_before, limit=0):
+        from datetime import timedelta
+
+        before = check_instant(notified_before, "notified_before")
+        if notified_before.microsecond % 1000:  # "notified_at < notified_before", untruncated
+            before += timedelta(milliseconds=1)
+        return super().list_continuable_across_scopes(ctx, before, limit)
 
 
 class MarkMovesBack(MemoryStore):
@@ -1626,6 +1734,20 @@ class ProgressReadFromAbove(MemoryStore):
         return _public(rows[0])
 
 
+class ProgressDeleteEveryRun(MemoryStore):
+    """delete_progress removes every snapshot stored at exactly the caller's
+    scope, other runs' too (the delete keyed by the scope alone)."""
+
+    def delete_progress(self, ctx, run_id):
+        from cortex_spec.progress import PROGRESS, progress_key
+
+        scope = require_scope(ctx)
+        ids.check_id(run_id, ids.RUN, "run_id")
+        with self._tx():
+            for row in self._crud.storage.select(PROGRESS, Query(scope, exact=True)):
+                self._crud.storage.delete(PROGRESS, progress_key(row.run_id, scope), scope)
+
+
 class InspectRepairs(MemoryStore):
     """inspect_scopes "repairs" what it reports: a row with the zero scope
     is deleted after its visit (the scan changes data)."""
@@ -1822,6 +1944,16 @@ MUTANTS: list[Mutant] = [
     _m("kinds-count-ignores-flag-filter", CountIgnoresFlagFilter, ("MC-GEN-8",), ("memory",)),
     _m("kinds-by-name-tie-by-scope-text", ByNameTieByScopeText, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
     _m("kinds-by-name-ignores-created-at", ByNameIgnoresCreatedAt, ("CAT-GEN-5", "MC-GEN-9"), ("catalog",)),
+    # -- varied actors, pages and instants (issue 18 item 4): runs, suspensions,
+    # checkpoints, leases and the machines
+    _m("claim-stamps-principal", ClaimStampsPrincipal, ("SUSP-CLAIM-2", "SUSP-XCLAIM-2")),
+    _m("pending-paged-before-run-filter", PendingPagedBeforeRunFilter, ("CP-LIST-2",)),
+    _m("pending-paged-over-resolved", PendingPagedOverResolved, ("CP-LIST-2",)),
+    _m("runs-exact-paged-before-exact-filter", ExactPagedBeforeExactFilter, ("RUN-LIST-3", "RUN-LIST-1")),
+    _m("expired-limit-before-scope", ExpiredLimitBeforeScope, ("SUSP-LIST-3", "SUSP-LIST-1")),
+    _m("progress-delete-every-run", ProgressDeleteEveryRun, ("PROG-DEL-1",)),
+    _m("leases-owner-compared-caseless", OwnerComparedCaseless, ("LEASE-HOLD-4",)),
+    _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
