@@ -204,6 +204,7 @@ _KINDS = (
             lambda s, c, sh: s.count_pending(c),
             lambda s, c, sh: s.count_pending(c, CheckpointFilter(run_id=sh.run_id, limit=1)),
         ),
+        page=lambda s, c, sh, start, size: s.list_pending(c, CheckpointFilter(offset=start, limit=size)),
         across=lambda s, sh: s.list_pending_across_scopes(ZERO),
         not_found=CheckpointNotFound,
         vary=lambda o: attrs.evolve(o, reason="impostor"),

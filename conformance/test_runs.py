@@ -381,6 +381,7 @@ _KINDS = (
         get=lambda s, c, o: s.get_run(c, o.id),
         lists=(lambda s, c, sh: s.list_runs(c), lambda s, c, sh: s.list_runs(c, RunFilter())),
         counts=(lambda s, c, sh: s.count_runs(c), lambda s, c, sh: s.count_runs(c, RunFilter(limit=1))),
+        page=lambda s, c, sh, start, size: s.list_runs(c, RunFilter(offset=start, limit=size)),
         not_found=RunNotFound,
         vary=lambda o: attrs.evolve(o, input="impostor", agent_id=ids.new_id(ids.AGENT)),
         reads=_run_reads,
