@@ -16,7 +16,8 @@ every token the store takes is checked to be fresh for its delivery
 from __future__ import annotations
 
 import secrets
-from typing import Callable
+from datetime import datetime
+from typing import Any, Callable
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
@@ -25,6 +26,7 @@ from cortex_spec.a2a import (
     ConversationStatus,
     Delivery,
     DeliveryState,
+    Envelope,
     PendingAsk,
     admit,
     ask_expired,
@@ -45,7 +47,7 @@ from cortex_spec.a2a import (
     validate_new_pending_ask,
     visible,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach, replace
 from cortex_spec.errors import (
     AlreadyExists,
@@ -63,6 +65,7 @@ from cortex_spec.errors import (
     MessageNotFound,
     StoreError,
 )
+from cortex_spec.scope import Scope
 from cortex_spec.validation import (
     check_bool,
     check_instant,
@@ -98,21 +101,21 @@ class MemoryA2ARows:
             row = getattr(t, table).get(key)
             return None if row is None else detach(row)
 
-    def ask(self, reply_with):
+    def ask(self, reply_with: str) -> PendingAsk | None:
         return self._get("a2a_asks", reply_with)
 
-    def put_ask(self, ask):
+    def put_ask(self, ask: PendingAsk) -> None:
         with self.store._tx() as t:
             stored = t.a2a_asks[ask.reply_with]
             t.a2a_asks[ask.reply_with] = replace(stored, claimed_at=ask.claimed_at, updated_at=ask.updated_at)
 
-    def message(self, message_id):
+    def message(self, message_id: str) -> Envelope | None:
         return self._get("a2a_messages", message_id)
 
-    def conversation(self, conversation_id):
+    def conversation(self, conversation_id: str) -> Conversation | None:
         return self._get("a2a_conversations", conversation_id)
 
-    def admit(self, conversation, envelope):
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
         with self.store._tx() as t:
             if envelope.id in t.a2a_messages:
                 raise AlreadyExists(f"message {envelope.id} already exists")
@@ -122,29 +125,29 @@ class MemoryA2ARows:
                 updated_at=conversation.updated_at)
             t.a2a_messages[envelope.id] = detach(envelope)
 
-    def delivery(self, delivery_id):
+    def delivery(self, delivery_id: str) -> Delivery | None:
         return self._get("a2a_deliveries", delivery_id)
 
-    def put_delivery(self, delivery):
+    def put_delivery(self, delivery: Delivery) -> None:
         with self.store._tx() as t:
             stored = t.a2a_deliveries[delivery.id]
             t.a2a_deliveries[delivery.id] = replace(
                 stored, state=delivery.state, error=delivery.error, delivered_at=delivery.delivered_at,
                 updated_at=delivery.updated_at)
 
-    def insert_delivery(self, delivery):
+    def insert_delivery(self, delivery: Delivery) -> None:
         with self.store._tx() as t:
             if delivery.id in t.a2a_deliveries:
                 raise AlreadyExists(f"delivery {delivery.id} already exists")
             t.a2a_deliveries[delivery.id] = delivery
 
-    def run(self, run_id):
+    def run(self, run_id: str) -> Any:
         return self._get("runs", run_id)
 
-    def suspension(self, run_id):
+    def suspension(self, run_id: str) -> Any:
         return self._get("suspensions", run_id)
 
-    def deferred(self, scope, partition, after, limit):
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-DEFER-1/2."""
         with self.store._tx() as t:
             found = sorted(
@@ -154,7 +157,7 @@ class MemoryA2ARows:
             )
         return found[:limit]
 
-    def agent_reply_runs(self, scope, partition, after, limit):
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-AREPLY-1/2: saved pauses, and running askers of a resolved ask
         whose pause was removed — read under one hold of the lock."""
         from cortex_spec.a2a_resolutions import RESOLUTIONS
@@ -207,7 +210,7 @@ class A2AMixin(StoreBase):
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------
 
-    def record_message(self, ctx, envelope):
+    def record_message(self, ctx: Context, envelope: Envelope) -> Envelope:
         require_scope(ctx)
         with self._tx() as t:
             now = self._now()
@@ -232,13 +235,21 @@ class A2AMixin(StoreBase):
             t.a2a_messages[stored.id] = detach(stored)
             return detach(stored)
 
-    def get_message(self, ctx, message_id):
+    def get_message(self, ctx: Context, message_id: str) -> Envelope:
         require_scope(ctx)
         ids.check_id(message_id, ids.MESSAGE, "message_id")
         with self._tx() as t:
             return detach(self._visible_row(t.a2a_messages, ctx, message_id, MessageNotFound, "message"))
 
-    def list_messages(self, ctx, *, conversation_id=None, exact=False, limit=0, offset=0):
+    def list_messages(
+        self,
+        ctx: Context,
+        *,
+        conversation_id: str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Envelope]:
         require_scope(ctx)
         conv = ids.check_optional_id(conversation_id, ids.CONVERSATION, "conversation_id")
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -266,7 +277,7 @@ class A2AMixin(StoreBase):
             for o in t.a2a_conversations.values()
         )
 
-    def create_conversation(self, ctx, conversation):
+    def create_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_conversation(conversation, ctx, self._now())
@@ -277,14 +288,14 @@ class A2AMixin(StoreBase):
             t.a2a_conversations[stored.id] = detach(stored)
             return stored
 
-    def get_conversation(self, ctx, conversation_id):
+    def get_conversation(self, ctx: Context, conversation_id: str) -> Conversation:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         with self._tx() as t:
             return detach(self._visible_row(
                 t.a2a_conversations, ctx, conversation_id, ConversationNotFound, "conversation"))
 
-    def get_conversation_by_peer_context(self, ctx, node, peer_context):
+    def get_conversation_by_peer_context(self, ctx: Context, node: str, peer_context: str) -> Conversation:
         require_scope(ctx)
         check_short_str(node, "node")
         check_short_str(peer_context, "peer_context")
@@ -299,7 +310,7 @@ class A2AMixin(StoreBase):
                 raise ConversationNotFound("no conversation for this peer thread")
             return detach(min(matches, key=peer_order_key))  # A2A-PEER-4
 
-    def update_conversation(self, ctx, conversation):
+    def update_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         conversation_id, fields = validate_conversation_update(conversation)
         with self._tx() as t:
@@ -313,7 +324,15 @@ class A2AMixin(StoreBase):
             t.a2a_conversations[conversation_id] = updated
             return detach(updated)
 
-    def list_conversations(self, ctx, *, status=None, exact=False, limit=0, offset=0):
+    def list_conversations(
+        self,
+        ctx: Context,
+        *,
+        status: ConversationStatus | str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Conversation]:
         require_scope(ctx)
         wanted = check_status_filter(status)
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -329,7 +348,7 @@ class A2AMixin(StoreBase):
 
     # -- deliveries (A2A-DLV, A2A-BIND, A2A-READ) --------------------------------------------
 
-    def create_delivery(self, ctx, delivery):
+    def create_delivery(self, ctx: Context, delivery: Delivery) -> Delivery:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_delivery(delivery, ctx, self._now())
@@ -341,13 +360,13 @@ class A2AMixin(StoreBase):
     def _delivery(self, t, ctx, delivery_id) -> Delivery:
         return self._visible_row(t.a2a_deliveries, ctx, delivery_id, DeliveryNotFound, "delivery")
 
-    def get_delivery(self, ctx, delivery_id):
+    def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
             return detach(self._delivery(t, ctx, delivery_id))
 
-    def claim_delivery(self, ctx, delivery_id):
+    def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
@@ -362,7 +381,7 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = claimed
             return detach(claimed)
 
-    def bind_delivery_run(self, ctx, delivery_id, claim_token, run_id):
+    def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -379,7 +398,14 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = bound
             return detach(bound)
 
-    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+    def finish_delivery(
+        self,
+        ctx: Context,
+        delivery_id: str,
+        claim_token: str,
+        state: DeliveryState | str,
+        error: str = "",
+    ) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -399,7 +425,16 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = finished
             return detach(finished)
 
-    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+    def list_inbox(
+        self,
+        ctx: Context,
+        agent: str,
+        *,
+        unread_only: bool = False,
+        conversation_id: str | None = None,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Delivery]:
         require_scope(ctx)
         agent = check_short_str(agent, "agent")
         if agent == "":
@@ -425,7 +460,7 @@ class A2AMixin(StoreBase):
             rows.sort(key=lambda d: (d.created_at, d.id))  # A2A-INBOX-5
             return _page(rows, limit, offset)
 
-    def mark_delivery_read(self, ctx, delivery_id):
+    def mark_delivery_read(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
@@ -439,7 +474,7 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = read
             return detach(read)
 
-    def list_queued_deliveries(self, ctx, limit=0):
+    def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2: any scope, zero included
         limit, _ = check_page(limit)
         with self._tx() as t:
@@ -484,7 +519,7 @@ class A2AMixin(StoreBase):
         )
         return True
 
-    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         cutoff, limit = self._reclaim_args(ctx, older_than, limit)
         with self._tx() as t:
             now = self._now()
@@ -505,7 +540,7 @@ class A2AMixin(StoreBase):
 
     # -- pending asks (A2A-ASK) --------------------------------------------------------------------
 
-    def create_pending_ask(self, ctx, ask):
+    def create_pending_ask(self, ctx: Context, ask: PendingAsk) -> PendingAsk:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_pending_ask(ask, ctx, self._now())
@@ -517,13 +552,13 @@ class A2AMixin(StoreBase):
     def _ask(self, t, ctx, reply_with) -> PendingAsk:
         return self._visible_row(t.a2a_asks, ctx, reply_with, AskNotFound, "pending ask")
 
-    def get_pending_ask(self, ctx, reply_with):
+    def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         with self._tx() as t:
             return detach(self._ask(t, ctx, reply_with))
 
-    def claim_pending_ask(self, ctx, reply_with):
+    def claim_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         with self._tx() as t:
@@ -541,14 +576,14 @@ class A2AMixin(StoreBase):
         rows.sort(key=lambda a: (a.deadline, a.reply_with))  # A2A-ASK-8
         return _page(rows, limit)
 
-    def list_expired_asks(self, ctx, now, limit=0):
+    def list_expired_asks(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         with self._tx() as t:
             return self._expired([a for a in t.a2a_asks.values() if visible(ctx, a)], cutoff, limit)
 
-    def list_expired_asks_across_scopes(self, ctx, now, limit=0):
+    def list_expired_asks_across_scopes(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_context(ctx)  # A2A-ASK-12: no scope check
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
@@ -556,7 +591,7 @@ class A2AMixin(StoreBase):
             rows = [a for a in t.a2a_asks.values() if a.partition == ctx.partition]
             return self._expired(rows, cutoff, limit)
 
-    def list_pending_asks_by_conversation(self, ctx, conversation_id):
+    def list_pending_asks_by_conversation(self, ctx: Context, conversation_id: str) -> list[PendingAsk]:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         with self._tx() as t:

@@ -7,8 +7,10 @@ linearizability model's split of A2A-ROUTE-3."""
 
 from __future__ import annotations
 
-from cortex_spec.a2a import DeliveryState, e_visible
-from cortex_spec.context import require_scope
+from datetime import datetime
+
+from cortex_spec.a2a import Delivery, DeliveryState, PendingAsk, e_visible
+from cortex_spec.context import Context, require_scope
 from cortex_spec.validation import check_instant, check_page
 
 from .a2a import A2AMixin, _page
@@ -17,7 +19,7 @@ __all__ = ["DiscoveryMixin"]
 
 
 class DiscoveryMixin(A2AMixin):
-    def list_queued_deliveries_in_scope(self, ctx, limit=0):
+    def list_queued_deliveries_in_scope(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_scope(ctx)  # A2A-ROUTE-1
         limit, _ = check_page(limit)
         with self._tx() as t:
@@ -31,7 +33,7 @@ class DiscoveryMixin(A2AMixin):
         limit, _ = check_page(limit)
         return scope, cutoff, limit
 
-    def reclaim_stale_deliveries_in_scope(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries_in_scope(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         scope, cutoff, limit = self._reclaim_args_in_scope(ctx, older_than, limit)
         with self._tx() as t:
             now = self._now()
@@ -48,7 +50,7 @@ class DiscoveryMixin(A2AMixin):
         with self._tx() as t:
             return self._move(t, ctx.partition, cutoff, delivery_id, token, self._now(), ctx.scope)
 
-    def list_expired_asks_in_scope(self, ctx, now, limit=0):
+    def list_expired_asks_in_scope(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)

@@ -70,10 +70,11 @@ on a real server (``StoreError``); mongomock has no such limit.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from cortex_spec import ids
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
@@ -150,7 +151,7 @@ class SuspensionsMixin(RunsMixin):
         if part == "susp" and self._runs.find_one({"susp.id": doc["id"]}, projection={"_id": 1}):
             raise AlreadyExists(f"suspension {doc['id']} already exists")  # SUSP-CREATE-3
 
-    def create_suspension(self, ctx, suspension):
+    def create_suspension(self, ctx: Context, suspension: Suspension) -> Suspension:
         require_scope(ctx)
         with self._guard():
             stored = validate_new_suspension(suspension, ctx, self._now())
@@ -162,7 +163,7 @@ class SuspensionsMixin(RunsMixin):
             )
             return detach(stored)
 
-    def get_suspension(self, ctx, run_id):
+    def get_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -212,7 +213,7 @@ class SuspensionsMixin(RunsMixin):
         run = self._visible_part(slot, "run", scope)
         return run is not None and run.get("state") == RunState.PAUSED.value
 
-    def claim_suspension(self, ctx, run_id):
+    def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -231,7 +232,7 @@ class SuspensionsMixin(RunsMixin):
 
             return self._claim(scope, run_id, _resume_side(now), now, classify)
 
-    def claim_expired_suspension(self, ctx, run_id, now):
+    def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = check_instant(now, "now")
@@ -253,7 +254,7 @@ class SuspensionsMixin(RunsMixin):
 
     # -- delete and lists --------------------------------------------------------------------
 
-    def delete_suspension(self, ctx, run_id):
+    def delete_suspension(self, ctx: Context, run_id: str) -> None:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -268,13 +269,15 @@ class SuspensionsMixin(RunsMixin):
                 {"_id": run_id, "run": {"$exists": False}, "susp": {"$exists": False}}
             )
 
-    def list_expired(self, ctx, now, limit=0):
+    def list_expired(self, ctx: Context, now: datetime, limit: int = 0) -> list[Suspension]:
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         return self._list_expired(_expired_query(cutoff, scope), limit)
 
-    def list_expired_across_scopes(self, ctx, now, limit=0):
+    def list_expired_across_scopes(
+        self, ctx: Context, now: datetime, limit: int = 0
+    ) -> list[Suspension]:
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)

@@ -42,6 +42,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -72,7 +73,7 @@ from cortex_spec.a2a import (
     validate_new_envelope,
     validate_new_pending_ask,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.errors import (
     AlreadyExists,
     AskAlreadyClaimed,
@@ -598,20 +599,20 @@ class SqlA2ARows:
         row = self._run(lambda conn: conn.execute(stmt, {"w_id": key}).one_or_none())
         return None if row is None else decode_row(row)
 
-    def ask(self, reply_with):
+    def ask(self, reply_with: str) -> PendingAsk | None:
         return self._get(a2a_asks, reply_with, _ask_from_row)
 
-    def put_ask(self, ask):
+    def put_ask(self, ask: PendingAsk) -> None:
         self._run(lambda conn: conn.execute(_PUT_ASK, {"w_id": ask.reply_with, "w_claimed": ms(ask.claimed_at),
                                                        "w_now": ms(ask.updated_at)}), write=True)
 
-    def message(self, message_id):
+    def message(self, message_id: str) -> Envelope | None:
         return self._get(a2a_messages, message_id, _message_from_row)
 
-    def conversation(self, conversation_id):
+    def conversation(self, conversation_id: str) -> Conversation | None:
         return self._get(a2a_conversations, conversation_id, _conversation_from_row)
 
-    def admit(self, conversation, envelope):
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
         def write(conn):
             conn.execute(_PUT_CHARGE, {"w_id": conversation.id, "w_hops": conversation.hops_used,
                                        "w_participants": _addresses_out(conversation.participants),
@@ -620,23 +621,23 @@ class SqlA2ARows:
 
         self._run(write, write=True)
 
-    def delivery(self, delivery_id):
+    def delivery(self, delivery_id: str) -> Delivery | None:
         return self._get(a2a_deliveries, delivery_id, _delivery_from_row)
 
-    def put_delivery(self, delivery):
+    def put_delivery(self, delivery: Delivery) -> None:
         self._run(lambda conn: conn.execute(_PUT_FINISH, {
             "w_id": delivery.id, "w_state": DeliveryState(delivery.state).value, "w_error": delivery.error,
             "w_delivered": ms(delivery.delivered_at), "w_now": ms(delivery.updated_at)}), write=True)
 
-    def insert_delivery(self, delivery):
+    def insert_delivery(self, delivery: Delivery) -> None:
         self._run(lambda conn: conn.execute(_INSERT[a2a_deliveries.name], _delivery_row(delivery)), write=True)
 
-    def run(self, run_id):
+    def run(self, run_id: str) -> Any:
         from .runs import run_from_row
 
         return self._get(runs, run_id, run_from_row)
 
-    def suspension(self, run_id):
+    def suspension(self, run_id: str) -> Any:
         from .suspensions import _suspension_from_row
 
         return self._get(suspensions, run_id, _suspension_from_row)
@@ -647,10 +648,10 @@ class SqlA2ARows:
             params["w_after"] = after
         return self._run(lambda conn: [row.id for row in conn.execute(stmt, params)])  # type: ignore[no-any-return]
 
-    def deferred(self, scope, partition, after, limit):
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         return self._ids(_deferred(scope.depth, after is not None), scope, partition, after, limit)
 
-    def agent_reply_runs(self, scope, partition, after, limit):
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         return self._ids(_agent_reply_runs(scope.depth, after is not None), scope, partition, after, limit)
 
 
@@ -700,7 +701,7 @@ class A2AMixin(SqlStoreBase):
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
 
-    def record_message(self, ctx, envelope):
+    def record_message(self, ctx: Context, envelope: Envelope) -> Envelope:
         require_scope(ctx)
         now = self._now()
         candidate = validate_new_envelope(envelope, ctx, now)  # A2A-ENV-2, before storage
@@ -735,12 +736,20 @@ class A2AMixin(SqlStoreBase):
 
         return self._tx(admission)
 
-    def get_message(self, ctx, message_id):
+    def get_message(self, ctx: Context, message_id: str) -> Envelope:
         require_scope(ctx)
         ids.check_id(message_id, ids.MESSAGE, "message_id")
         return self._a2a_get(a2a_messages, ctx, message_id, _message_from_row, MessageNotFound, "message")
 
-    def list_messages(self, ctx, *, conversation_id=None, exact=False, limit=0, offset=0):
+    def list_messages(
+        self,
+        ctx: Context,
+        *,
+        conversation_id: str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Envelope]:
         require_scope(ctx)
         conv = ids.check_optional_id(conversation_id, ids.CONVERSATION, "conversation_id")
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -751,7 +760,7 @@ class A2AMixin(SqlStoreBase):
 
     # -- conversations (A2A-CONV, A2A-PEER) -------------------------------------------------------
 
-    def create_conversation(self, ctx, conversation):
+    def create_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         stored = validate_new_conversation(conversation, ctx, self._now())
         row = _conversation_row(stored)
@@ -759,13 +768,13 @@ class A2AMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT[a2a_conversations.name], row))
         return stored
 
-    def get_conversation(self, ctx, conversation_id):
+    def get_conversation(self, ctx: Context, conversation_id: str) -> Conversation:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         return self._a2a_get(a2a_conversations, ctx, conversation_id, _conversation_from_row,
                          ConversationNotFound, "conversation")
 
-    def get_conversation_by_peer_context(self, ctx, node, peer_context):
+    def get_conversation_by_peer_context(self, ctx: Context, node: str, peer_context: str) -> Conversation:
         require_scope(ctx)
         check_short_str(node, "node")
         check_short_str(peer_context, "peer_context")
@@ -775,7 +784,7 @@ class A2AMixin(SqlStoreBase):
         return self._read_one(_by_peer(ctx.scope.depth), params, _conversation_from_row,
                               lambda: ConversationNotFound("no conversation for this peer thread"))
 
-    def update_conversation(self, ctx, conversation):
+    def update_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         conversation_id, fields = validate_conversation_update(conversation)
         now = self._now()
@@ -806,7 +815,15 @@ class A2AMixin(SqlStoreBase):
 
         return self._tx(update)
 
-    def list_conversations(self, ctx, *, status=None, exact=False, limit=0, offset=0):
+    def list_conversations(
+        self,
+        ctx: Context,
+        *,
+        status: ConversationStatus | str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Conversation]:
         require_scope(ctx)
         wanted = check_status_filter(status)
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -817,19 +834,19 @@ class A2AMixin(SqlStoreBase):
 
     # -- deliveries (A2A-DLV, A2A-BIND, A2A-READ) ---------------------------------------------------
 
-    def create_delivery(self, ctx, delivery):
+    def create_delivery(self, ctx: Context, delivery: Delivery) -> Delivery:
         require_scope(ctx)
         stored = validate_new_delivery(delivery, ctx, self._now())
         row = _delivery_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT[a2a_deliveries.name], row))
         return stored
 
-    def get_delivery(self, ctx, delivery_id):
+    def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         return self._a2a_get(a2a_deliveries, ctx, delivery_id, _delivery_from_row, DeliveryNotFound, "delivery")
 
-    def claim_delivery(self, ctx, delivery_id):
+    def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
@@ -845,7 +862,7 @@ class A2AMixin(SqlStoreBase):
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "claim",
                            {"w_now": now, "w_token": secrets.token_hex(16)}, _delivery_from_row, classify)
 
-    def bind_delivery_run(self, ctx, delivery_id, claim_token, run_id):
+    def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -867,7 +884,14 @@ class A2AMixin(SqlStoreBase):
                            {"w_now": now, "w_token": claim_token, "w_run": run_id}, _delivery_from_row,
                            classify)
 
-    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+    def finish_delivery(
+        self,
+        ctx: Context,
+        delivery_id: str,
+        claim_token: str,
+        state: DeliveryState | str,
+        error: str = "",
+    ) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -888,7 +912,16 @@ class A2AMixin(SqlStoreBase):
                   "w_delivered": now if state == DeliveryState.DELIVERED else None}
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "finish", params, _delivery_from_row, classify)
 
-    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+    def list_inbox(
+        self,
+        ctx: Context,
+        agent: str,
+        *,
+        unread_only: bool = False,
+        conversation_id: str | None = None,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Delivery]:
         require_scope(ctx)
         agent = check_short_str(agent, "agent")
         if agent == "":
@@ -901,7 +934,7 @@ class A2AMixin(SqlStoreBase):
         stmt = _inbox(ctx.scope.depth, unread_only, conv is not None, has_offset, has_limit)
         return self._read(lambda conn: [_delivery_from_row(r) for r in conn.execute(stmt, params)])
 
-    def mark_delivery_read(self, ctx, delivery_id):
+    def mark_delivery_read(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
@@ -918,7 +951,7 @@ class A2AMixin(SqlStoreBase):
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "read", {"w_now": now}, _delivery_from_row,
                            classify)
 
-    def list_queued_deliveries(self, ctx, limit=0):
+    def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2: any scope, zero included
         limit, _ = check_page(limit)
         params = {"w_part": ctx.partition}
@@ -926,7 +959,7 @@ class A2AMixin(SqlStoreBase):
         stmt = _queued(has_limit)
         return self._read(lambda conn: [_delivery_from_row(r) for r in conn.execute(stmt, params)])
 
-    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_context(ctx)  # A2A-RCL-1: scope ignored, partition kept
         cutoff = ms(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
@@ -943,19 +976,19 @@ class A2AMixin(SqlStoreBase):
 
     # -- pending asks (A2A-ASK) -------------------------------------------------------------------
 
-    def create_pending_ask(self, ctx, ask):
+    def create_pending_ask(self, ctx: Context, ask: PendingAsk) -> PendingAsk:
         require_scope(ctx)
         stored = validate_new_pending_ask(ask, ctx, self._now())
         row = _ask_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT[a2a_asks.name], row))  # A2A-ASK-1
         return stored
 
-    def get_pending_ask(self, ctx, reply_with):
+    def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         return self._a2a_get(a2a_asks, ctx, reply_with, _ask_from_row, AskNotFound, "pending ask")
 
-    def claim_pending_ask(self, ctx, reply_with):
+    def claim_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         now = ms(self._now())
@@ -979,15 +1012,15 @@ class A2AMixin(SqlStoreBase):
         stmt = _expired_asks(depth, has_limit)
         return self._read(lambda conn: [_ask_from_row(r) for r in conn.execute(stmt, params)])
 
-    def list_expired_asks(self, ctx, now, limit=0):
+    def list_expired_asks(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         return self._a2a_expired_asks(ctx, now, limit, ctx.scope.depth)
 
-    def list_expired_asks_across_scopes(self, ctx, now, limit=0):
+    def list_expired_asks_across_scopes(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_context(ctx)  # A2A-ASK-12: no scope check, no scope filter
         return self._a2a_expired_asks(ctx, now, limit, None)
 
-    def list_pending_asks_by_conversation(self, ctx, conversation_id):
+    def list_pending_asks_by_conversation(self, ctx: Context, conversation_id: str) -> list[PendingAsk]:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         stmt = _pending_by_conversation(ctx.scope.depth)

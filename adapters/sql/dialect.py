@@ -189,7 +189,8 @@ class _Sqlite(Dialect):
 
     name = "sqlite"
 
-    def engine_kwargs(self, *, pool_size, busy_timeout, synchronous, application_name):
+    def engine_kwargs(self, *, pool_size: int, busy_timeout: float, synchronous: str,
+                      application_name: str) -> dict[str, Any]:
         return {
             "poolclass": sa.pool.QueuePool,
             "pool_size": pool_size,
@@ -287,7 +288,8 @@ class _Postgres(Dialect):
 
     name = "postgresql"
 
-    def engine_kwargs(self, *, pool_size, busy_timeout, synchronous, application_name):
+    def engine_kwargs(self, *, pool_size: int, busy_timeout: float, synchronous: str,
+                      application_name: str) -> dict[str, Any]:
         return {
             "pool_size": pool_size,
             "max_overflow": pool_size,

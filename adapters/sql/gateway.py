@@ -63,13 +63,14 @@ import select
 import threading
 import zlib
 from collections.abc import Callable
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from cortex_spec.context import require_context
+from cortex_spec.context import Context, require_context
 from cortex_spec.errors import (
     CortexError,
     InvalidArgument,
@@ -78,6 +79,8 @@ from cortex_spec.errors import (
     StoreLocked,
 )
 from cortex_spec.gateway import (
+    GatewayStore,
+    InboundMessage,
     InboxItem,
     ItemStatus,
     check_channel,
@@ -544,7 +547,7 @@ class SqlGateway(SqlStoreBase):
 
     # -- inbox -------------------------------------------------------------------------
 
-    def accept(self, ctx, message, now):
+    def accept(self, ctx: Context, message: InboundMessage, now: datetime) -> bool:
         item = validate_message(ctx, message, now)
         params = {f"w_{f}": getattr(item, f) for f in _FIELDS}
         params["w_received"] = ms(item.received_at)
@@ -560,7 +563,7 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(insert, TX)
 
-    def get_item(self, ctx, channel, message_id):
+    def get_item(self, ctx: Context, channel: str, message_id: str) -> InboxItem | None:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         params = {"w_channel": channel, "w_mid": message_id}
@@ -578,13 +581,13 @@ class SqlGateway(SqlStoreBase):
         stmt = _queue(status, limit > 0, offset > 0)
         return self._call(lambda conn: [_item_from_row(r) for r in conn.execute(stmt, params)], READ)
 
-    def pending(self, ctx, limit=0, offset=0):
+    def pending(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _PENDING, limit, offset)
 
-    def pending_replies(self, ctx, limit=0, offset=0):
+    def pending_replies(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _REPLIED, limit, offset)
 
-    def set_replied(self, ctx, channel, message_id, reply):
+    def set_replied(self, ctx: Context, channel: str, message_id: str, reply: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         reply = check_reply(reply)
@@ -599,25 +602,25 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(replied, TX)
 
-    def mark_done(self, ctx, channel, message_id):
+    def mark_done(self, ctx: Context, channel: str, message_id: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         params = {"w_channel": channel, "w_mid": message_id}
         return self._call(lambda conn: conn.execute(_MARK_DONE, params).rowcount == 1, WRITE1)
 
-    def prune_done(self, ctx, before):
+    def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
         params = {"w_cut": ms(check_cutoff(before))}
         return self._call(lambda conn: int(conn.execute(_PRUNE, params).rowcount), WRITE1)
 
     # -- offsets -----------------------------------------------------------------------
 
-    def offset(self, ctx, channel):
+    def offset(self, ctx: Context, channel: str) -> int:
         require_context(ctx)
         params = {"w_channel": check_channel(channel)}
         return self._call(lambda conn: int(conn.execute(_OFFSET, params).scalar_one_or_none() or 0), READ)
 
-    def set_offset(self, ctx, channel, value):
+    def set_offset(self, ctx: Context, channel: str, value: int) -> None:
         require_context(ctx)
         channel = check_channel(channel)
         params = {"w_channel": channel, "w_value": check_offset_value(value)}
@@ -626,7 +629,7 @@ class SqlGateway(SqlStoreBase):
 
     # -- selection -----------------------------------------------------------------------
 
-    def conversation(self, ctx, channel, conversation):
+    def conversation(self, ctx: Context, channel: str, conversation: str) -> tuple[str, str]:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         params = {"w_channel": channel, "w_conv": conversation}
@@ -646,10 +649,12 @@ class SqlGateway(SqlStoreBase):
         stmt = _set_selection(self._dialect.name, field)
         self._call(lambda conn: conn.execute(stmt, params), WRITE1)
 
-    def set_conversation_agent(self, ctx, channel, conversation, agent):
+    def set_conversation_agent(self, ctx: Context, channel: str, conversation: str, agent: str) -> None:
         self._set_selection(ctx, channel, conversation, agent, "agent")
 
-    def set_conversation_project(self, ctx, channel, conversation, project):
+    def set_conversation_project(
+        self, ctx: Context, channel: str, conversation: str, project: str
+    ) -> None:
         self._set_selection(ctx, channel, conversation, project, "project")
 
 
@@ -667,7 +672,7 @@ class GatewayOpenerMixin:
     gateway_engine: Engine | None = None
     gateway_synchronous: str = "FULL"
 
-    def open_gateway(self, location):
+    def open_gateway(self, location: Any) -> GatewayStore:
         if getattr(self, "_closed", False):
             raise StoreClosed("the store is closed")
         if self._dialect.name == "postgresql":  # type: ignore[attr-defined]

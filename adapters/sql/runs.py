@@ -8,12 +8,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from cortex_spec import ids
-from cortex_spec.context import require_scope
+from cortex_spec.context import Context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import RunNotFound
 from cortex_spec.runs import (
     Lease,
     Run,
+    RunFilter,
     RunState,
     Step,
     ToolCall,
@@ -275,7 +276,7 @@ def _page_params(flt: Any) -> dict[str, Any]:
 
 
 class RunsMixin(SqlStoreBase):
-    def create_run(self, ctx, run):
+    def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         stored = validate_new_run(run, ctx, self._now())
         row = _run_row(stored)
@@ -283,14 +284,14 @@ class RunsMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT_RUN, row))
         return detach(stored)
 
-    def get_run(self, ctx, run_id):
+    def get_run(self, ctx: Context, run_id: str) -> Run:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_id": run_id, **scope_params(scope)}
         return self._read_one(_get_run(scope.depth), params, run_from_row,
                               lambda: RunNotFound(f"run {run_id} not found"))  # RUN-GET-1
 
-    def update_run(self, ctx, run):
+    def update_run(self, ctx: Context, run: Run) -> Run:
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
         now = self._now()
@@ -327,7 +328,7 @@ class RunsMixin(SqlStoreBase):
         shape = (scope.depth, flt.exact, flt.agent_id is not None, flt.state is not None)
         return flt, shape, params
 
-    def list_runs(self, ctx, filter=None):
+    def list_runs(self, ctx: Context, filter: RunFilter | None = None) -> list[Run]:
         flt, shape, params = self._run_query(ctx, filter)
         params.update(_page_params(flt))
         stmt = _list_runs(*shape, flt.offset > 0, flt.limit > 0)
@@ -335,19 +336,19 @@ class RunsMixin(SqlStoreBase):
             lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def count_runs(self, ctx, filter=None):
+    def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
         _, shape, params = self._run_query(ctx, filter)
         stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
-    def create_step(self, ctx, step):
+    def create_step(self, ctx: Context, step: Step) -> Step:
         require_scope(ctx)
         stored = validate_new_step(step, ctx, self._now())
         row = _step_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT_STEP, row))  # STEP-2: the key
         return detach(stored)
 
-    def list_steps(self, ctx, run_id):
+    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
@@ -355,14 +356,14 @@ class RunsMixin(SqlStoreBase):
             lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def create_tool_call(self, ctx, tool_call):
+    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
         require_scope(ctx)
         stored = validate_new_tool_call(tool_call, ctx, self._now())
         row = _tool_call_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT_TOOL_CALL, row))
         return detach(stored)
 
-    def list_tool_calls(self, ctx, step_id):
+    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
         stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}

@@ -46,7 +46,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -165,7 +165,7 @@ class SqlStoreBase:
         self._crud = Crud(SqlStorage(self), self._now)
 
     @classmethod
-    def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any):
+    def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any) -> Self:
         """``SqlStore.from_url("sqlite:////tmp/cortex.db", clock)``."""
         return cls(url, clock, **options)
 

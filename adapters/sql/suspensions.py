@@ -43,13 +43,14 @@ lock only while SQLite runs it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
 
 from cortex_spec import ids
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
@@ -192,7 +193,7 @@ def _expired(depth: int | None, limit: bool) -> sa.Select:
 
 
 class SuspensionsMixin(SqlStoreBase):
-    def create_suspension(self, ctx, suspension):
+    def create_suspension(self, ctx: Context, suspension: Suspension) -> Suspension:
         require_scope(ctx)
         stored = validate_new_suspension(suspension, ctx, self._now())
         row = _suspension_row(stored)
@@ -200,7 +201,7 @@ class SuspensionsMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT, row))
         return detach(stored)
 
-    def get_suspension(self, ctx, run_id):
+    def get_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_run": run_id, **scope_params(scope)}
@@ -236,13 +237,13 @@ class SuspensionsMixin(SqlStoreBase):
             # claimable now: the rows changed between the two statements
         raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
 
-    def claim_suspension(self, ctx, run_id):
+    def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         now_ms = ms(self._now())
         return self._claim(scope, run_id, "resume", now_ms, now_ms)
 
-    def claim_expired_suspension(self, ctx, run_id, now):
+    def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = ms(check_instant(now, "now"))
@@ -251,7 +252,7 @@ class SuspensionsMixin(SqlStoreBase):
 
     # -- the rest -----------------------------------------------------------------------
 
-    def delete_suspension(self, ctx, run_id):
+    def delete_suspension(self, ctx: Context, run_id: str) -> None:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_run": run_id, **scope_params(scope)}
@@ -271,13 +272,15 @@ class SuspensionsMixin(SqlStoreBase):
             lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def list_expired(self, ctx, now, limit=0):
+    def list_expired(self, ctx: Context, now: datetime, limit: int = 0) -> list[Suspension]:
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         return self._list_expired(scope.depth, scope_params(scope), cutoff, limit)
 
-    def list_expired_across_scopes(self, ctx, now, limit=0):
+    def list_expired_across_scopes(
+        self, ctx: Context, now: datetime, limit: int = 0
+    ) -> list[Suspension]:
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
