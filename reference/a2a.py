@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
@@ -55,6 +55,7 @@ from cortex_spec.errors import (
     AskNotFound,
     ConversationClosed,
     ConversationNotFound,
+    CortexError,
     DeliveryAlreadyBound,
     DeliveryAlreadyClaimed,
     DeliveryClaimLost,
@@ -74,7 +75,7 @@ from cortex_spec.validation import (
     page,
 )
 
-from .store import StoreBase
+from .store import MemoryMedium, StoreBase
 
 __all__ = ["A2AMixin", "MemoryA2ARows", "random_token"]
 
@@ -84,8 +85,15 @@ def random_token() -> str:
     return secrets.token_hex(16)
 
 
-def _page(rows: list, limit: int, offset: int = 0) -> list:
+T = TypeVar("T")
+
+
+def _page(rows: list[T], limit: int, offset: int = 0) -> list[T]:
     return [detach(r) for r in page(rows, limit, offset)]
+
+
+def _detached(row: T | None) -> T | None:
+    return None if row is None else detach(row)
 
 
 class MemoryA2ARows:
@@ -96,13 +104,9 @@ class MemoryA2ARows:
     def __init__(self, store: "A2AMixin") -> None:
         self.store = store
 
-    def _get(self, table: str, key: str):
-        with self.store._tx() as t:
-            row = getattr(t, table).get(key)
-            return None if row is None else detach(row)
-
     def ask(self, reply_with: str) -> PendingAsk | None:
-        return self._get("a2a_asks", reply_with)
+        with self.store._tx() as t:
+            return _detached(t.a2a_asks.get(reply_with))
 
     def put_ask(self, ask: PendingAsk) -> None:
         with self.store._tx() as t:
@@ -110,10 +114,12 @@ class MemoryA2ARows:
             t.a2a_asks[ask.reply_with] = replace(stored, claimed_at=ask.claimed_at, updated_at=ask.updated_at)
 
     def message(self, message_id: str) -> Envelope | None:
-        return self._get("a2a_messages", message_id)
+        with self.store._tx() as t:
+            return _detached(t.a2a_messages.get(message_id))
 
     def conversation(self, conversation_id: str) -> Conversation | None:
-        return self._get("a2a_conversations", conversation_id)
+        with self.store._tx() as t:
+            return _detached(t.a2a_conversations.get(conversation_id))
 
     def admit(self, conversation: Conversation, envelope: Envelope) -> None:
         with self.store._tx() as t:
@@ -126,7 +132,8 @@ class MemoryA2ARows:
             t.a2a_messages[envelope.id] = detach(envelope)
 
     def delivery(self, delivery_id: str) -> Delivery | None:
-        return self._get("a2a_deliveries", delivery_id)
+        with self.store._tx() as t:
+            return _detached(t.a2a_deliveries.get(delivery_id))
 
     def put_delivery(self, delivery: Delivery) -> None:
         with self.store._tx() as t:
@@ -142,10 +149,12 @@ class MemoryA2ARows:
             t.a2a_deliveries[delivery.id] = delivery
 
     def run(self, run_id: str) -> Any:
-        return self._get("runs", run_id)
+        with self.store._tx() as t:
+            return _detached(t.runs.get(run_id))
 
     def suspension(self, run_id: str) -> Any:
-        return self._get("suspensions", run_id)
+        with self.store._tx() as t:
+            return _detached(t.suspensions.get(run_id))
 
     def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-DEFER-1/2."""
@@ -161,7 +170,7 @@ class MemoryA2ARows:
         """A2A-AREPLY-1/2: saved pauses, and running askers of a resolved ask
         whose pause was removed — read under one hold of the lock."""
         from cortex_spec.a2a_resolutions import RESOLUTIONS
-        from cortex_spec.runs import RunState
+        from cortex_spec.runs import Run, RunState
         from cortex_spec.suspensions import SuspensionReason
 
         from .kinds import medium_table_name
@@ -170,7 +179,7 @@ class MemoryA2ARows:
             resolved = {r.asker_run_id for r in getattr(t, medium_table_name(RESOLUTIONS)).values()
                         if r.scope == scope and r.partition == partition}
 
-            def listed(run) -> bool:
+            def listed(run: Run) -> bool:
                 pause = t.suspensions.get(run.id)
                 if run.state == RunState.PAUSED:
                     return (pause is not None and pause.scope == scope
@@ -186,7 +195,7 @@ class A2AMixin(StoreBase):
     #: ``() -> str``: where claim tokens come from (see the module docstring).
     token_source: Callable[[], str] = staticmethod(random_token)
 
-    def _a2a_rows(self, storage=None) -> MemoryA2ARows:
+    def _a2a_rows(self, storage: object = None) -> MemoryA2ARows:
         """The a2a rows of the exactly-once classes (any storage: the lock
         is the reference's one atomic step)."""
         return MemoryA2ARows(self)
@@ -194,13 +203,13 @@ class A2AMixin(StoreBase):
     # -- helpers ---------------------------------------------------------------------
 
     @staticmethod
-    def _visible_row(table: dict, ctx, key: str, not_found: type, what: str):
+    def _visible_row(table: dict[str, T], ctx: Context, key: str, not_found: type[CortexError], what: str) -> T:
         row = table.get(key)
         if row is None or not visible(ctx, row):
             raise not_found(f"{what} {key} not found")
         return row
 
-    def _fresh_token(self, t, delivery_id: str) -> str:
+    def _fresh_token(self, t: MemoryMedium, delivery_id: str) -> str:
         token = self.token_source()
         issued = t.a2a_tokens.get(delivery_id, ())
         if not isinstance(token, str) or token == "" or token in issued:
@@ -266,7 +275,7 @@ class A2AMixin(StoreBase):
     # -- conversations (A2A-CONV, A2A-PEER) -------------------------------------------------
 
     @staticmethod
-    def _peer_taken(t, c: Conversation) -> bool:
+    def _peer_taken(t: MemoryMedium, c: Conversation) -> bool:
         """A2A-PEER-3: another conversation holds c's non-empty peer pair in
         c's exact scope and partition."""
         if c.peer_node == "":
@@ -317,7 +326,7 @@ class A2AMixin(StoreBase):
             current = self._visible_row(
                 t.a2a_conversations, ctx, conversation_id, ConversationNotFound, "conversation")
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")
+                raise InvalidState(f"conversation {conversation_id} is {ConversationStatus(current.status).value}")
             updated = updated_conversation(current, fields, self._now())  # RSC-GEN-13
             if self._peer_taken(t, updated):
                 raise AlreadyExists("a conversation for this peer thread already exists here")
@@ -357,7 +366,7 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[stored.id] = stored
             return detach(stored)
 
-    def _delivery(self, t, ctx, delivery_id) -> Delivery:
+    def _delivery(self, t: MemoryMedium, ctx: Context, delivery_id: str) -> Delivery:
         return self._visible_row(t.a2a_deliveries, ctx, delivery_id, DeliveryNotFound, "delivery")
 
     def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
@@ -466,7 +475,7 @@ class A2AMixin(StoreBase):
         with self._tx() as t:
             d = self._delivery(t, ctx, delivery_id)
             if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+                raise InvalidState(f"delivery {delivery_id} is {DeliveryState(d.state).value}, not delivered")
             if d.read_at is not None:
                 return detach(d)  # A2A-READ-2: the first read time stays
             now = self._now()
@@ -488,14 +497,16 @@ class A2AMixin(StoreBase):
     # -- stale reclaim (A2A-RCL) ----------------------------------------------------------------
 
     @staticmethod
-    def _reclaim_args(ctx, older_than, limit):
+    def _reclaim_args(ctx: Context, older_than: datetime, limit: int) -> tuple[datetime, int]:
         require_context(ctx)  # A2A-RCL-1: scope ignored
         cutoff = check_instant(older_than, "older_than")
         limit, _ = check_page(limit)
         return cutoff, limit
 
     @staticmethod
-    def _candidates(t, partition: str, cutoff, limit: int, scope=None) -> list[tuple[str, str]]:
+    def _candidates(
+        t: MemoryMedium, partition: str, cutoff: datetime, limit: int, scope: Scope | None = None
+    ) -> list[tuple[str, str]]:
         """A2A-RCL-4: ``(id, token)`` of the first ``limit`` stale rows (of
         exactly ``scope`` when given, A2A-ROUTE-2)."""
         rows = [
@@ -503,9 +514,13 @@ class A2AMixin(StoreBase):
             if d.partition == partition and is_stale(d, cutoff) and (scope is None or d.scope == scope)
         ]
         rows.sort(key=lambda d: (d.claimed_at, d.id))
-        return [(d.id, d.claim_token) for d in page(rows, limit, 0)]
+        # a delivering row holds its claim's token (A2A-DLV-6)
+        return [(d.id, d.claim_token) for d in page(rows, limit, 0) if d.claim_token is not None]
 
-    def _move(self, t, partition: str, cutoff, delivery_id: str, token: str, now, scope=None) -> bool:
+    def _move(
+        self, t: MemoryMedium, partition: str, cutoff: datetime, delivery_id: str, token: str, now: datetime,
+        scope: Scope | None = None,
+    ) -> bool:
         """A2A-RCL-5: move one candidate iff it is still stale and still holds
         the token it was selected with (and is of exactly ``scope`` when
         given, A2A-ROUTE-3)."""
@@ -528,12 +543,12 @@ class A2AMixin(StoreBase):
 
     # The two halves as separate steps, for the linearizability model (A2A-RCL-8).
 
-    def _select_stale(self, ctx, older_than, limit=0) -> tuple[tuple[str, str], ...]:
+    def _select_stale(self, ctx: Context, older_than: datetime, limit: int = 0) -> tuple[tuple[str, str], ...]:
         cutoff, limit = self._reclaim_args(ctx, older_than, limit)
         with self._tx() as t:
             return tuple(self._candidates(t, ctx.partition, cutoff, limit))
 
-    def _move_stale(self, ctx, older_than, delivery_id, token) -> bool:
+    def _move_stale(self, ctx: Context, older_than: datetime, delivery_id: str, token: str) -> bool:
         cutoff = check_instant(older_than, "older_than")
         with self._tx() as t:
             return self._move(t, ctx.partition, cutoff, delivery_id, token, self._now())
@@ -549,7 +564,7 @@ class A2AMixin(StoreBase):
             t.a2a_asks[stored.reply_with] = stored
             return detach(stored)
 
-    def _ask(self, t, ctx, reply_with) -> PendingAsk:
+    def _ask(self, t: MemoryMedium, ctx: Context, reply_with: str) -> PendingAsk:
         return self._visible_row(t.a2a_asks, ctx, reply_with, AskNotFound, "pending ask")
 
     def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
@@ -571,7 +586,7 @@ class A2AMixin(StoreBase):
             return detach(claimed)
 
     @staticmethod
-    def _expired(rows, cutoff, limit) -> list:
+    def _expired(rows: list[PendingAsk], cutoff: datetime, limit: int) -> list[PendingAsk]:
         rows = [a for a in rows if ask_expired(a, cutoff)]
         rows.sort(key=lambda a: (a.deadline, a.reply_with))  # A2A-ASK-8
         return _page(rows, limit)

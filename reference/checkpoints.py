@@ -56,7 +56,9 @@ class CheckpointsMixin(StoreBase):
             t.checkpoints[checkpoint_id] = done
             return detach(done)
 
-    def _select_pending(self, ctx, flt):
+    def _select_pending(
+        self, ctx: Context, flt: CheckpointFilter | None
+    ) -> tuple[list[Checkpoint], CheckpointFilter]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(flt)
         with self._tx() as t:

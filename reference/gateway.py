@@ -101,7 +101,7 @@ def check_location(location: object) -> str:
     return check_nonempty_short_str(location, "location")
 
 
-def open_location(location: object, cls: type | None = None) -> "MemoryGateway":
+def open_location(location: object, cls: type[MemoryGateway] | None = None) -> MemoryGateway:
     """Open the named location, creating it if needed (GW-OPEN-1).
 
     ``cls`` is the class of the store to open (a subclass of
@@ -247,7 +247,7 @@ class MemoryGateway:
             row = t.gw_items.get(key)
             return None if row is None else detach(row.item)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: ItemStatus, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         with self._tx() as t:
@@ -323,7 +323,7 @@ class MemoryGateway:
         with self._tx() as t:
             return t.gw_selections.get(key, ("", ""))
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         key = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)

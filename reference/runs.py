@@ -72,7 +72,7 @@ class RunsMixin(StoreBase):
             t.runs[run_id] = updated
             return detach(updated)
 
-    def _select_runs(self, ctx, flt):
+    def _select_runs(self, ctx: Context, flt: RunFilter | None) -> tuple[list[Run], RunFilter]:
         scope = require_scope(ctx)
         flt = validate_run_filter(flt)
         with self._tx() as t:

@@ -14,6 +14,7 @@ from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach, replace
 from cortex_spec.errors import AlreadyExists, NotSuspended, SuspensionExpired
 from cortex_spec.runs import RunState
+from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
     Suspension,
     resume_eligible,
@@ -22,7 +23,7 @@ from cortex_spec.suspensions import (
 )
 from cortex_spec.validation import check_instant, check_page, page
 
-from .store import StoreBase
+from .store import MemoryMedium, StoreBase
 
 __all__ = ["SuspensionsMixin"]
 
@@ -44,7 +45,7 @@ class SuspensionsMixin(StoreBase):
             t.suspension_ids[stored.id] = stored.run_id
             return stored
 
-    def _visible_suspension(self, t, scope, run_id) -> Suspension:
+    def _visible_suspension(self, t: MemoryMedium, scope: Scope, run_id: str) -> Suspension:
         s = t.suspensions.get(run_id)
         if s is None or not scope.covers(s.scope):
             raise NotSuspended(f"run {run_id} has no suspension")
@@ -56,7 +57,7 @@ class SuspensionsMixin(StoreBase):
         with self._tx() as t:
             return detach(self._visible_suspension(t, scope, run_id))
 
-    def _move_paused_run(self, t, scope, run_id, now) -> None:
+    def _move_paused_run(self, t: MemoryMedium, scope: Scope, run_id: str, now: datetime) -> None:
         """The run half of both claims: visible and paused → running."""
         run = t.runs.get(run_id)
         if run is None or not scope.covers(run.scope) or run.state != RunState.PAUSED:

@@ -40,7 +40,7 @@ import hashlib
 import json
 import secrets
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
@@ -74,6 +74,7 @@ from cortex_spec.errors import (
     AskNotFound,
     ConversationClosed,
     ConversationNotFound,
+    CortexError,
     DeliveryAlreadyBound,
     DeliveryAlreadyClaimed,
     DeliveryClaimLost,
@@ -113,6 +114,8 @@ A2A_COLLECTIONS = {
 
 #: a refusal whose classifying read keeps finding the call possible gives up
 _RETRIES = 100
+
+T = TypeVar("T")
 
 _QUEUED, _DELIVERING, _DELIVERED = (DeliveryState.QUEUED.value, DeliveryState.DELIVERING.value,
                                     DeliveryState.DELIVERED.value)
@@ -302,7 +305,7 @@ def _ask_in(doc: Any) -> PendingAsk:
     ))
 
 
-def _seen(ctx: Any, exact: bool = False) -> dict[str, Any]:
+def _seen(ctx: Context, exact: bool = False) -> dict[str, Any]:
     """A2A-GEN-3: the caller's partition and scope (prefix, or exact)."""
     return {"partition": ctx.partition, **scope_filter("scope", ctx.scope, exact=exact)}
 
@@ -436,7 +439,7 @@ class MongoA2ARows:
             return [d["_id"] for d in docs]
 
         with self.store._guard():
-            return self.store._txn(read)  # type: ignore[no-any-return]
+            return self.store._txn(read)
 
 
 class A2AMixin(MongoStoreBase):
@@ -481,8 +484,9 @@ class A2AMixin(MongoStoreBase):
         ]
         create_missing_indexes(wanted)
 
-    def _a2a_decide(self, collection: Any, key: str, ctx: Any, decision: dict[str, Any],
-                    update: dict[str, Any], decode: Callable, classify: Callable) -> Any:
+    def _a2a_decide(self, collection: Any, key: str, ctx: Context, decision: dict[str, Any],
+                    update: dict[str, Any], decode: Callable[[dict[str, Any]], T],
+                    classify: Callable[[T | None], T | None]) -> T:
         """One ``find_one_and_update`` whose filter is the decision; a refusal
         is classified from one read (``classify(row or None)`` returns the
         value to give back, raises, or returns ``None`` to try again)."""
@@ -501,7 +505,8 @@ class A2AMixin(MongoStoreBase):
                     return verdict
             raise StoreError(f"the call on {key} kept racing concurrent writes")
 
-    def _a2a_get(self, collection: Any, ctx: Any, key: str, decode: Callable, not_found: type, what: str):
+    def _a2a_get(self, collection: Any, ctx: Context, key: str, decode: Callable[[dict[str, Any]], T],
+                 not_found: type[CortexError], what: str) -> T:
         with self._guard():
             doc = collection.find_one({"_id": key, **_seen(ctx)})
             if doc is None:
@@ -620,11 +625,12 @@ class A2AMixin(MongoStoreBase):
                 return {"$set": values, "$unset": {"peer_key": ""}}
             return {"$set": {**values, "peer_key": key}}
 
-        def classify(current: Conversation | None) -> Any:
+        def classify(current: Conversation | None) -> Conversation | None:
             if current is None:
                 raise ConversationNotFound(f"conversation {conversation_id} not found")
-            if current.status != ConversationStatus.OPEN and current.status.value != status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
+            current_status = ConversationStatus(current.status).value
+            if current_status != ConversationStatus.OPEN.value and current_status != status:
+                raise InvalidState(f"conversation {conversation_id} is {current_status}")  # A2A-CONV-7
             return None  # updatable now: go again
 
         from pymongo import ReturnDocument
@@ -693,7 +699,7 @@ class A2AMixin(MongoStoreBase):
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
             if d.state != DeliveryState.QUEUED:
@@ -712,7 +718,7 @@ class A2AMixin(MongoStoreBase):
         ids.check_id(run_id, ids.RUN, "run_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
@@ -742,7 +748,7 @@ class A2AMixin(MongoStoreBase):
         check_delivery_error(error)
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.claim_token == claim_token and d.state == state and d.error == error:
@@ -803,11 +809,11 @@ class A2AMixin(MongoStoreBase):
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+                raise InvalidState(f"delivery {delivery_id} is {DeliveryState(d.state).value}, not delivered")
             if d.read_at is not None:
                 return d  # A2A-READ-2: the first read time stays
             return None
@@ -861,7 +867,7 @@ class A2AMixin(MongoStoreBase):
         check_reply_with(reply_with)
         now = dt_out(self._now())
 
-        def classify(a):
+        def classify(a: PendingAsk | None) -> PendingAsk | None:
             if a is None:
                 raise AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
             if a.claimed_at is not None:

@@ -9,9 +9,10 @@ same token, on staleness, the partition and the exact scope (A2A-ROUTE-3).
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
-from cortex_spec.context import require_scope
+from cortex_spec.a2a import Delivery, PendingAsk
+from cortex_spec.context import Context, require_scope
 from cortex_spec.validation import check_instant, check_page
 
 from .a2a import _DELIVERING, _QUEUED, A2AMixin, _delivery_in, _page_kwargs, _seen
@@ -21,7 +22,7 @@ __all__ = ["DiscoveryMixin"]
 
 
 class DiscoveryMixin(A2AMixin):
-    def list_queued_deliveries_in_scope(self, ctx: Any, limit: Any = 0) -> list:
+    def list_queued_deliveries_in_scope(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_scope(ctx)  # A2A-ROUTE-1
         limit, _ = check_page(limit)
         with self._guard():
@@ -29,7 +30,7 @@ class DiscoveryMixin(A2AMixin):
                               sort=[("created_at", 1), ("_id", 1)], **_page_kwargs(limit))
             return [_delivery_in(d) for d in docs]
 
-    def reclaim_stale_deliveries_in_scope(self, ctx: Any, older_than: Any, limit: Any = 0) -> int:
+    def reclaim_stale_deliveries_in_scope(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_scope(ctx)
         cutoff = dt_out(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
@@ -48,6 +49,6 @@ class DiscoveryMixin(A2AMixin):
                 moved += result.modified_count
             return moved
 
-    def list_expired_asks_in_scope(self, ctx: Any, now: Any, limit: Any = 0) -> list:
+    def list_expired_asks_in_scope(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         return self._a2a_expired(_seen(ctx, exact=True), now, limit)

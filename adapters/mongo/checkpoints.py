@@ -140,10 +140,12 @@ class CheckpointsMixin(MongoStoreBase):
                 # again, the read classifies it
             raise StoreError(f"the resolve of {checkpoint_id} kept racing concurrent writes")
 
-    def _pending_query(self, ctx, flt):
+    def _pending_query(
+        self, ctx: Context, flt: CheckpointFilter | None
+    ) -> tuple[dict[str, Any], CheckpointFilter]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(flt)
-        query = {"state": CheckpointState.PENDING.value, **scope_filter("scope", scope)}
+        query: dict[str, Any] = {"state": CheckpointState.PENDING.value, **scope_filter("scope", scope)}
         if flt.run_id is not None:
             query["run_id"] = flt.run_id
         return query, flt

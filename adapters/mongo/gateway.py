@@ -282,7 +282,7 @@ class MongoGateway:
             doc = self._items.find_one({"_id": {"c": channel, "m": message_id}})
             return None if doc is None else _item_from_doc(doc)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: str, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         options: dict[str, Any] = {"sort": [("received_at", 1), ("seq", 1)], "skip": offset,
@@ -314,7 +314,7 @@ class MongoGateway:
                 {"_id": key, "seq": doc["seq"], "status": _PENDING},
                 {"$set": {"status": _REPLIED, "reply": reply}},
             )
-            return result.modified_count == 1
+            return bool(result.modified_count == 1)
 
     def mark_done(self, ctx: Context, channel: str, message_id: str) -> bool:
         require_context(ctx)
@@ -324,7 +324,7 @@ class MongoGateway:
                 {"_id": {"c": channel, "m": message_id}, "status": {"$in": [_PENDING, _REPLIED]}},
                 {"$set": {"status": _DONE}},
             )
-            return result.modified_count == 1
+            return bool(result.modified_count == 1)
 
     def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
@@ -360,7 +360,7 @@ class MongoGateway:
                 return ("", "")
             return (doc.get("agent", ""), doc.get("project", ""))
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)
@@ -391,6 +391,8 @@ class GatewayOpenerMixin:
     """
 
     gateway_client: Any = None
+    #: the store's database (MongoStoreBase)
+    database: Any
     gateway_lease: float = DEFAULT_LEASE
     lease_clock: Callable[[], float] = staticmethod(time.time)
 

@@ -123,13 +123,13 @@ def plant_schema_version(database: Any, version: int, prefix: str = "cortex_") -
     return False
 
 
-class _GatewayHooks:
+class _GatewayHooks(Harness):
     """Class ``gateway`` for the Mongo harnesses: locations are database names
     on one gateway client (``self._gateway_client()``), the lock is a lease
     of :data:`DEFAULT_LEASE` seconds on a movable :class:`LeaseClock`, and a
     crash abandons the store (its lease is left to run out)."""
 
-    gateway_lease = DEFAULT_LEASE
+    gateway_lease: float = DEFAULT_LEASE
     _lease_clock: "LeaseClock | None" = None
 
     def _gateway_client(self) -> Any:
@@ -178,7 +178,7 @@ def _drivers() -> tuple[Any, Any]:
     return pymongo, mongomock
 
 
-class MongomockHarness(_GatewayHooks, Harness):
+class MongomockHarness(_GatewayHooks):
     """Faithful mongomock: each location is a fresh in-process storage.
 
     Reopening a location opens a new client on the same storage (same data,
@@ -234,7 +234,7 @@ class MongomockHarness(_GatewayHooks, Harness):
             return plant_schema_version(client["cortex"], version)
 
 
-class MongoUrlHarness(_GatewayHooks, Harness):
+class MongoUrlHarness(_GatewayHooks):
     """A real MongoDB server named by a URL (``CORTEX_SPEC_MONGO_URL``)."""
 
     name = "mongo-url"
@@ -461,7 +461,7 @@ class MongoDockerHarness(MongoUrlHarness):
         url = self.url
         assert url is not None
         deadline = time.monotonic() + self.start_timeout_s
-        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=1000)
+        client: Any = pymongo.MongoClient(url, serverSelectionTimeoutMS=1000)
         try:
             while True:
                 try:

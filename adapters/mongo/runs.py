@@ -252,7 +252,7 @@ class RunsMixin(MongoStoreBase):
                 raise RunNotFound(f"run {run_id} not found")
             return run_from_doc(run_id, slot["run"])
 
-    def _run_query(self, ctx, flt) -> tuple[dict[str, Any], RunFilter]:
+    def _run_query(self, ctx: Context, flt: RunFilter | None) -> tuple[dict[str, Any], RunFilter]:
         scope = require_scope(ctx)
         flt = validate_run_filter(flt)
         query = scope_filter("run.scope", scope, exact=flt.exact)  # RUN-LIST-1

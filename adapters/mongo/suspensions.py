@@ -71,12 +71,12 @@ on a real server (``StoreError``); mongomock has no such limit.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from cortex_spec import ids
 from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
-from cortex_spec.errors import AlreadyExists, NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.errors import AlreadyExists, CortexError, NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
@@ -129,17 +129,17 @@ def susp_from_doc(run_id: str, doc: dict[str, Any]) -> Suspension:
     ))
 
 
-def _resume_side(now) -> dict[str, Any]:
+def _resume_side(now: datetime) -> dict[str, Any]:
     """SUSP-PART-1, resume side, as a query: no deadline, or one after ``now``."""
     return {"$or": [{"susp.expires_at": None}, {"susp.expires_at": {"$gt": dt_out(now)}}]}
 
 
-def _sweep_side(cutoff) -> dict[str, Any]:
+def _sweep_side(cutoff: datetime) -> dict[str, Any]:
     """SUSP-PART-1, sweep side, as a query: a deadline at or before ``cutoff``."""
     return {"susp.expires_at": {"$ne": None, "$lte": dt_out(cutoff)}}
 
 
-def _expired_query(cutoff, scope: Scope | None) -> dict[str, Any]:
+def _expired_query(cutoff: datetime, scope: Scope | None) -> dict[str, Any]:
     query = _sweep_side(cutoff)
     if scope is not None:
         query.update(scope_filter("susp.scope", scope))
@@ -176,7 +176,8 @@ class SuspensionsMixin(RunsMixin):
 
     # -- the two claims ------------------------------------------------------------------
 
-    def _claim(self, scope: Scope, run_id: str, side: dict[str, Any], clock_now, classify) -> Suspension:
+    def _claim(self, scope: Scope, run_id: str, side: dict[str, Any], clock_now: datetime,
+               classify: Callable[[dict[str, Any] | None], CortexError | None]) -> Suspension:
         """One atomic decision-and-flip; a refusal classified from one read."""
         from pymongo import ReturnDocument
 
@@ -209,7 +210,7 @@ class SuspensionsMixin(RunsMixin):
         doc = slot[part]
         return doc if scope.covers(scope_in(doc["scope"])) else None
 
-    def _run_paused(self, slot, scope: Scope) -> bool:
+    def _run_paused(self, slot: dict[str, Any] | None, scope: Scope) -> bool:
         run = self._visible_part(slot, "run", scope)
         return run is not None and run.get("state") == RunState.PAUSED.value
 
@@ -219,7 +220,7 @@ class SuspensionsMixin(RunsMixin):
         with self._guard():
             now = self._now()
 
-            def classify(slot):
+            def classify(slot: dict[str, Any] | None) -> CortexError | None:
                 susp = self._visible_part(slot, "susp", scope)
                 if susp is None:
                     return NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
@@ -239,7 +240,7 @@ class SuspensionsMixin(RunsMixin):
         with self._guard():
             clock_now = self._now()
 
-            def classify(slot):
+            def classify(slot: dict[str, Any] | None) -> CortexError | None:
                 susp = self._visible_part(slot, "susp", scope)
                 if susp is None:
                     return NotSuspended(f"run {run_id} has no suspension")

@@ -43,8 +43,9 @@ import json
 import secrets
 from collections.abc import Callable
 from datetime import datetime
+import functools
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -76,6 +77,7 @@ from cortex_spec.a2a import (
 from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.errors import (
     AlreadyExists,
+    CortexError,
     AskAlreadyClaimed,
     AskNotFound,
     ConversationClosed,
@@ -312,7 +314,9 @@ def _ask_from_row(row: Any) -> PendingAsk:
 
 # -- statements (built once per shape, cached) ---------------------------------------------------
 
-_PART = sa.bindparam("w_part")
+T = TypeVar("T")
+
+_PART: sa.BindParameter[str] = sa.bindparam("w_part")
 
 
 def _seen(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[bool]:
@@ -320,7 +324,7 @@ def _seen(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[
     return sa.and_(table.c.partition == _PART, visible(table, depth, exact))
 
 
-def _paged(stmt: sa.Select, offset: bool, limit: bool) -> sa.Select:
+def _paged(stmt: sa.Select[Any], offset: bool, limit: bool) -> sa.Select[Any]:
     if offset:
         stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
     if limit:
@@ -337,7 +341,7 @@ def _page_params(params: dict[str, Any], limit: int, offset: int = 0) -> tuple[b
 
 
 @cache
-def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select:
+def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select[Any]:
     table = _TABLES[table_name]
     key = table.c.reply_with if table is a2a_asks else table.c.id
     stmt = sa.select(table).where(key == sa.bindparam("w_id"), _seen(table, depth))
@@ -371,7 +375,7 @@ _UPDATE_CONVERSATION = (
 
 
 @cache
-def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     t = a2a_messages
     conds = [_seen(t, depth, exact)]
     if conv:
@@ -380,7 +384,7 @@ def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: boo
 
 
 @cache
-def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     t = a2a_conversations
     conds = [_seen(t, depth, exact)]
     if status:
@@ -390,7 +394,7 @@ def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, lim
 
 
 @cache
-def _by_peer(depth: int) -> sa.Select:
+def _by_peer(depth: int) -> sa.Select[Any]:
     t = a2a_conversations
     return (
         sa.select(t)
@@ -402,7 +406,7 @@ def _by_peer(depth: int) -> sa.Select:
 
 
 @cache
-def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
+def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     d, m = a2a_deliveries, a2a_messages
     conds = [
         _seen(d, depth),
@@ -420,7 +424,7 @@ def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> s
 
 
 @cache
-def _queued(limit: bool) -> sa.Select:
+def _queued(limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = sa.select(d).where(d.c.partition == _PART, d.c.state == _QUEUED).order_by(d.c.created_at, d.c.id)
     return _paged(stmt, False, limit)
@@ -433,7 +437,7 @@ def _stale(d: sa.Table) -> sa.ColumnElement[bool]:
 
 
 @cache
-def _reclaim_candidates(limit: bool) -> sa.Select:
+def _reclaim_candidates(limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = sa.select(d.c.id, d.c.claim_token).where(_stale(d)).order_by(d.c.claimed_at, d.c.id)
     return _paged(stmt, False, limit)
@@ -448,7 +452,7 @@ _RECLAIM_ONE = (
 
 
 @cache
-def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
+def _expired_asks(depth: int | None, limit: bool) -> sa.Select[Any]:
     a = a2a_asks
     conds = [a.c.partition == _PART] if depth is None else [_seen(a, depth)]
     conds += [a.c.claimed_at.is_(None), a.c.deadline.is_not(None),
@@ -458,7 +462,7 @@ def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
 
 
 @cache
-def _pending_by_conversation(depth: int) -> sa.Select:
+def _pending_by_conversation(depth: int) -> sa.Select[Any]:
     a = a2a_asks
     return (
         sa.select(a)
@@ -478,7 +482,7 @@ def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
 def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     key = t.c.reply_with if t is a2a_asks else t.c.id
     mine = [key == sa.bindparam("w_id"), _seen(t, depth)]
-    now = sa.bindparam("w_now")
+    now: sa.BindParameter[Any] = sa.bindparam("w_now")
     if what == "claim":  # A2A-DLV-5
         return sa.update(t).where(*mine, t.c.state == _QUEUED).values(
             state=_DELIVERING, claim_token=sa.bindparam("w_token"), claimed_at=now, updated_at=now)
@@ -500,7 +504,7 @@ def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
 
 
 @cache
-def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
+def _classify_read(table_name: str, depth: int, what: str) -> sa.Select[Any]:
     """The read that classifies a lost claim ``what``: the row, or only the
     column the refusal depends on where a loss is never a repeat (the
     delivery claim: ``state``; the ask claim: ``claimed_at``)."""
@@ -510,6 +514,11 @@ def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
         return _by_key(table_name, depth)
     key = t.c.reply_with if t is a2a_asks else t.c.id
     return sa.select(t.c[column]).where(key == sa.bindparam("w_id"), _seen(t, depth))
+
+
+def _rowcount(stmt: sa.Executable, params: dict[str, Any], conn: sa.Connection) -> int:
+    """How many rows ``stmt`` changed (one re-checking step of a reclaim)."""
+    return int(conn.execute(stmt, params).rowcount)
 
 
 class _Again(Exception):
@@ -524,7 +533,7 @@ _REPEAT = object()
 
 
 @cache
-def _row_of(table_name: str, lock: Dialect | None) -> sa.Select:
+def _row_of(table_name: str, lock: Dialect | None) -> sa.Select[Any]:
     """One row by its key, over every scope and partition; ``lock``: ``FOR
     UPDATE`` (the rows a step decides on stay as read until it commits)."""
     t = _ROW_TABLES[table_name]
@@ -545,7 +554,7 @@ _PUT_FINISH = (sa.update(a2a_deliveries).where(a2a_deliveries.c.id == sa.bindpar
 
 
 @cache
-def _deferred(depth: int, after: bool) -> sa.Select:
+def _deferred(depth: int, after: bool) -> sa.Select[Any]:
     """A2A-DEFER-1/2: one SELECT of ids."""
     d = a2a_deliveries
     conds = [_seen(d, depth, exact=True), d.c.state == _DELIVERING, d.c.run_id.is_not(None)]
@@ -555,7 +564,7 @@ def _deferred(depth: int, after: bool) -> sa.Select:
 
 
 @cache
-def _agent_reply_runs(depth: int, after: bool) -> sa.Select:
+def _agent_reply_runs(depth: int, after: bool) -> sa.Select[Any]:
     """A2A-AREPLY-1/2: one SELECT (one snapshot) over runs, suspensions and
     the resolutions of class a2a_resolutions."""
     from cortex_spec.a2a_resolutions import RESOLUTIONS
@@ -585,16 +594,16 @@ class SqlA2ARows:
     PostgreSQL (SQLite's transaction holds the write lock from ``BEGIN
     IMMEDIATE``); without, each read is one statement of its own."""
 
-    def __init__(self, store: Any, conn: sa.Connection | None = None) -> None:
+    def __init__(self, store: A2AMixin, conn: sa.Connection | None = None) -> None:
         self.store = store
         self.conn = conn
 
-    def _run(self, fn: Callable[[sa.Connection], Any], write: bool = False) -> Any:
+    def _run(self, fn: Callable[[sa.Connection], T], write: bool = False) -> T:
         if self.conn is not None:
             return fn(self.conn)
         return self.store._write1(fn) if write else self.store._read(fn)
 
-    def _get(self, table: sa.Table, key: str, decode_row: Callable) -> Any:
+    def _get(self, table: sa.Table, key: str, decode_row: Callable[[Any], T]) -> T | None:
         stmt = _row_of(table.name, self.store._dialect if self.conn is not None else None)
         row = self._run(lambda conn: conn.execute(stmt, {"w_id": key}).one_or_none())
         return None if row is None else decode_row(row)
@@ -613,7 +622,7 @@ class SqlA2ARows:
         return self._get(a2a_conversations, conversation_id, _conversation_from_row)
 
     def admit(self, conversation: Conversation, envelope: Envelope) -> None:
-        def write(conn):
+        def write(conn: sa.Connection) -> None:
             conn.execute(_PUT_CHARGE, {"w_id": conversation.id, "w_hops": conversation.hops_used,
                                        "w_participants": _addresses_out(conversation.participants),
                                        "w_now": ms(conversation.updated_at)})
@@ -642,11 +651,11 @@ class SqlA2ARows:
 
         return self._get(suspensions, run_id, _suspension_from_row)
 
-    def _ids(self, stmt: sa.Select, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
+    def _ids(self, stmt: sa.Select[Any], scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         params = {"w_part": partition, **scope_params(scope), "w_limit": db_int(limit)}
         if after is not None:
             params["w_after"] = after
-        return self._run(lambda conn: [row.id for row in conn.execute(stmt, params)])  # type: ignore[no-any-return]
+        return self._run(lambda conn: [str(row.id) for row in conn.execute(stmt, params)])
 
     def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         return self._ids(_deferred(scope.depth, after is not None), scope, partition, after, limit)
@@ -664,15 +673,16 @@ class A2AMixin(SqlStoreBase):
         return SqlA2ARows(self, getattr(storage, "conn", None))
 
     @staticmethod
-    def _a2a_params(ctx: Any, **extra: Any) -> dict[str, Any]:
+    def _a2a_params(ctx: Context, **extra: Any) -> dict[str, Any]:
         return {"w_part": ctx.partition, **scope_params(ctx.scope), **extra}
 
-    def _a2a_get(self, table: sa.Table, ctx: Any, key: str, decode_row: Callable, not_found: type, what: str):
+    def _a2a_get(self, table: sa.Table, ctx: Context, key: str, decode_row: Callable[[Any], T],
+                 not_found: type[CortexError], what: str) -> T:
         return self._read_one(_by_key(table.name, ctx.scope.depth), self._a2a_params(ctx, w_id=key),
                               decode_row, lambda: not_found(f"{what} {key} not found"))
 
-    def _a2a_claim(self, table: sa.Table, ctx: Any, key: str, what: str, params: dict[str, Any],
-               decode_row: Callable, classify: Callable[[Any], Any]):
+    def _a2a_claim(self, table: sa.Table, ctx: Context, key: str, what: str, params: dict[str, Any],
+                   decode_row: Callable[[Any], T], classify: Callable[[Any], object]) -> T:
         """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
         no explicit transaction); on a win return the row as written; on a
         loss ``classify(row or None)``, with the row read afresh (raw
@@ -682,7 +692,7 @@ class A2AMixin(SqlStoreBase):
         read = _classify_read(table.name, ctx.scope.depth, what)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
-        def attempt(conn):
+        def attempt(conn: sa.Connection) -> tuple[bool, Any]:
             row = conn.execute(update, params).one_or_none()
             if row is not None:
                 return True, row
@@ -708,7 +718,7 @@ class A2AMixin(SqlStoreBase):
         lock = _by_key(a2a_conversations.name, ctx.scope.depth, self._dialect)
         params = self._a2a_params(ctx, w_id=candidate.conversation_id)
 
-        def admission(conn):
+        def admission(conn: sa.Connection) -> Envelope:
             row = conn.execute(lock, params).one_or_none()  # the conversation, row-locked
             if row is None:
                 raise ConversationNotFound(f"conversation {candidate.conversation_id} not found")
@@ -791,13 +801,13 @@ class A2AMixin(SqlStoreBase):
         lock = _by_key(a2a_conversations.name, ctx.scope.depth, self._dialect)
         params = self._a2a_params(ctx, w_id=conversation_id)
 
-        def update(conn):
+        def update(conn: sa.Connection) -> Conversation:
             row = conn.execute(lock, params).one_or_none()
             if row is None:
                 raise ConversationNotFound(f"conversation {conversation_id} not found")
             current = _conversation_from_row(row)
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
+                raise InvalidState(f"conversation {conversation_id} is {ConversationStatus(current.status).value}")  # A2A-CONV-7
             updated = updated_conversation(current, fields, now)  # RSC-GEN-13, under the row lock
             conn.execute(_UPDATE_CONVERSATION, {
                 "w_id": conversation_id,
@@ -851,7 +861,7 @@ class A2AMixin(SqlStoreBase):
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
             if d.state != _QUEUED:
@@ -869,7 +879,7 @@ class A2AMixin(SqlStoreBase):
         ids.check_id(run_id, ids.RUN, "run_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERING or d.claim_token != claim_token:
@@ -899,7 +909,7 @@ class A2AMixin(SqlStoreBase):
         check_delivery_error(error)
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.claim_token == claim_token and d.state == state.value and d.error == error:
@@ -939,7 +949,7 @@ class A2AMixin(SqlStoreBase):
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERED:
@@ -971,7 +981,7 @@ class A2AMixin(SqlStoreBase):
         moved = 0
         for delivery_id, token in candidates:  # A2A-RCL-5: one atomic, re-checking step per row
             one = {"w_part": ctx.partition, "w_cut": cutoff, "w_id": delivery_id, "w_token": token, "w_now": now}
-            moved += self._write1(lambda conn, one=one: conn.execute(_RECLAIM_ONE, one).rowcount)
+            moved += self._write1(functools.partial(_rowcount, _RECLAIM_ONE, one))
         return moved
 
     # -- pending asks (A2A-ASK) -------------------------------------------------------------------
@@ -993,7 +1003,7 @@ class A2AMixin(SqlStoreBase):
         check_reply_with(reply_with)
         now = ms(self._now())
 
-        def classify(a):
+        def classify(a: Any) -> object:
             if a is None:
                 raise AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
             if a.claimed_at is not None:
@@ -1002,7 +1012,7 @@ class A2AMixin(SqlStoreBase):
 
         return self._a2a_claim(a2a_asks, ctx, reply_with, "ask", {"w_now": now}, _ask_from_row, classify)
 
-    def _a2a_expired_asks(self, ctx, now, limit, depth):
+    def _a2a_expired_asks(self, ctx: Context, now: object, limit: object, depth: int | None) -> list[PendingAsk]:
         cutoff = ms(check_instant(now, "now"))
         limit, _ = check_page(limit)
         params = {"w_part": ctx.partition, "w_now": cutoff}

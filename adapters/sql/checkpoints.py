@@ -32,6 +32,7 @@ from cortex_spec.checkpoints import (
 from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import CheckpointNotFound, InvalidState, StoreError
+from cortex_spec.scope import Scope
 from cortex_spec.validation import check_page
 
 from .schema import checkpoints
@@ -112,12 +113,12 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
 
 
 @cache
-def _get(depth: int) -> sa.Select:
+def _get(depth: int) -> sa.Select[Any]:
     return sa.select(checkpoints).where(_mine(depth))
 
 
 @cache
-def _resolve_statements(depth: int):
+def _resolve_statements(depth: int) -> tuple[sa.Update, sa.Select[Any]]:
     resolve = (
         sa.update(checkpoints)
         .where(_mine(depth), checkpoints.c.state == _PENDING)
@@ -135,7 +136,7 @@ def _resolve_statements(depth: int):
     return resolve, row
 
 
-def _pending_conds(depth: int | None, run: bool) -> list:
+def _pending_conds(depth: int | None, run: bool) -> list[sa.ColumnElement[bool]]:
     conds = [checkpoints.c.state == _PENDING]
     if depth is not None:
         conds.append(visible(checkpoints, depth))
@@ -145,7 +146,7 @@ def _pending_conds(depth: int | None, run: bool) -> list:
 
 
 @cache
-def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     stmt = (
         sa.select(checkpoints)
         .where(*_pending_conds(depth, run))
@@ -159,12 +160,12 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
 
 
 @cache
-def _count_pending(depth: int, run: bool) -> sa.Select:
+def _count_pending(depth: int, run: bool) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
 
 
 @cache
-def _across_scopes(after: bool, limit: bool) -> sa.Select:
+def _across_scopes(after: bool, limit: bool) -> sa.Select[Any]:
     stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
     if after:
         # binary collation on both dialects (id_type)
@@ -206,7 +207,7 @@ class CheckpointsMixin(SqlStoreBase):
         }
         resolve, read_row = _resolve_statements(scope.depth)
 
-        def attempt(conn):
+        def attempt(conn: Any) -> Any:
             return conn.execute(resolve, params).one_or_none()
 
         for _ in range(_RESOLVE_ATTEMPTS):
@@ -224,7 +225,9 @@ class CheckpointsMixin(SqlStoreBase):
             # resolved (or deleted with its run) between the two statements: read again
         raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
-    def _pending_query(self, ctx, filter):
+    def _pending_query(
+        self, ctx: Context, filter: CheckpointFilter | None
+    ) -> tuple[Scope, CheckpointFilter, dict[str, Any]]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(filter)
         params = scope_params(scope)

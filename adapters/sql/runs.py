@@ -27,6 +27,8 @@ from cortex_spec.runs import (
 from cortex_spec.validation import check_entity_size
 
 from .schema import runs, steps, tool_calls
+from cortex_spec.clock import from_millis
+
 from .store import (
     SqlStoreBase,
     db_int,
@@ -106,7 +108,7 @@ def run_from_row(row: Any) -> Run:
             principal=row.principal,
             reply_route=load_json(row.reply_route),
             # RUN-ENT-2: written only by class `leases` (and cleared by update_run)
-            lease=None if row.lease_owner is None else Lease(owner=row.lease_owner, expires_at=instant(row.lease_expires_at)),
+            lease=None if row.lease_owner is None else Lease(owner=row.lease_owner, expires_at=from_millis(row.lease_expires_at)),
             reclaim_count=int(row.reclaim_count),
             notified_at=instant(row.notified_at),
             revision=int(row.revision),
@@ -197,7 +199,7 @@ _INSERT_TOOL_CALL = sa.insert(tool_calls)
 
 
 @lru_cache(maxsize=None)
-def _get_run(depth: int) -> sa.Select:
+def _get_run(depth: int) -> sa.Select[Any]:
     return sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
 
 
@@ -214,7 +216,7 @@ def _update_run(depth: int, columns: tuple[str, ...]) -> sa.Update:
     )
 
 
-def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
+def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list[sa.ColumnElement[bool]]:
     conds = [visible(runs, depth, exact)]
     if agent:
         conds.append(runs.c.agent_id == sa.bindparam("w_agent"))
@@ -225,7 +227,7 @@ def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
 
 @lru_cache(maxsize=None)
 def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
-               limit: bool) -> sa.Select:
+               limit: bool) -> sa.Select[Any]:
     stmt = (
         sa.select(runs)
         .where(*_run_conds(depth, exact, agent, state))
@@ -239,14 +241,14 @@ def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
 
 
 @lru_cache(maxsize=None)
-def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select:
+def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(runs).where(
         *_run_conds(depth, exact, agent, state)
     )
 
 
 @lru_cache(maxsize=None)
-def _list_steps(depth: int) -> sa.Select:
+def _list_steps(depth: int) -> sa.Select[Any]:
     return (
         sa.select(steps)
         .where(steps.c.run_id == sa.bindparam("w_run"), visible(steps, depth))
@@ -255,7 +257,7 @@ def _list_steps(depth: int) -> sa.Select:
 
 
 @lru_cache(maxsize=None)
-def _list_tool_calls(depth: int) -> sa.Select:
+def _list_tool_calls(depth: int) -> sa.Select[Any]:
     return (
         sa.select(tool_calls)
         .where(tool_calls.c.step_id == sa.bindparam("w_step"), visible(tool_calls, depth))
@@ -303,7 +305,7 @@ class RunsMixin(SqlStoreBase):
         params = {**{f"v_{name}": value for name, value in written.items()}, "w_id": run_id,
                   **scope_params(scope)}
 
-        def write(conn):
+        def write(conn: Any) -> Run:
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
             # mutable fields and updated_at; scope and the rest never change.
             row = conn.execute(update, params).one_or_none()
@@ -317,7 +319,9 @@ class RunsMixin(SqlStoreBase):
 
         return self._tx(write)
 
-    def _run_query(self, ctx, filter):
+    def _run_query(
+        self, ctx: Context, filter: RunFilter | None
+    ) -> tuple[RunFilter, tuple[int, bool, bool, bool], dict[str, Any]]:
         scope = require_scope(ctx)
         flt = validate_run_filter(filter)
         params = scope_params(scope)
