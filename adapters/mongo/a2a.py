@@ -823,18 +823,29 @@ class A2AMixin(MongoStoreBase):
 
     def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2
+        return self._queued({"partition": ctx.partition}, limit)
+
+    def _queued(self, where: dict[str, Any], limit: object) -> list[Delivery]:
+        """The queued deliveries ``where`` selects, oldest first (A2A-QUEUE-1);
+        ``where``: the partition, or the exact scope too (class a2a_discovery)."""
         limit, _ = check_page(limit)
         with self._guard():
-            docs = self._find(self._a2a_deliveries, {"partition": ctx.partition, "state": _QUEUED},
-                              sort=[("created_at", 1), ("_id", 1)], **_page_kwargs(limit))  # A2A-QUEUE-1
+            docs = self._find(self._a2a_deliveries, {**where, "state": _QUEUED},
+                              sort=[("created_at", 1), ("_id", 1)], **_page_kwargs(limit))
             return [_delivery_in(d) for d in docs]
 
     def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_context(ctx)  # A2A-RCL-1
+        return self._reclaim_stale({"partition": ctx.partition}, older_than, limit)
+
+    def _reclaim_stale(self, where: dict[str, Any], older_than: object, limit: object) -> int:
+        """Requeue the stale deliveries ``where`` selects (A2A-RCL-2), each
+        with its own re-checking step (A2A-RCL-5); ``where``: the partition,
+        or the exact scope too (class a2a_discovery, A2A-ROUTE-3)."""
         cutoff = dt_out(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
         now = dt_out(self._now())
-        stale = {"partition": ctx.partition, "state": _DELIVERING, "run_id": None,
+        stale = {**where, "state": _DELIVERING, "run_id": None,
                  "claimed_at": {"$ne": None, "$lt": cutoff}}  # A2A-RCL-2
         with self._guard():
             candidates = self._find(self._a2a_deliveries, stale, projection={"claim_token": 1},
