@@ -16,7 +16,8 @@ every token the store takes is checked to be fresh for its delivery
 from __future__ import annotations
 
 import secrets
-from typing import Callable
+from datetime import datetime
+from typing import Any, Callable, TypeVar
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
@@ -25,6 +26,7 @@ from cortex_spec.a2a import (
     ConversationStatus,
     Delivery,
     DeliveryState,
+    Envelope,
     PendingAsk,
     admit,
     ask_expired,
@@ -45,7 +47,7 @@ from cortex_spec.a2a import (
     validate_new_pending_ask,
     visible,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach, replace
 from cortex_spec.errors import (
     AlreadyExists,
@@ -53,6 +55,7 @@ from cortex_spec.errors import (
     AskNotFound,
     ConversationClosed,
     ConversationNotFound,
+    CortexError,
     DeliveryAlreadyBound,
     DeliveryAlreadyClaimed,
     DeliveryClaimLost,
@@ -63,6 +66,7 @@ from cortex_spec.errors import (
     MessageNotFound,
     StoreError,
 )
+from cortex_spec.scope import Scope
 from cortex_spec.validation import (
     check_bool,
     check_instant,
@@ -71,7 +75,7 @@ from cortex_spec.validation import (
     page,
 )
 
-from .store import StoreBase
+from .store import MemoryMedium, StoreBase
 
 __all__ = ["A2AMixin", "MemoryA2ARows", "random_token"]
 
@@ -81,8 +85,15 @@ def random_token() -> str:
     return secrets.token_hex(16)
 
 
-def _page(rows: list, limit: int, offset: int = 0) -> list:
+T = TypeVar("T")
+
+
+def _page(rows: list[T], limit: int, offset: int = 0) -> list[T]:
     return [detach(r) for r in page(rows, limit, offset)]
+
+
+def _detached(row: T | None) -> T | None:
+    return None if row is None else detach(row)
 
 
 class MemoryA2ARows:
@@ -93,26 +104,24 @@ class MemoryA2ARows:
     def __init__(self, store: "A2AMixin") -> None:
         self.store = store
 
-    def _get(self, table: str, key: str):
+    def ask(self, reply_with: str) -> PendingAsk | None:
         with self.store._tx() as t:
-            row = getattr(t, table).get(key)
-            return None if row is None else detach(row)
+            return _detached(t.a2a_asks.get(reply_with))
 
-    def ask(self, reply_with):
-        return self._get("a2a_asks", reply_with)
-
-    def put_ask(self, ask):
+    def put_ask(self, ask: PendingAsk) -> None:
         with self.store._tx() as t:
             stored = t.a2a_asks[ask.reply_with]
             t.a2a_asks[ask.reply_with] = replace(stored, claimed_at=ask.claimed_at, updated_at=ask.updated_at)
 
-    def message(self, message_id):
-        return self._get("a2a_messages", message_id)
+    def message(self, message_id: str) -> Envelope | None:
+        with self.store._tx() as t:
+            return _detached(t.a2a_messages.get(message_id))
 
-    def conversation(self, conversation_id):
-        return self._get("a2a_conversations", conversation_id)
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        with self.store._tx() as t:
+            return _detached(t.a2a_conversations.get(conversation_id))
 
-    def admit(self, conversation, envelope):
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
         with self.store._tx() as t:
             if envelope.id in t.a2a_messages:
                 raise AlreadyExists(f"message {envelope.id} already exists")
@@ -122,29 +131,32 @@ class MemoryA2ARows:
                 updated_at=conversation.updated_at)
             t.a2a_messages[envelope.id] = detach(envelope)
 
-    def delivery(self, delivery_id):
-        return self._get("a2a_deliveries", delivery_id)
+    def delivery(self, delivery_id: str) -> Delivery | None:
+        with self.store._tx() as t:
+            return _detached(t.a2a_deliveries.get(delivery_id))
 
-    def put_delivery(self, delivery):
+    def put_delivery(self, delivery: Delivery) -> None:
         with self.store._tx() as t:
             stored = t.a2a_deliveries[delivery.id]
             t.a2a_deliveries[delivery.id] = replace(
                 stored, state=delivery.state, error=delivery.error, delivered_at=delivery.delivered_at,
                 updated_at=delivery.updated_at)
 
-    def insert_delivery(self, delivery):
+    def insert_delivery(self, delivery: Delivery) -> None:
         with self.store._tx() as t:
             if delivery.id in t.a2a_deliveries:
                 raise AlreadyExists(f"delivery {delivery.id} already exists")
             t.a2a_deliveries[delivery.id] = delivery
 
-    def run(self, run_id):
-        return self._get("runs", run_id)
+    def run(self, run_id: str) -> Any:
+        with self.store._tx() as t:
+            return _detached(t.runs.get(run_id))
 
-    def suspension(self, run_id):
-        return self._get("suspensions", run_id)
+    def suspension(self, run_id: str) -> Any:
+        with self.store._tx() as t:
+            return _detached(t.suspensions.get(run_id))
 
-    def deferred(self, scope, partition, after, limit):
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-DEFER-1/2."""
         with self.store._tx() as t:
             found = sorted(
@@ -154,11 +166,11 @@ class MemoryA2ARows:
             )
         return found[:limit]
 
-    def agent_reply_runs(self, scope, partition, after, limit):
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-AREPLY-1/2: saved pauses, and running askers of a resolved ask
         whose pause was removed — read under one hold of the lock."""
         from cortex_spec.a2a_resolutions import RESOLUTIONS
-        from cortex_spec.runs import RunState
+        from cortex_spec.runs import Run, RunState
         from cortex_spec.suspensions import SuspensionReason
 
         from .kinds import medium_table_name
@@ -167,7 +179,7 @@ class MemoryA2ARows:
             resolved = {r.asker_run_id for r in getattr(t, medium_table_name(RESOLUTIONS)).values()
                         if r.scope == scope and r.partition == partition}
 
-            def listed(run) -> bool:
+            def listed(run: Run) -> bool:
                 pause = t.suspensions.get(run.id)
                 if run.state == RunState.PAUSED:
                     return (pause is not None and pause.scope == scope
@@ -183,7 +195,7 @@ class A2AMixin(StoreBase):
     #: ``() -> str``: where claim tokens come from (see the module docstring).
     token_source: Callable[[], str] = staticmethod(random_token)
 
-    def _a2a_rows(self, storage=None) -> MemoryA2ARows:
+    def _a2a_rows(self, storage: object = None) -> MemoryA2ARows:
         """The a2a rows of the exactly-once classes (any storage: the lock
         is the reference's one atomic step)."""
         return MemoryA2ARows(self)
@@ -191,13 +203,13 @@ class A2AMixin(StoreBase):
     # -- helpers ---------------------------------------------------------------------
 
     @staticmethod
-    def _visible_row(table: dict, ctx, key: str, not_found: type, what: str):
+    def _visible_row(table: dict[str, T], ctx: Context, key: str, not_found: type[CortexError], what: str) -> T:
         row = table.get(key)
         if row is None or not visible(ctx, row):
             raise not_found(f"{what} {key} not found")
         return row
 
-    def _fresh_token(self, t, delivery_id: str) -> str:
+    def _fresh_token(self, t: MemoryMedium, delivery_id: str) -> str:
         token = self.token_source()
         issued = t.a2a_tokens.get(delivery_id, ())
         if not isinstance(token, str) or token == "" or token in issued:
@@ -207,7 +219,7 @@ class A2AMixin(StoreBase):
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------
 
-    def record_message(self, ctx, envelope):
+    def record_message(self, ctx: Context, envelope: Envelope) -> Envelope:
         require_scope(ctx)
         with self._tx() as t:
             now = self._now()
@@ -232,13 +244,21 @@ class A2AMixin(StoreBase):
             t.a2a_messages[stored.id] = detach(stored)
             return detach(stored)
 
-    def get_message(self, ctx, message_id):
+    def get_message(self, ctx: Context, message_id: str) -> Envelope:
         require_scope(ctx)
         ids.check_id(message_id, ids.MESSAGE, "message_id")
         with self._tx() as t:
             return detach(self._visible_row(t.a2a_messages, ctx, message_id, MessageNotFound, "message"))
 
-    def list_messages(self, ctx, *, conversation_id=None, exact=False, limit=0, offset=0):
+    def list_messages(
+        self,
+        ctx: Context,
+        *,
+        conversation_id: str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Envelope]:
         require_scope(ctx)
         conv = ids.check_optional_id(conversation_id, ids.CONVERSATION, "conversation_id")
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -255,7 +275,7 @@ class A2AMixin(StoreBase):
     # -- conversations (A2A-CONV, A2A-PEER) -------------------------------------------------
 
     @staticmethod
-    def _peer_taken(t, c: Conversation) -> bool:
+    def _peer_taken(t: MemoryMedium, c: Conversation) -> bool:
         """A2A-PEER-3: another conversation holds c's non-empty peer pair in
         c's exact scope and partition."""
         if c.peer_node == "":
@@ -266,7 +286,7 @@ class A2AMixin(StoreBase):
             for o in t.a2a_conversations.values()
         )
 
-    def create_conversation(self, ctx, conversation):
+    def create_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_conversation(conversation, ctx, self._now())
@@ -277,14 +297,14 @@ class A2AMixin(StoreBase):
             t.a2a_conversations[stored.id] = detach(stored)
             return stored
 
-    def get_conversation(self, ctx, conversation_id):
+    def get_conversation(self, ctx: Context, conversation_id: str) -> Conversation:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         with self._tx() as t:
             return detach(self._visible_row(
                 t.a2a_conversations, ctx, conversation_id, ConversationNotFound, "conversation"))
 
-    def get_conversation_by_peer_context(self, ctx, node, peer_context):
+    def get_conversation_by_peer_context(self, ctx: Context, node: str, peer_context: str) -> Conversation:
         require_scope(ctx)
         check_short_str(node, "node")
         check_short_str(peer_context, "peer_context")
@@ -299,21 +319,29 @@ class A2AMixin(StoreBase):
                 raise ConversationNotFound("no conversation for this peer thread")
             return detach(min(matches, key=peer_order_key))  # A2A-PEER-4
 
-    def update_conversation(self, ctx, conversation):
+    def update_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         conversation_id, fields = validate_conversation_update(conversation)
         with self._tx() as t:
             current = self._visible_row(
                 t.a2a_conversations, ctx, conversation_id, ConversationNotFound, "conversation")
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")
+                raise InvalidState(f"conversation {conversation_id} is {ConversationStatus(current.status).value}")
             updated = updated_conversation(current, fields, self._now())  # RSC-GEN-13
             if self._peer_taken(t, updated):
                 raise AlreadyExists("a conversation for this peer thread already exists here")
             t.a2a_conversations[conversation_id] = updated
             return detach(updated)
 
-    def list_conversations(self, ctx, *, status=None, exact=False, limit=0, offset=0):
+    def list_conversations(
+        self,
+        ctx: Context,
+        *,
+        status: ConversationStatus | str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Conversation]:
         require_scope(ctx)
         wanted = check_status_filter(status)
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -329,7 +357,7 @@ class A2AMixin(StoreBase):
 
     # -- deliveries (A2A-DLV, A2A-BIND, A2A-READ) --------------------------------------------
 
-    def create_delivery(self, ctx, delivery):
+    def create_delivery(self, ctx: Context, delivery: Delivery) -> Delivery:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_delivery(delivery, ctx, self._now())
@@ -338,16 +366,16 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[stored.id] = stored
             return detach(stored)
 
-    def _delivery(self, t, ctx, delivery_id) -> Delivery:
+    def _delivery(self, t: MemoryMedium, ctx: Context, delivery_id: str) -> Delivery:
         return self._visible_row(t.a2a_deliveries, ctx, delivery_id, DeliveryNotFound, "delivery")
 
-    def get_delivery(self, ctx, delivery_id):
+    def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
             return detach(self._delivery(t, ctx, delivery_id))
 
-    def claim_delivery(self, ctx, delivery_id):
+    def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
@@ -362,7 +390,7 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = claimed
             return detach(claimed)
 
-    def bind_delivery_run(self, ctx, delivery_id, claim_token, run_id):
+    def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -379,7 +407,14 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = bound
             return detach(bound)
 
-    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+    def finish_delivery(
+        self,
+        ctx: Context,
+        delivery_id: str,
+        claim_token: str,
+        state: DeliveryState | str,
+        error: str = "",
+    ) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -399,7 +434,16 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = finished
             return detach(finished)
 
-    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+    def list_inbox(
+        self,
+        ctx: Context,
+        agent: str,
+        *,
+        unread_only: bool = False,
+        conversation_id: str | None = None,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Delivery]:
         require_scope(ctx)
         agent = check_short_str(agent, "agent")
         if agent == "":
@@ -425,13 +469,13 @@ class A2AMixin(StoreBase):
             rows.sort(key=lambda d: (d.created_at, d.id))  # A2A-INBOX-5
             return _page(rows, limit, offset)
 
-    def mark_delivery_read(self, ctx, delivery_id):
+    def mark_delivery_read(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         with self._tx() as t:
             d = self._delivery(t, ctx, delivery_id)
             if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+                raise InvalidState(f"delivery {delivery_id} is {DeliveryState(d.state).value}, not delivered")
             if d.read_at is not None:
                 return detach(d)  # A2A-READ-2: the first read time stays
             now = self._now()
@@ -439,7 +483,7 @@ class A2AMixin(StoreBase):
             t.a2a_deliveries[delivery_id] = read
             return detach(read)
 
-    def list_queued_deliveries(self, ctx, limit=0):
+    def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2: any scope, zero included
         limit, _ = check_page(limit)
         with self._tx() as t:
@@ -453,14 +497,16 @@ class A2AMixin(StoreBase):
     # -- stale reclaim (A2A-RCL) ----------------------------------------------------------------
 
     @staticmethod
-    def _reclaim_args(ctx, older_than, limit):
+    def _reclaim_args(ctx: Context, older_than: datetime, limit: int) -> tuple[datetime, int]:
         require_context(ctx)  # A2A-RCL-1: scope ignored
         cutoff = check_instant(older_than, "older_than")
         limit, _ = check_page(limit)
         return cutoff, limit
 
     @staticmethod
-    def _candidates(t, partition: str, cutoff, limit: int, scope=None) -> list[tuple[str, str]]:
+    def _candidates(
+        t: MemoryMedium, partition: str, cutoff: datetime, limit: int, scope: Scope | None = None
+    ) -> list[tuple[str, str]]:
         """A2A-RCL-4: ``(id, token)`` of the first ``limit`` stale rows (of
         exactly ``scope`` when given, A2A-ROUTE-2)."""
         rows = [
@@ -468,9 +514,13 @@ class A2AMixin(StoreBase):
             if d.partition == partition and is_stale(d, cutoff) and (scope is None or d.scope == scope)
         ]
         rows.sort(key=lambda d: (d.claimed_at, d.id))
-        return [(d.id, d.claim_token) for d in page(rows, limit, 0)]
+        # a delivering row holds its claim's token (A2A-DLV-6)
+        return [(d.id, d.claim_token) for d in page(rows, limit, 0) if d.claim_token is not None]
 
-    def _move(self, t, partition: str, cutoff, delivery_id: str, token: str, now, scope=None) -> bool:
+    def _move(
+        self, t: MemoryMedium, partition: str, cutoff: datetime, delivery_id: str, token: str, now: datetime,
+        scope: Scope | None = None,
+    ) -> bool:
         """A2A-RCL-5: move one candidate iff it is still stale and still holds
         the token it was selected with (and is of exactly ``scope`` when
         given, A2A-ROUTE-3)."""
@@ -484,7 +534,7 @@ class A2AMixin(StoreBase):
         )
         return True
 
-    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         cutoff, limit = self._reclaim_args(ctx, older_than, limit)
         with self._tx() as t:
             now = self._now()
@@ -493,19 +543,19 @@ class A2AMixin(StoreBase):
 
     # The two halves as separate steps, for the linearizability model (A2A-RCL-8).
 
-    def _select_stale(self, ctx, older_than, limit=0) -> tuple[tuple[str, str], ...]:
+    def _select_stale(self, ctx: Context, older_than: datetime, limit: int = 0) -> tuple[tuple[str, str], ...]:
         cutoff, limit = self._reclaim_args(ctx, older_than, limit)
         with self._tx() as t:
             return tuple(self._candidates(t, ctx.partition, cutoff, limit))
 
-    def _move_stale(self, ctx, older_than, delivery_id, token) -> bool:
+    def _move_stale(self, ctx: Context, older_than: datetime, delivery_id: str, token: str) -> bool:
         cutoff = check_instant(older_than, "older_than")
         with self._tx() as t:
             return self._move(t, ctx.partition, cutoff, delivery_id, token, self._now())
 
     # -- pending asks (A2A-ASK) --------------------------------------------------------------------
 
-    def create_pending_ask(self, ctx, ask):
+    def create_pending_ask(self, ctx: Context, ask: PendingAsk) -> PendingAsk:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_pending_ask(ask, ctx, self._now())
@@ -514,16 +564,16 @@ class A2AMixin(StoreBase):
             t.a2a_asks[stored.reply_with] = stored
             return detach(stored)
 
-    def _ask(self, t, ctx, reply_with) -> PendingAsk:
+    def _ask(self, t: MemoryMedium, ctx: Context, reply_with: str) -> PendingAsk:
         return self._visible_row(t.a2a_asks, ctx, reply_with, AskNotFound, "pending ask")
 
-    def get_pending_ask(self, ctx, reply_with):
+    def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         with self._tx() as t:
             return detach(self._ask(t, ctx, reply_with))
 
-    def claim_pending_ask(self, ctx, reply_with):
+    def claim_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         with self._tx() as t:
@@ -536,19 +586,19 @@ class A2AMixin(StoreBase):
             return detach(claimed)
 
     @staticmethod
-    def _expired(rows, cutoff, limit) -> list:
+    def _expired(rows: list[PendingAsk], cutoff: datetime, limit: int) -> list[PendingAsk]:
         rows = [a for a in rows if ask_expired(a, cutoff)]
         rows.sort(key=lambda a: (a.deadline, a.reply_with))  # A2A-ASK-8
         return _page(rows, limit)
 
-    def list_expired_asks(self, ctx, now, limit=0):
+    def list_expired_asks(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         with self._tx() as t:
             return self._expired([a for a in t.a2a_asks.values() if visible(ctx, a)], cutoff, limit)
 
-    def list_expired_asks_across_scopes(self, ctx, now, limit=0):
+    def list_expired_asks_across_scopes(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_context(ctx)  # A2A-ASK-12: no scope check
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
@@ -556,7 +606,7 @@ class A2AMixin(StoreBase):
             rows = [a for a in t.a2a_asks.values() if a.partition == ctx.partition]
             return self._expired(rows, cutoff, limit)
 
-    def list_pending_asks_by_conversation(self, ctx, conversation_id):
+    def list_pending_asks_by_conversation(self, ctx: Context, conversation_id: str) -> list[PendingAsk]:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         with self._tx() as t:

@@ -7,8 +7,11 @@ linearizability model's split of A2A-ROUTE-3."""
 
 from __future__ import annotations
 
-from cortex_spec.a2a import DeliveryState, e_visible
-from cortex_spec.context import require_scope
+from datetime import datetime
+
+from cortex_spec.a2a import Delivery, DeliveryState, PendingAsk, e_visible
+from cortex_spec.context import Context, require_scope
+from cortex_spec.scope import Scope
 from cortex_spec.validation import check_instant, check_page
 
 from .a2a import A2AMixin, _page
@@ -17,7 +20,7 @@ __all__ = ["DiscoveryMixin"]
 
 
 class DiscoveryMixin(A2AMixin):
-    def list_queued_deliveries_in_scope(self, ctx, limit=0):
+    def list_queued_deliveries_in_scope(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_scope(ctx)  # A2A-ROUTE-1
         limit, _ = check_page(limit)
         with self._tx() as t:
@@ -25,30 +28,32 @@ class DiscoveryMixin(A2AMixin):
             rows.sort(key=lambda d: (d.created_at, d.id))  # A2A-QUEUE-1's order
             return _page(rows, limit)
 
-    def _reclaim_args_in_scope(self, ctx, older_than, limit):
+    def _reclaim_args_in_scope(self, ctx: Context, older_than: datetime, limit: int) -> tuple[Scope, datetime, int]:
         scope = require_scope(ctx)
         cutoff = check_instant(older_than, "older_than")
         limit, _ = check_page(limit)
         return scope, cutoff, limit
 
-    def reclaim_stale_deliveries_in_scope(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries_in_scope(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         scope, cutoff, limit = self._reclaim_args_in_scope(ctx, older_than, limit)
         with self._tx() as t:
             now = self._now()
             candidates = self._candidates(t, ctx.partition, cutoff, limit, scope)
             return sum(self._move(t, ctx.partition, cutoff, i, tok, now, scope) for i, tok in candidates)
 
-    def _select_stale_in_scope(self, ctx, older_than, limit=0) -> tuple[tuple[str, str], ...]:
+    def _select_stale_in_scope(
+        self, ctx: Context, older_than: datetime, limit: int = 0
+    ) -> tuple[tuple[str, str], ...]:
         scope, cutoff, limit = self._reclaim_args_in_scope(ctx, older_than, limit)
         with self._tx() as t:
             return tuple(self._candidates(t, ctx.partition, cutoff, limit, scope))
 
-    def _move_stale_in_scope(self, ctx, older_than, delivery_id, token) -> bool:
+    def _move_stale_in_scope(self, ctx: Context, older_than: datetime, delivery_id: str, token: str) -> bool:
         cutoff = check_instant(older_than, "older_than")
         with self._tx() as t:
             return self._move(t, ctx.partition, cutoff, delivery_id, token, self._now(), ctx.scope)
 
-    def list_expired_asks_in_scope(self, ctx, now, limit=0):
+    def list_expired_asks_in_scope(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)

@@ -17,12 +17,12 @@ from cortex_spec.admin import Inspection, ScopeIssue, check_visitor, schema_mism
 from cortex_spec.context import Context, require_context
 from cortex_spec.scope import Scope
 
-from .store import SCHEMA_VERSION, StoreBase
+from .store import SCHEMA_VERSION, MemoryMedium, StoreBase
 
 __all__ = ["AdminMixin", "scoped_tables"]
 
 
-def scoped_tables(medium: Any) -> dict[str, dict]:
+def scoped_tables(medium: MemoryMedium) -> dict[str, dict[Any, Any]]:
     """The medium's tables of entities (rows that carry a scope), by storage
     name (the SQL table names without their prefix: ``kind_agents`` is
     ``agents``); the bookkeeping tables (the layout version, claim tokens,

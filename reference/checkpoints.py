@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from cortex_spec import ids
 from cortex_spec.checkpoints import (
+    Checkpoint,
+    CheckpointFilter,
     CheckpointState,
+    Decision,
     resolved,
     validate_checkpoint_filter,
     validate_decision,
     validate_new_checkpoint,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState
 from cortex_spec.validation import check_page, page
@@ -21,7 +24,7 @@ __all__ = ["CheckpointsMixin"]
 
 
 class CheckpointsMixin(StoreBase):
-    def create_checkpoint(self, ctx, checkpoint):
+    def create_checkpoint(self, ctx: Context, checkpoint: Checkpoint) -> Checkpoint:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_checkpoint(checkpoint, ctx, self._now())
@@ -30,7 +33,7 @@ class CheckpointsMixin(StoreBase):
             t.checkpoints[stored.id] = detach(stored)
             return stored
 
-    def get_checkpoint(self, ctx, checkpoint_id):
+    def get_checkpoint(self, ctx: Context, checkpoint_id: str) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         with self._tx() as t:
@@ -39,7 +42,7 @@ class CheckpointsMixin(StoreBase):
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")
             return detach(cp)
 
-    def resolve(self, ctx, checkpoint_id, decision):
+    def resolve(self, ctx: Context, checkpoint_id: str, decision: Decision) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
@@ -53,7 +56,9 @@ class CheckpointsMixin(StoreBase):
             t.checkpoints[checkpoint_id] = done
             return detach(done)
 
-    def _select_pending(self, ctx, flt):
+    def _select_pending(
+        self, ctx: Context, flt: CheckpointFilter | None
+    ) -> tuple[list[Checkpoint], CheckpointFilter]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(flt)
         with self._tx() as t:
@@ -65,16 +70,18 @@ class CheckpointsMixin(StoreBase):
             ]
         return rows, flt
 
-    def list_pending(self, ctx, filter=None):
+    def list_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> list[Checkpoint]:
         rows, flt = self._select_pending(ctx, filter)
         rows.sort(key=lambda cp: (cp.created_at, cp.id))  # CP-LIST-2
         return [detach(cp) for cp in page(rows, flt.limit, flt.offset)]
 
-    def count_pending(self, ctx, filter=None):
+    def count_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> int:
         rows, _ = self._select_pending(ctx, filter)
         return len(rows)
 
-    def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
+    def list_pending_across_scopes(
+        self, ctx: Context, after_id: str | None = None, limit: int = 0
+    ) -> list[Checkpoint]:
         require_context(ctx)  # SCOPE-XS-2
         after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
         limit, _ = check_page(limit)

@@ -31,12 +31,15 @@ from __future__ import annotations
 import threading
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from datetime import datetime
+from typing import Any, Iterator
 
-from cortex_spec.context import require_context
+from cortex_spec.context import Context, require_context
 from cortex_spec.entities import detach, entity, replace
 from cortex_spec.errors import StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import (
+    GatewayStore,
+    InboundMessage,
     InboxItem,
     ItemStatus,
     check_channel,
@@ -98,7 +101,7 @@ def check_location(location: object) -> str:
     return check_nonempty_short_str(location, "location")
 
 
-def open_location(location: object, cls: type | None = None) -> "MemoryGateway":
+def open_location(location: object, cls: type[MemoryGateway] | None = None) -> MemoryGateway:
     """Open the named location, creating it if needed (GW-OPEN-1).
 
     ``cls`` is the class of the store to open (a subclass of
@@ -226,7 +229,7 @@ class MemoryGateway:
 
     # -- inbox -------------------------------------------------------------------------
 
-    def accept(self, ctx, message, now):
+    def accept(self, ctx: Context, message: InboundMessage, now: datetime) -> bool:
         item = validate_message(ctx, message, now)
         with self._tx() as t:
             key = (item.channel, item.message_id)
@@ -237,27 +240,27 @@ class MemoryGateway:
             t.gw_items[key] = GatewayRow(item=item, seq=seq)
             return True
 
-    def get_item(self, ctx, channel, message_id):
+    def get_item(self, ctx: Context, channel: str, message_id: str) -> InboxItem | None:
         require_context(ctx)
         key = check_key(channel, message_id)
         with self._tx() as t:
             row = t.gw_items.get(key)
             return None if row is None else detach(row.item)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: ItemStatus, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         with self._tx() as t:
             rows = [r for r in t.gw_items.values() if r.item.status == status]
             return [detach(r.item) for r in page(_order(rows), limit, offset)]
 
-    def pending(self, ctx, limit=0, offset=0):
+    def pending(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, ItemStatus.PENDING, limit, offset)
 
-    def pending_replies(self, ctx, limit=0, offset=0):
+    def pending_replies(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, ItemStatus.REPLIED, limit, offset)
 
-    def set_replied(self, ctx, channel, message_id, reply):
+    def set_replied(self, ctx: Context, channel: str, message_id: str, reply: str) -> bool:
         require_context(ctx)
         key = check_key(channel, message_id)
         reply = check_reply(reply)
@@ -273,7 +276,7 @@ class MemoryGateway:
             )
             return True
 
-    def mark_done(self, ctx, channel, message_id):
+    def mark_done(self, ctx: Context, channel: str, message_id: str) -> bool:
         require_context(ctx)
         key = check_key(channel, message_id)
         with self._tx() as t:
@@ -283,13 +286,15 @@ class MemoryGateway:
             t.gw_items[key] = replace(row, item=replace(row.item, status=ItemStatus.DONE))
             return True
 
-    def prune_done(self, ctx, before):
+    def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
         cutoff = check_cutoff(before)
         with self._tx() as t:
             doomed = [
                 key for key, row in t.gw_items.items()
-                if row.item.status == ItemStatus.DONE and row.item.received_at < cutoff
+                if row.item.status == ItemStatus.DONE
+                and row.item.received_at is not None  # a stored row always has it (validate_message)
+                and row.item.received_at < cutoff
             ]
             for key in doomed:
                 del t.gw_items[key]
@@ -297,13 +302,13 @@ class MemoryGateway:
 
     # -- offsets -----------------------------------------------------------------------
 
-    def offset(self, ctx, channel):
+    def offset(self, ctx: Context, channel: str) -> int:
         require_context(ctx)
         channel = check_channel(channel)
         with self._tx() as t:
             return t.gw_offsets.get(channel, 0)
 
-    def set_offset(self, ctx, channel, value):
+    def set_offset(self, ctx: Context, channel: str, value: int) -> None:
         require_context(ctx)
         channel = check_channel(channel)
         value = check_offset_value(value)
@@ -312,13 +317,13 @@ class MemoryGateway:
 
     # -- selection ---------------------------------------------------------------------
 
-    def conversation(self, ctx, channel, conversation):
+    def conversation(self, ctx: Context, channel: str, conversation: str) -> tuple[str, str]:
         require_context(ctx)
         key = check_selection_key(channel, conversation)
         with self._tx() as t:
             return t.gw_selections.get(key, ("", ""))
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         key = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)
@@ -333,10 +338,12 @@ class MemoryGateway:
             else:
                 t.gw_selections[key] = (agent, project)
 
-    def set_conversation_agent(self, ctx, channel, conversation, agent):
+    def set_conversation_agent(self, ctx: Context, channel: str, conversation: str, agent: str) -> None:
         self._set_selection(ctx, channel, conversation, agent, "agent")
 
-    def set_conversation_project(self, ctx, channel, conversation, project):
+    def set_conversation_project(
+        self, ctx: Context, channel: str, conversation: str, project: str
+    ) -> None:
         self._set_selection(ctx, channel, conversation, project, "project")
 
 
@@ -346,7 +353,7 @@ class GatewayMixin(StoreBase):
     #: the class of the gateway stores it opens
     gateway_class: type = MemoryGateway
 
-    def open_gateway(self, location):
+    def open_gateway(self, location: Any) -> GatewayStore:
         """Open the named location (see the module docstring)."""
         if self._closed:
             raise StoreClosed("the store is closed")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import cortex_spec
+from cortex_spec.clock import Clock
 from cortex_spec.harness import Harness
 
 from . import MemoryMedium, MemoryStore
@@ -21,14 +25,14 @@ class ReferenceHarness(Harness):
     name = "reference"
     reopenable = True
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "implementation": "cortex_spec.reference.MemoryStore",
                 "version": cortex_spec.__version__}
 
     def new_location(self) -> MemoryMedium:
         return MemoryMedium()
 
-    def open(self, location: MemoryMedium, clock) -> MemoryStore:
+    def open(self, location: MemoryMedium, clock: Clock) -> MemoryStore:
         return MemoryStore(clock, medium=location)
 
     # -- class gateway ------------------------------------------------------------------
@@ -39,10 +43,10 @@ class ReferenceHarness(Harness):
     def discard_gateway_location(self, location: str) -> None:
         gw.discard_location(location)
 
-    def crash_gateway(self, gateway) -> None:
+    def crash_gateway(self, gateway: Any) -> None:
         gw.crash(gateway)
 
-    def unusable_gateway_location(self):
+    def unusable_gateway_location(self) -> tuple[str, Callable[[], None]]:
         name = gw.new_location_name("cortex-spec-gw-broken")
         gw.break_location(name)
         return name, lambda: gw.repair_location(name)

@@ -20,17 +20,17 @@ from cortex_spec.leases import (
 from cortex_spec.runs import Lease, Run, RunState
 from cortex_spec.validation import check_instant, check_page, page
 
-from .store import StoreBase
+from .store import MemoryMedium, StoreBase
 
 __all__ = ["LeasesMixin"]
 
 
 class LeasesMixin(StoreBase):
-    def _visible_run(self, t, ctx: Context, run_id: str) -> Run:
+    def _visible_run(self, t: MemoryMedium, ctx: Context, run_id: str) -> Run:
         run = t.runs.get(run_id)
         if run is None or not ctx.scope.covers(run.scope):
             raise RunNotFound(f"run {run_id} not found")  # LEASE-HOLD-2, LEASE-NOTIFY-2
-        return run  # type: ignore[no-any-return]
+        return run
 
     def hold_lease(self, ctx: Context, run_id: str, lease: Lease) -> None:
         require_scope(ctx)
@@ -53,9 +53,9 @@ class LeasesMixin(StoreBase):
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         with self._tx() as t:
-            rows = [r for r in t.runs.values() if lapsed(r, cutoff)]
-        rows.sort(key=lambda r: (r.lease.expires_at, r.id))  # LEASE-LAPSED-2
-        return [detach(r) for r in page(rows, limit, 0)]
+            found = [(r.lease.expires_at, r) for r in t.runs.values() if r.lease is not None and lapsed(r, cutoff)]
+        found.sort(key=lambda e: (e[0], e[1].id))  # LEASE-LAPSED-2
+        return [detach(r) for _, r in page(found, limit, 0)]
 
     def list_continuable_across_scopes(self, ctx: Context, notified_before: datetime,
                                        limit: int = 0) -> list[Run]:

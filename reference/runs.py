@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from cortex_spec import ids
-from cortex_spec.context import require_scope
+from cortex_spec.context import Context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, RunNotFound
 from cortex_spec.runs import (
     Run,
-    apply_run_update,
     RunFilter,
     Step,
     ToolCall,
+    apply_run_update,
     validate_new_run,
     validate_new_step,
     validate_new_tool_call,
@@ -41,7 +41,7 @@ def _selects(scope: Scope, flt: RunFilter, run: Run) -> bool:
 
 
 class RunsMixin(StoreBase):
-    def create_run(self, ctx, run):
+    def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_run(run, ctx, self._now())
@@ -50,7 +50,7 @@ class RunsMixin(StoreBase):
             t.runs[stored.id] = detach(stored)
             return stored
 
-    def get_run(self, ctx, run_id):
+    def get_run(self, ctx: Context, run_id: str) -> Run:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
@@ -59,7 +59,7 @@ class RunsMixin(StoreBase):
                 raise RunNotFound(f"run {run_id} not found")
             return detach(run)
 
-    def update_run(self, ctx, run):
+    def update_run(self, ctx: Context, run: Run) -> Run:
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
         with self._tx() as t:
@@ -72,23 +72,23 @@ class RunsMixin(StoreBase):
             t.runs[run_id] = updated
             return detach(updated)
 
-    def _select_runs(self, ctx, flt):
+    def _select_runs(self, ctx: Context, flt: RunFilter | None) -> tuple[list[Run], RunFilter]:
         scope = require_scope(ctx)
         flt = validate_run_filter(flt)
         with self._tx() as t:
             rows = [r for r in t.runs.values() if _selects(scope, flt, r)]
         return rows, flt
 
-    def list_runs(self, ctx, filter=None):
+    def list_runs(self, ctx: Context, filter: RunFilter | None = None) -> list[Run]:
         rows, flt = self._select_runs(ctx, filter)
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # RUN-LIST-2
         return [detach(r) for r in page(rows, flt.limit, flt.offset)]
 
-    def count_runs(self, ctx, filter=None):
+    def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
         rows, _ = self._select_runs(ctx, filter)
         return len(rows)  # RUN-LIST-4: the page is ignored
 
-    def create_step(self, ctx, step):
+    def create_step(self, ctx: Context, step: Step) -> Step:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_step(step, ctx, self._now())
@@ -97,7 +97,7 @@ class RunsMixin(StoreBase):
             t.steps[stored.id] = detach(stored)
             return stored
 
-    def list_steps(self, ctx, run_id):
+    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
@@ -107,7 +107,7 @@ class RunsMixin(StoreBase):
             rows.sort(key=lambda s: (s.index, s.id))  # STEP-4
             return [detach(s) for s in rows]
 
-    def create_tool_call(self, ctx, tool_call):
+    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_tool_call(tool_call, ctx, self._now())
@@ -116,7 +116,7 @@ class RunsMixin(StoreBase):
             t.tool_calls[stored.id] = detach(stored)
             return stored
 
-    def list_tool_calls(self, ctx, step_id):
+    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
         with self._tx() as t:

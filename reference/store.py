@@ -11,11 +11,18 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from cortex_spec.clock import Clock, SystemClock, truncate_ms
+from cortex_spec.a2a import Conversation, Delivery, Envelope, PendingAsk
 from cortex_spec.admin import schema_mismatch
+from cortex_spec.checkpoints import Checkpoint
+from cortex_spec.clock import Clock, SystemClock, truncate_ms
 from cortex_spec.errors import StoreClosed
+from cortex_spec.runs import Run, Step, ToolCall
+from cortex_spec.suspensions import Suspension
+
+if TYPE_CHECKING:
+    from .gateway import GatewayRow
 
 __all__ = ["MemoryMedium", "StoreBase", "SCHEMA_VERSION"]
 
@@ -34,23 +41,23 @@ class MemoryMedium:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.runs: dict[str, object] = {}
-        self.steps: dict[str, object] = {}
-        self.tool_calls: dict[str, object] = {}
+        self.runs: dict[str, Run] = {}
+        self.steps: dict[str, Step] = {}
+        self.tool_calls: dict[str, ToolCall] = {}
         #: suspensions by run_id (one per run, SUSP-CREATE-2)
-        self.suspensions: dict[str, object] = {}
+        self.suspensions: dict[str, Suspension] = {}
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
         self.suspension_ids: dict[str, str] = {}
-        self.checkpoints: dict[str, object] = {}
+        self.checkpoints: dict[str, Checkpoint] = {}
         # class a2a: envelopes, conversations, deliveries by id; pending asks
         # by reply_with; and every claim token issued, per delivery (A2A-DLV-6)
-        self.a2a_messages: dict[str, object] = {}
-        self.a2a_conversations: dict[str, object] = {}
-        self.a2a_deliveries: dict[str, object] = {}
-        self.a2a_asks: dict[str, object] = {}
+        self.a2a_messages: dict[str, Envelope] = {}
+        self.a2a_conversations: dict[str, Conversation] = {}
+        self.a2a_deliveries: dict[str, Delivery] = {}
+        self.a2a_asks: dict[str, PendingAsk] = {}
         self.a2a_tokens: dict[str, tuple[str, ...]] = {}
         #: gateway inbox rows by (channel, message_id) (see .gateway)
-        self.gw_items: dict[tuple[str, str], object] = {}
+        self.gw_items: dict[tuple[str, str], GatewayRow] = {}
         #: gateway poll offsets by channel
         self.gw_offsets: dict[str, int] = {}
         #: gateway selections by (channel, conversation): (agent, project)
@@ -66,7 +73,7 @@ class MemoryMedium:
             for table in cls.tables:
                 setattr(self, f"kind_{table.name}", {})
 
-    def tables(self) -> dict[str, dict]:
+    def tables(self) -> dict[str, dict[Any, Any]]:
         """Every table by name (every attribute but the lock)."""
         return {k: v for k, v in vars(self).items() if k != "lock"}
 

@@ -7,11 +7,14 @@ step (SUSP-CLAIM-9), and a refused claim writes nothing (SUSP-CLAIM-8).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from cortex_spec import ids
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach, replace
 from cortex_spec.errors import AlreadyExists, NotSuspended, SuspensionExpired
 from cortex_spec.runs import RunState
+from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
     Suspension,
     resume_eligible,
@@ -20,7 +23,7 @@ from cortex_spec.suspensions import (
 )
 from cortex_spec.validation import check_instant, check_page, page
 
-from .store import StoreBase
+from .store import MemoryMedium, StoreBase
 
 __all__ = ["SuspensionsMixin"]
 
@@ -30,7 +33,7 @@ def _by_deadline(rows: list[Suspension]) -> list[Suspension]:
 
 
 class SuspensionsMixin(StoreBase):
-    def create_suspension(self, ctx, suspension):
+    def create_suspension(self, ctx: Context, suspension: Suspension) -> Suspension:
         require_scope(ctx)
         with self._tx() as t:
             stored = validate_new_suspension(suspension, ctx, self._now())
@@ -42,19 +45,19 @@ class SuspensionsMixin(StoreBase):
             t.suspension_ids[stored.id] = stored.run_id
             return stored
 
-    def _visible_suspension(self, t, scope, run_id) -> Suspension:
+    def _visible_suspension(self, t: MemoryMedium, scope: Scope, run_id: str) -> Suspension:
         s = t.suspensions.get(run_id)
         if s is None or not scope.covers(s.scope):
             raise NotSuspended(f"run {run_id} has no suspension")
         return s
 
-    def get_suspension(self, ctx, run_id):
+    def get_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
             return detach(self._visible_suspension(t, scope, run_id))
 
-    def _move_paused_run(self, t, scope, run_id, now) -> None:
+    def _move_paused_run(self, t: MemoryMedium, scope: Scope, run_id: str, now: datetime) -> None:
         """The run half of both claims: visible and paused → running."""
         run = t.runs.get(run_id)
         if run is None or not scope.covers(run.scope) or run.state != RunState.PAUSED:
@@ -62,7 +65,7 @@ class SuspensionsMixin(StoreBase):
         # SUSP-CLAIM-2: only state, updated_at and the revision (RUN-REV-2) change.
         t.runs[run_id] = replace(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1)
 
-    def claim_suspension(self, ctx, run_id):
+    def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
@@ -73,7 +76,7 @@ class SuspensionsMixin(StoreBase):
             self._move_paused_run(t, scope, run_id, now)
             return detach(s)  # SUSP-CLAIM-3/4: the row is untouched
 
-    def claim_expired_suspension(self, ctx, run_id, now):
+    def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = check_instant(now, "now")
@@ -85,7 +88,7 @@ class SuspensionsMixin(StoreBase):
             self._move_paused_run(t, scope, run_id, clock_now)  # SUSP-XCLAIM-2
             return detach(s)
 
-    def delete_suspension(self, ctx, run_id):
+    def delete_suspension(self, ctx: Context, run_id: str) -> None:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._tx() as t:
@@ -93,7 +96,7 @@ class SuspensionsMixin(StoreBase):
             del t.suspensions[run_id]
             del t.suspension_ids[s.id]
 
-    def list_expired(self, ctx, now, limit=0):
+    def list_expired(self, ctx: Context, now: datetime, limit: int = 0) -> list[Suspension]:
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
@@ -104,7 +107,9 @@ class SuspensionsMixin(StoreBase):
             ]
             return [detach(s) for s in page(_by_deadline(rows), limit, 0)]
 
-    def list_expired_across_scopes(self, ctx, now, limit=0):
+    def list_expired_across_scopes(
+        self, ctx: Context, now: datetime, limit: int = 0
+    ) -> list[Suspension]:
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)

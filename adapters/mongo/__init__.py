@@ -36,9 +36,13 @@ at ``CORTEX_SPEC_MONGO_URL`` when that is set), ``mongo-url`` or
 ``mongo-docker``; see :mod:`.harness`.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from cortex_spec.a2a_held import HeldMethods
 from cortex_spec.a2a_replies import ReplyMethods
 from cortex_spec.a2a_resolutions import ResolutionMethods
+from cortex_spec.clock import Clock
 from cortex_spec.orchestration import OrchestrationMethods
 
 from .a2a import A2AMixin
@@ -78,8 +82,9 @@ class MongoStore(SuspensionsMixin, LeasesMixin, CheckpointsMixin, ResolutionMeth
                               "progress", "preparation", "admin"})
     schema_version = SCHEMA_VERSION
 
-    def __init__(self, database, clock=None, *, gateway_client=None,
-                 gateway_lease: float = DEFAULT_LEASE, lease_clock=None, **options) -> None:
+    def __init__(self, database: Any, clock: Clock | None = None, *, gateway_client: Any = None,
+                 gateway_lease: float = DEFAULT_LEASE, lease_clock: Callable[[], float] | None = None,
+                 **options: Any) -> None:
         super().__init__(database, clock, **options)
         if not self._transactions:
             # a conversation's batch and its counters are one transaction

@@ -39,7 +39,8 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from typing import Any, Callable
+from datetime import datetime
+from typing import Any, Callable, TypeVar
 
 from cortex_spec import ids
 from cortex_spec.a2a import (
@@ -66,13 +67,14 @@ from cortex_spec.a2a import (
     validate_new_envelope,
     validate_new_pending_ask,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.errors import (
     AlreadyExists,
     AskAlreadyClaimed,
     AskNotFound,
     ConversationClosed,
     ConversationNotFound,
+    CortexError,
     DeliveryAlreadyBound,
     DeliveryAlreadyClaimed,
     DeliveryClaimLost,
@@ -112,6 +114,8 @@ A2A_COLLECTIONS = {
 
 #: a refusal whose classifying read keeps finding the call possible gives up
 _RETRIES = 100
+
+T = TypeVar("T")
 
 _QUEUED, _DELIVERING, _DELIVERED = (DeliveryState.QUEUED.value, DeliveryState.DELIVERING.value,
                                     DeliveryState.DELIVERED.value)
@@ -301,7 +305,7 @@ def _ask_in(doc: Any) -> PendingAsk:
     ))
 
 
-def _seen(ctx: Any, exact: bool = False) -> dict[str, Any]:
+def _seen(ctx: Context, exact: bool = False) -> dict[str, Any]:
     """A2A-GEN-3: the caller's partition and scope (prefix, or exact)."""
     return {"partition": ctx.partition, **scope_filter("scope", ctx.scope, exact=exact)}
 
@@ -344,25 +348,25 @@ class MongoA2ARows:
             return collection.find_one_and_update({"_id": key}, {"$inc": {"_lk": 1}},
                                                   return_document=ReturnDocument.AFTER, session=self.session)
 
-    def ask(self, reply_with):
+    def ask(self, reply_with: str) -> PendingAsk | None:
         doc = self._locked(self.store._a2a_asks, reply_with)
         return None if doc is None else _ask_in(doc)
 
-    def put_ask(self, ask):
+    def put_ask(self, ask: PendingAsk) -> None:
         with self.store._guard():
             self.store._a2a_asks.update_one({"_id": ask.reply_with}, {"$set": {
                 "claimed_at": dt_out(ask.claimed_at), "updated_at": dt_out(ask.updated_at)}}, **self._s())
 
-    def message(self, message_id):
+    def message(self, message_id: str) -> Envelope | None:
         with self.store._guard():
             doc = self.store._a2a_messages.find_one({"_id": message_id}, **self._s())
         return None if doc is None else _message_in(doc)
 
-    def conversation(self, conversation_id):
+    def conversation(self, conversation_id: str) -> Conversation | None:
         doc = self._locked(self.store._a2a_conversations, conversation_id)
         return None if doc is None else _conversation_in(doc)
 
-    def admit(self, conversation, envelope):
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
         with self.store._guard():
             self.store._a2a_conversations.update_one({"_id": conversation.id}, {"$set": {
                 "hops_used": conversation.hops_used,
@@ -370,37 +374,37 @@ class MongoA2ARows:
                 "updated_at": dt_out(conversation.updated_at)}}, **self._s())
             self.store._a2a_messages.insert_one(_message_doc(envelope), **self._s())  # a taken id: AlreadyExists
 
-    def delivery(self, delivery_id):
+    def delivery(self, delivery_id: str) -> Delivery | None:
         doc = self._locked(self.store._a2a_deliveries, delivery_id)
         return None if doc is None else _delivery_in(doc)
 
-    def put_delivery(self, delivery):
+    def put_delivery(self, delivery: Delivery) -> None:
         with self.store._guard():
             self.store._a2a_deliveries.update_one({"_id": delivery.id}, {"$set": {
                 "state": DeliveryState(delivery.state).value, "error": delivery.error,
                 "delivered_at": dt_out(delivery.delivered_at), "updated_at": dt_out(delivery.updated_at)}},
                 **self._s())
 
-    def insert_delivery(self, delivery):
+    def insert_delivery(self, delivery: Delivery) -> None:
         with self.store._guard():
             self.store._a2a_deliveries.insert_one(_delivery_doc(delivery), **self._s())
 
     def _slot(self, run_id: str) -> Any:
         return self._locked(self.store._runs, run_id)
 
-    def run(self, run_id):
+    def run(self, run_id: str) -> Any:
         from .runs import run_from_doc
 
         slot = self._slot(run_id)
         return None if slot is None or "run" not in slot else run_from_doc(run_id, slot["run"])
 
-    def suspension(self, run_id):
+    def suspension(self, run_id: str) -> Any:
         from .suspensions import susp_from_doc
 
         slot = self._slot(run_id)
         return None if slot is None or "susp" not in slot else susp_from_doc(run_id, slot["susp"])
 
-    def deferred(self, scope, partition, after, limit):
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         query: dict[str, Any] = {"partition": partition, **scope_filter("scope", scope, exact=True),
                                  "state": _DELIVERING, "run_id": {"$ne": None}}
         if after is not None:
@@ -410,7 +414,7 @@ class MongoA2ARows:
                                     limit=limit)
         return [d["_id"] for d in docs]
 
-    def agent_reply_runs(self, scope, partition, after, limit):
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         """A2A-AREPLY-1/2 in one read-only transaction (one snapshot of the
         run slots and the resolutions)."""
         from cortex_spec.a2a_resolutions import RESOLUTIONS
@@ -435,7 +439,7 @@ class MongoA2ARows:
             return [d["_id"] for d in docs]
 
         with self.store._guard():
-            return self.store._txn(read)  # type: ignore[no-any-return]
+            return self.store._txn(read)
 
 
 class A2AMixin(MongoStoreBase):
@@ -480,8 +484,9 @@ class A2AMixin(MongoStoreBase):
         ]
         create_missing_indexes(wanted)
 
-    def _a2a_decide(self, collection: Any, key: str, ctx: Any, decision: dict[str, Any],
-                    update: dict[str, Any], decode: Callable, classify: Callable) -> Any:
+    def _a2a_decide(self, collection: Any, key: str, ctx: Context, decision: dict[str, Any],
+                    update: dict[str, Any], decode: Callable[[dict[str, Any]], T],
+                    classify: Callable[[T | None], T | None]) -> T:
         """One ``find_one_and_update`` whose filter is the decision; a refusal
         is classified from one read (``classify(row or None)`` returns the
         value to give back, raises, or returns ``None`` to try again)."""
@@ -500,7 +505,8 @@ class A2AMixin(MongoStoreBase):
                     return verdict
             raise StoreError(f"the call on {key} kept racing concurrent writes")
 
-    def _a2a_get(self, collection: Any, ctx: Any, key: str, decode: Callable, not_found: type, what: str):
+    def _a2a_get(self, collection: Any, ctx: Context, key: str, decode: Callable[[dict[str, Any]], T],
+                 not_found: type[CortexError], what: str) -> T:
         with self._guard():
             doc = collection.find_one({"_id": key, **_seen(ctx)})
             if doc is None:
@@ -509,7 +515,7 @@ class A2AMixin(MongoStoreBase):
 
     # -- messages (A2A-ENV, A2A-HOP) ---------------------------------------------------------
 
-    def record_message(self, ctx, envelope):
+    def record_message(self, ctx: Context, envelope: Envelope) -> Envelope:
         require_scope(ctx)
         now = self._now()
         candidate = validate_new_envelope(envelope, ctx, now)  # A2A-ENV-2, before storage
@@ -546,12 +552,20 @@ class A2AMixin(MongoStoreBase):
         with self._guard():
             return self._txn(admission)
 
-    def get_message(self, ctx, message_id):
+    def get_message(self, ctx: Context, message_id: str) -> Envelope:
         require_scope(ctx)
         ids.check_id(message_id, ids.MESSAGE, "message_id")
         return self._a2a_get(self._a2a_messages, ctx, message_id, _message_in, MessageNotFound, "message")
 
-    def list_messages(self, ctx, *, conversation_id=None, exact=False, limit=0, offset=0):
+    def list_messages(
+        self,
+        ctx: Context,
+        *,
+        conversation_id: str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Envelope]:
         require_scope(ctx)
         conv = ids.check_optional_id(conversation_id, ids.CONVERSATION, "conversation_id")
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -565,7 +579,7 @@ class A2AMixin(MongoStoreBase):
 
     # -- conversations (A2A-CONV, A2A-PEER) -----------------------------------------------------
 
-    def create_conversation(self, ctx, conversation):
+    def create_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         stored = validate_new_conversation(conversation, ctx, self._now())
         with self._guard():
@@ -573,13 +587,13 @@ class A2AMixin(MongoStoreBase):
             self._a2a_conversations.insert_one(_conversation_doc(stored))
         return stored
 
-    def get_conversation(self, ctx, conversation_id):
+    def get_conversation(self, ctx: Context, conversation_id: str) -> Conversation:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         return self._a2a_get(self._a2a_conversations, ctx, conversation_id, _conversation_in,
                              ConversationNotFound, "conversation")
 
-    def get_conversation_by_peer_context(self, ctx, node, peer_context):
+    def get_conversation_by_peer_context(self, ctx: Context, node: str, peer_context: str) -> Conversation:
         require_scope(ctx)
         check_short_str(node, "node")
         check_short_str(peer_context, "peer_context")
@@ -594,7 +608,7 @@ class A2AMixin(MongoStoreBase):
                 raise ConversationNotFound("no conversation for this peer thread")
             return _conversation_in(docs[0])
 
-    def update_conversation(self, ctx, conversation):
+    def update_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         conversation_id, fields = validate_conversation_update(conversation)
         now = self._now()
@@ -611,11 +625,12 @@ class A2AMixin(MongoStoreBase):
                 return {"$set": values, "$unset": {"peer_key": ""}}
             return {"$set": {**values, "peer_key": key}}
 
-        def classify(current: Conversation | None) -> Any:
+        def classify(current: Conversation | None) -> Conversation | None:
             if current is None:
                 raise ConversationNotFound(f"conversation {conversation_id} not found")
-            if current.status != ConversationStatus.OPEN and current.status.value != status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
+            current_status = ConversationStatus(current.status).value
+            if current_status != ConversationStatus.OPEN.value and current_status != status:
+                raise InvalidState(f"conversation {conversation_id} is {current_status}")  # A2A-CONV-7
             return None  # updatable now: go again
 
         from pymongo import ReturnDocument
@@ -645,7 +660,15 @@ class A2AMixin(MongoStoreBase):
                 classify(None if row is None else _conversation_in(row))
             raise StoreError(f"the update of conversation {conversation_id} kept racing")
 
-    def list_conversations(self, ctx, *, status=None, exact=False, limit=0, offset=0):
+    def list_conversations(
+        self,
+        ctx: Context,
+        *,
+        status: ConversationStatus | str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Conversation]:
         require_scope(ctx)
         wanted = check_status_filter(status)
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -659,24 +682,24 @@ class A2AMixin(MongoStoreBase):
 
     # -- deliveries (A2A-DLV, A2A-BIND, A2A-READ) -----------------------------------------------
 
-    def create_delivery(self, ctx, delivery):
+    def create_delivery(self, ctx: Context, delivery: Delivery) -> Delivery:
         require_scope(ctx)
         stored = validate_new_delivery(delivery, ctx, self._now())
         with self._guard():
             self._a2a_deliveries.insert_one(_delivery_doc(stored))  # duplicate id: AlreadyExists
         return stored
 
-    def get_delivery(self, ctx, delivery_id):
+    def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         return self._a2a_get(self._a2a_deliveries, ctx, delivery_id, _delivery_in, DeliveryNotFound, "delivery")
 
-    def claim_delivery(self, ctx, delivery_id):
+    def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
             if d.state != DeliveryState.QUEUED:
@@ -688,14 +711,14 @@ class A2AMixin(MongoStoreBase):
         return self._a2a_decide(self._a2a_deliveries, delivery_id, ctx, {"state": _QUEUED}, update,
                                 _delivery_in, classify)
 
-    def bind_delivery_run(self, ctx, delivery_id, claim_token, run_id):
+    def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
         ids.check_id(run_id, ids.RUN, "run_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != DeliveryState.DELIVERING or d.claim_token != claim_token:
@@ -710,7 +733,14 @@ class A2AMixin(MongoStoreBase):
         return self._a2a_decide(self._a2a_deliveries, delivery_id, ctx, decision,
                                 {"$set": {"run_id": run_id, "updated_at": now}}, _delivery_in, classify)
 
-    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+    def finish_delivery(
+        self,
+        ctx: Context,
+        delivery_id: str,
+        claim_token: str,
+        state: DeliveryState | str,
+        error: str = "",
+    ) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -718,7 +748,7 @@ class A2AMixin(MongoStoreBase):
         check_delivery_error(error)
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.claim_token == claim_token and d.state == state and d.error == error:
@@ -732,7 +762,16 @@ class A2AMixin(MongoStoreBase):
         return self._a2a_decide(self._a2a_deliveries, delivery_id, ctx,
                                 {"state": _DELIVERING, "claim_token": claim_token}, update, _delivery_in, classify)
 
-    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+    def list_inbox(
+        self,
+        ctx: Context,
+        agent: str,
+        *,
+        unread_only: bool = False,
+        conversation_id: str | None = None,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Delivery]:
         require_scope(ctx)
         agent = check_short_str(agent, "agent")
         if agent == "":
@@ -765,16 +804,16 @@ class A2AMixin(MongoStoreBase):
 
             return self._txn(read)
 
-    def mark_delivery_read(self, ctx, delivery_id):
+    def mark_delivery_read(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = dt_out(self._now())
 
-        def classify(d):
+        def classify(d: Delivery | None) -> Delivery | None:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != DeliveryState.DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state.value}, not delivered")
+                raise InvalidState(f"delivery {delivery_id} is {DeliveryState(d.state).value}, not delivered")
             if d.read_at is not None:
                 return d  # A2A-READ-2: the first read time stays
             return None
@@ -782,20 +821,31 @@ class A2AMixin(MongoStoreBase):
         return self._a2a_decide(self._a2a_deliveries, delivery_id, ctx, {"state": _DELIVERED, "read_at": None},
                                 {"$set": {"read_at": now, "updated_at": now}}, _delivery_in, classify)
 
-    def list_queued_deliveries(self, ctx, limit=0):
+    def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2
+        return self._queued({"partition": ctx.partition}, limit)
+
+    def _queued(self, where: dict[str, Any], limit: object) -> list[Delivery]:
+        """The queued deliveries ``where`` selects, oldest first (A2A-QUEUE-1);
+        ``where``: the partition, or the exact scope too (class a2a_discovery)."""
         limit, _ = check_page(limit)
         with self._guard():
-            docs = self._find(self._a2a_deliveries, {"partition": ctx.partition, "state": _QUEUED},
-                              sort=[("created_at", 1), ("_id", 1)], **_page_kwargs(limit))  # A2A-QUEUE-1
+            docs = self._find(self._a2a_deliveries, {**where, "state": _QUEUED},
+                              sort=[("created_at", 1), ("_id", 1)], **_page_kwargs(limit))
             return [_delivery_in(d) for d in docs]
 
-    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_context(ctx)  # A2A-RCL-1
+        return self._reclaim_stale({"partition": ctx.partition}, older_than, limit)
+
+    def _reclaim_stale(self, where: dict[str, Any], older_than: object, limit: object) -> int:
+        """Requeue the stale deliveries ``where`` selects (A2A-RCL-2), each
+        with its own re-checking step (A2A-RCL-5); ``where``: the partition,
+        or the exact scope too (class a2a_discovery, A2A-ROUTE-3)."""
         cutoff = dt_out(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
         now = dt_out(self._now())
-        stale = {"partition": ctx.partition, "state": _DELIVERING, "run_id": None,
+        stale = {**where, "state": _DELIVERING, "run_id": None,
                  "claimed_at": {"$ne": None, "$lt": cutoff}}  # A2A-RCL-2
         with self._guard():
             candidates = self._find(self._a2a_deliveries, stale, projection={"claim_token": 1},
@@ -811,24 +861,24 @@ class A2AMixin(MongoStoreBase):
 
     # -- pending asks (A2A-ASK) -------------------------------------------------------------------
 
-    def create_pending_ask(self, ctx, ask):
+    def create_pending_ask(self, ctx: Context, ask: PendingAsk) -> PendingAsk:
         require_scope(ctx)
         stored = validate_new_pending_ask(ask, ctx, self._now())
         with self._guard():
             self._a2a_asks.insert_one(_ask_doc(stored))  # a used reply_with: AlreadyExists (A2A-ASK-1)
         return stored
 
-    def get_pending_ask(self, ctx, reply_with):
+    def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         return self._a2a_get(self._a2a_asks, ctx, reply_with, _ask_in, AskNotFound, "pending ask")
 
-    def claim_pending_ask(self, ctx, reply_with):
+    def claim_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         now = dt_out(self._now())
 
-        def classify(a):
+        def classify(a: PendingAsk | None) -> PendingAsk | None:
             if a is None:
                 raise AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
             if a.claimed_at is not None:
@@ -846,15 +896,15 @@ class A2AMixin(MongoStoreBase):
             docs = self._find(self._a2a_asks, query, sort=[("deadline", 1), ("_id", 1)], **_page_kwargs(limit))
             return [_ask_in(d) for d in docs]
 
-    def list_expired_asks(self, ctx, now, limit=0):
+    def list_expired_asks(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         return self._a2a_expired(_seen(ctx), now, limit)
 
-    def list_expired_asks_across_scopes(self, ctx, now, limit=0):
+    def list_expired_asks_across_scopes(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_context(ctx)  # A2A-ASK-12: no scope check, no scope filter
         return self._a2a_expired({"partition": ctx.partition}, now, limit)
 
-    def list_pending_asks_by_conversation(self, ctx, conversation_id):
+    def list_pending_asks_by_conversation(self, ctx: Context, conversation_id: str) -> list[PendingAsk]:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         with self._guard():

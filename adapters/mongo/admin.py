@@ -105,7 +105,7 @@ class AdminMixin(MongoStoreBase):
         operator's ``visit`` runs between queries)."""
         after = None
         while True:
-            query = {} if after is None else {"_id": {"$gt": after}}
+            query: dict[str, Any] = {} if after is None else {"_id": {"$gt": after}}
             with self._driver_guard():
                 docs = list(collection.find(query, projection=projection, sort=[("_id", 1)], limit=_PAGE))
             yield from docs

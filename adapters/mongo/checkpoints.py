@@ -17,6 +17,7 @@ from typing import Any
 from cortex_spec import ids
 from cortex_spec.checkpoints import (
     Checkpoint,
+    CheckpointFilter,
     CheckpointState,
     Decision,
     resolved,
@@ -24,7 +25,7 @@ from cortex_spec.checkpoints import (
     validate_decision,
     validate_new_checkpoint,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, CheckpointNotFound, InvalidState, StoreError
 from cortex_spec.validation import check_page
@@ -62,7 +63,7 @@ def _checkpoint_from_doc(doc: dict[str, Any]) -> Checkpoint:
 
 
 class CheckpointsMixin(MongoStoreBase):
-    def create_checkpoint(self, ctx, checkpoint):
+    def create_checkpoint(self, ctx: Context, checkpoint: Checkpoint) -> Checkpoint:
         from pymongo.errors import DuplicateKeyError
 
         require_scope(ctx)
@@ -88,7 +89,7 @@ class CheckpointsMixin(MongoStoreBase):
                 raise AlreadyExists(f"checkpoint {stored.id} already exists") from None
             return detach(stored)
 
-    def get_checkpoint(self, ctx, checkpoint_id):
+    def get_checkpoint(self, ctx: Context, checkpoint_id: str) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         with self._guard():
@@ -97,7 +98,7 @@ class CheckpointsMixin(MongoStoreBase):
                 raise CheckpointNotFound(f"checkpoint {checkpoint_id} not found")  # CP-GET-1
             return _checkpoint_from_doc(doc)
 
-    def resolve(self, ctx, checkpoint_id, decision):
+    def resolve(self, ctx: Context, checkpoint_id: str, decision: Decision) -> Checkpoint:
         from pymongo import ReturnDocument
 
         scope = require_scope(ctx)
@@ -139,15 +140,17 @@ class CheckpointsMixin(MongoStoreBase):
                 # again, the read classifies it
             raise StoreError(f"the resolve of {checkpoint_id} kept racing concurrent writes")
 
-    def _pending_query(self, ctx, flt):
+    def _pending_query(
+        self, ctx: Context, flt: CheckpointFilter | None
+    ) -> tuple[dict[str, Any], CheckpointFilter]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(flt)
-        query = {"state": CheckpointState.PENDING.value, **scope_filter("scope", scope)}
+        query: dict[str, Any] = {"state": CheckpointState.PENDING.value, **scope_filter("scope", scope)}
         if flt.run_id is not None:
             query["run_id"] = flt.run_id
         return query, flt
 
-    def list_pending(self, ctx, filter=None):
+    def list_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> list[Checkpoint]:
         query, flt = self._pending_query(ctx, filter)
         with self._guard():
             docs = self._find(
@@ -159,12 +162,14 @@ class CheckpointsMixin(MongoStoreBase):
             )
             return [_checkpoint_from_doc(d) for d in docs]
 
-    def count_pending(self, ctx, filter=None):
+    def count_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> int:
         query, _ = self._pending_query(ctx, filter)
         with self._guard():
             return self._count(self._checkpoints, query)  # CP-LIST-3
 
-    def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
+    def list_pending_across_scopes(
+        self, ctx: Context, after_id: str | None = None, limit: int = 0
+    ) -> list[Checkpoint]:
         require_context(ctx)  # SCOPE-XS-2
         after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
         limit, _ = check_page(limit)

@@ -110,9 +110,9 @@ _WRITE_METHODS = frozenset({
 
 
 def mongomock_version() -> str:
-    import mongomock
+    from importlib.metadata import version
 
-    return str(mongomock.__version__)
+    return version("mongomock")
 
 
 def _refuse_session(kwargs: dict[str, Any]) -> None:
@@ -186,7 +186,7 @@ class _Gate:
         #: the transaction holding the lock, if any
         self.txn: FaithfulSession | None = None
 
-    def run(self, fn: Any, args: tuple, kwargs: dict, materialize: bool,
+    def run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], materialize: bool,
             collection: Any = None, method: str = "") -> Any:
         session = kwargs.get("session")
         txn = self.txn
@@ -203,7 +203,7 @@ class _Gate:
         try:
             with self.lock:
                 self.calls += 1
-                if mine and collection is not None and method in _WRITE_METHODS:
+                if mine and txn is not None and collection is not None and method in _WRITE_METHODS:
                     txn.remember(collection)
                 result = fn(*args, **kwargs)
                 if materialize:
@@ -430,10 +430,11 @@ class FaithfulClient:
         import mongomock
         from mongomock.store import ServerStore
 
-        self._storage = _storage if _storage is not None else ServerStore()
+        # mongomock.store has no annotations
+        self._storage = _storage if _storage is not None else ServerStore()  # type: ignore[no-untyped-call]
         self._gate = _gate if _gate is not None else _Gate(yield_between_calls)
         self._tz_aware = tz_aware
-        self._client = mongomock.MongoClient(tz_aware=tz_aware, _store=self._storage)
+        self._client: Any = mongomock.MongoClient(tz_aware=tz_aware, _store=self._storage)
         self._closed = False
 
     def reopen(self) -> "FaithfulClient":

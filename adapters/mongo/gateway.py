@@ -54,9 +54,10 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from cortex_spec.context import require_context
+from cortex_spec.context import Context, require_context
 from cortex_spec.errors import (
     CortexError,
     InvalidArgument,
@@ -65,6 +66,8 @@ from cortex_spec.errors import (
     StoreLocked,
 )
 from cortex_spec.gateway import (
+    GatewayStore,
+    InboundMessage,
     InboxItem,
     ItemStatus,
     check_channel,
@@ -252,7 +255,7 @@ class MongoGateway:
         floor = self._meta.find_one({"_id": "seq"})
         return max(int(top["seq"]) if top else 0, int(floor["last"]) if floor else 0) + 1
 
-    def accept(self, ctx, message, now):
+    def accept(self, ctx: Context, message: InboundMessage, now: datetime) -> bool:
         item = validate_message(ctx, message, now)
         from pymongo.errors import DuplicateKeyError
 
@@ -272,14 +275,14 @@ class MongoGateway:
                 return True
             raise StoreError("accept kept losing its insertion number to concurrent accepts")
 
-    def get_item(self, ctx, channel, message_id):
+    def get_item(self, ctx: Context, channel: str, message_id: str) -> InboxItem | None:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         with self._guard():
             doc = self._items.find_one({"_id": {"c": channel, "m": message_id}})
             return None if doc is None else _item_from_doc(doc)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: str, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         options: dict[str, Any] = {"sort": [("received_at", 1), ("seq", 1)], "skip": offset,
@@ -291,13 +294,13 @@ class MongoGateway:
                 docs = list(self._items.find({"status": status}, session=session, **options))
             return [_item_from_doc(d) for d in docs]
 
-    def pending(self, ctx, limit=0, offset=0):
+    def pending(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _PENDING, limit, offset)
 
-    def pending_replies(self, ctx, limit=0, offset=0):
+    def pending_replies(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _REPLIED, limit, offset)
 
-    def set_replied(self, ctx, channel, message_id, reply):
+    def set_replied(self, ctx: Context, channel: str, message_id: str, reply: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         reply = check_reply(reply)
@@ -311,9 +314,9 @@ class MongoGateway:
                 {"_id": key, "seq": doc["seq"], "status": _PENDING},
                 {"$set": {"status": _REPLIED, "reply": reply}},
             )
-            return result.modified_count == 1
+            return bool(result.modified_count == 1)
 
-    def mark_done(self, ctx, channel, message_id):
+    def mark_done(self, ctx: Context, channel: str, message_id: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         with self._guard():
@@ -321,9 +324,9 @@ class MongoGateway:
                 {"_id": {"c": channel, "m": message_id}, "status": {"$in": [_PENDING, _REPLIED]}},
                 {"$set": {"status": _DONE}},
             )
-            return result.modified_count == 1
+            return bool(result.modified_count == 1)
 
-    def prune_done(self, ctx, before):
+    def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
         cutoff = check_cutoff(before)
         with self._guard():
@@ -332,14 +335,14 @@ class MongoGateway:
 
     # -- offsets -------------------------------------------------------------------------
 
-    def offset(self, ctx, channel):
+    def offset(self, ctx: Context, channel: str) -> int:
         require_context(ctx)
         channel = check_channel(channel)
         with self._guard():
             doc = self._offsets.find_one({"_id": channel})
             return 0 if doc is None else int(doc["value"])
 
-    def set_offset(self, ctx, channel, value):
+    def set_offset(self, ctx: Context, channel: str, value: int) -> None:
         require_context(ctx)
         channel = check_channel(channel)
         value = check_offset_value(value)
@@ -348,7 +351,7 @@ class MongoGateway:
 
     # -- selection ------------------------------------------------------------------------
 
-    def conversation(self, ctx, channel, conversation):
+    def conversation(self, ctx: Context, channel: str, conversation: str) -> tuple[str, str]:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         with self._guard():
@@ -357,7 +360,7 @@ class MongoGateway:
                 return ("", "")
             return (doc.get("agent", ""), doc.get("project", ""))
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)
@@ -369,10 +372,12 @@ class MongoGateway:
                 upsert=True,
             )
 
-    def set_conversation_agent(self, ctx, channel, conversation, agent):
+    def set_conversation_agent(self, ctx: Context, channel: str, conversation: str, agent: str) -> None:
         self._set_selection(ctx, channel, conversation, agent, "agent")
 
-    def set_conversation_project(self, ctx, channel, conversation, project):
+    def set_conversation_project(
+        self, ctx: Context, channel: str, conversation: str, project: str
+    ) -> None:
         self._set_selection(ctx, channel, conversation, project, "project")
 
 
@@ -386,10 +391,12 @@ class GatewayOpenerMixin:
     """
 
     gateway_client: Any = None
+    #: the store's database (MongoStoreBase)
+    database: Any
     gateway_lease: float = DEFAULT_LEASE
     lease_clock: Callable[[], float] = staticmethod(time.time)
 
-    def open_gateway(self, location):
+    def open_gateway(self, location: Any) -> GatewayStore:
         """Open the gateway at database ``location`` (see :mod:`.gateway`)."""
         if getattr(self, "_closed", False):
             raise StoreClosed("the store is closed")

@@ -26,12 +26,17 @@ import os
 import re
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from cortex_spec.clock import Clock
 from cortex_spec.errors import BackendUnavailable
 from cortex_spec.harness import Harness
 
 from .gateway import DEFAULT_LEASE
+
+if TYPE_CHECKING:
+    from . import MongoStore
 
 __all__ = [
     "MongoHarness",
@@ -118,13 +123,13 @@ def plant_schema_version(database: Any, version: int, prefix: str = "cortex_") -
     return False
 
 
-class _GatewayHooks:
+class _GatewayHooks(Harness):
     """Class ``gateway`` for the Mongo harnesses: locations are database names
     on one gateway client (``self._gateway_client()``), the lock is a lease
     of :data:`DEFAULT_LEASE` seconds on a movable :class:`LeaseClock`, and a
     crash abandons the store (its lease is left to run out)."""
 
-    gateway_lease = DEFAULT_LEASE
+    gateway_lease: float = DEFAULT_LEASE
     _lease_clock: "LeaseClock | None" = None
 
     def _gateway_client(self) -> Any:
@@ -153,7 +158,7 @@ class _GatewayHooks:
         assert self._lease_clock is not None
         self._lease_clock.advance(self.gateway_lease + 1.0)
 
-    def unusable_gateway_location(self) -> tuple[str, Any]:
+    def unusable_gateway_location(self) -> tuple[str, Callable[[], None]]:
         """A gateway database whose schema version this adapter does not read."""
         name = self.new_gateway_location()
         meta = self._gateway_client()[name]["gw_meta"]
@@ -173,7 +178,7 @@ def _drivers() -> tuple[Any, Any]:
     return pymongo, mongomock
 
 
-class MongomockHarness(_GatewayHooks, Harness):
+class MongomockHarness(_GatewayHooks):
     """Faithful mongomock: each location is a fresh in-process storage.
 
     Reopening a location opens a new client on the same storage (same data,
@@ -211,7 +216,7 @@ class MongomockHarness(_GatewayHooks, Harness):
 
         return FaithfulClient()
 
-    def open(self, location: Any, clock: Any) -> Any:
+    def open(self, location: Any, clock: Clock) -> MongoStore:
         from . import MongoStore
 
         client = location.reopen()
@@ -229,7 +234,7 @@ class MongomockHarness(_GatewayHooks, Harness):
             return plant_schema_version(client["cortex"], version)
 
 
-class MongoUrlHarness(_GatewayHooks, Harness):
+class MongoUrlHarness(_GatewayHooks):
     """A real MongoDB server named by a URL (``CORTEX_SPEC_MONGO_URL``)."""
 
     name = "mongo-url"
@@ -313,7 +318,7 @@ class MongoUrlHarness(_GatewayHooks, Harness):
     def _gateway_client(self) -> Any:
         return self.client
 
-    def open(self, location: str, clock: Any) -> Any:
+    def open(self, location: str, clock: Clock) -> MongoStore:
         from . import MongoStore
 
         return MongoStore(self.client[location], clock, **self._gateway_options())
@@ -357,7 +362,7 @@ class MongoHarness(Harness):
     def new_location(self) -> Any:
         return self.impl.new_location()
 
-    def open(self, location: Any, clock: Any) -> Any:
+    def open(self, location: Any, clock: Clock) -> Any:
         return self.impl.open(location, clock)
 
     def discard(self, location: Any) -> None:
@@ -380,7 +385,7 @@ class MongoHarness(Harness):
     def expire_gateway_lease(self, location: Any) -> None:
         self.impl.expire_gateway_lease(location)
 
-    def unusable_gateway_location(self) -> tuple[Any, Any]:
+    def unusable_gateway_location(self) -> tuple[Any, Callable[[], None]]:
         return self.impl.unusable_gateway_location()
 
     # class admin: delegated
@@ -456,7 +461,7 @@ class MongoDockerHarness(MongoUrlHarness):
         url = self.url
         assert url is not None
         deadline = time.monotonic() + self.start_timeout_s
-        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=1000)
+        client: Any = pymongo.MongoClient(url, serverSelectionTimeoutMS=1000)
         try:
             while True:
                 try:

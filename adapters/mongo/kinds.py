@@ -39,7 +39,7 @@ from cortex_spec import kinds as k
 from cortex_spec.kinds import Query, Table, ascii_fold, check_size
 from cortex_spec.scope import Scope
 
-from .store import decode, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
+from .store import MongoStoreBase, decode, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
 
 __all__ = ["MongoStorage", "kind_indexes", "doc_of", "entity_of"]
 
@@ -181,7 +181,7 @@ class MongoStorage:
     (:meth:`atomic`; a server detects a conflicting write and
     ``with_transaction`` retries the whole step)."""
 
-    def __init__(self, store: Any, session: Any = None) -> None:
+    def __init__(self, store: MongoStoreBase, session: Any = None) -> None:
         self.store = store
         self.session = session
 
@@ -285,4 +285,4 @@ class MongoStorage:
         with self.store._guard():
             result = self._collection(table).delete_one({"_id": key, **scope_filter("scope", scope)},
                                                         **self._s())
-            return result.deleted_count == 1
+            return bool(result.deleted_count == 1)

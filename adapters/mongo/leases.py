@@ -31,7 +31,7 @@ from cortex_spec.runs import Lease, Run, RunState
 from cortex_spec.validation import check_instant, check_page
 
 from .runs import lease_out, run_from_doc
-from .store import MongoStoreBase, dt_out, opt_dt_in, scope_filter
+from .store import MongoStoreBase, dt_in, dt_out, scope_filter
 
 __all__ = ["LeasesMixin"]
 
@@ -69,7 +69,7 @@ class LeasesMixin(MongoStoreBase):
                 if run["state"] != _RUNNING:
                     raise InvalidState(f"run {run_id} is {run['state']}, not running")  # LEASE-HOLD-3
                 held = run.get("lease")
-                current = None if held is None else Lease(owner=held["owner"], expires_at=opt_dt_in(held["expires_at"]))
+                current = None if held is None else Lease(owner=held["owner"], expires_at=dt_in(held["expires_at"]))
                 if hold_decision(current, lease.owner, now) is Hold.HELD:
                     raise LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
                 # holdable now: the slot changed between the statements

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from cortex_spec import ids
-from cortex_spec.context import require_scope
+from cortex_spec.context import Context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import AlreadyExists, RunNotFound, StoreError
 from cortex_spec.runs import (
@@ -201,14 +201,14 @@ class RunsMixin(MongoStoreBase):
 
     # -- runs ----------------------------------------------------------------------
 
-    def create_run(self, ctx, run):
+    def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         with self._guard():
             stored = validate_new_run(run, ctx, self._now())
             self._fill_slot(stored.id, "run", run_doc(stored), f"run {stored.id} already exists")
             return detach(stored)
 
-    def get_run(self, ctx, run_id):
+    def get_run(self, ctx: Context, run_id: str) -> Run:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -219,7 +219,7 @@ class RunsMixin(MongoStoreBase):
                 raise RunNotFound(f"run {run_id} not found")  # RUN-GET-1
             return run_from_doc(run_id, slot["run"])
 
-    def update_run(self, ctx, run):
+    def update_run(self, ctx: Context, run: Run) -> Run:
         from pymongo import ReturnDocument
 
         scope = require_scope(ctx)
@@ -252,7 +252,7 @@ class RunsMixin(MongoStoreBase):
                 raise RunNotFound(f"run {run_id} not found")
             return run_from_doc(run_id, slot["run"])
 
-    def _run_query(self, ctx, flt) -> tuple[dict[str, Any], RunFilter]:
+    def _run_query(self, ctx: Context, flt: RunFilter | None) -> tuple[dict[str, Any], RunFilter]:
         scope = require_scope(ctx)
         flt = validate_run_filter(flt)
         query = scope_filter("run.scope", scope, exact=flt.exact)  # RUN-LIST-1
@@ -262,7 +262,7 @@ class RunsMixin(MongoStoreBase):
             query["run.state"] = RunState(flt.state).value
         return query, flt
 
-    def list_runs(self, ctx, filter=None):
+    def list_runs(self, ctx: Context, filter: RunFilter | None = None) -> list[Run]:
         query, flt = self._run_query(ctx, filter)
         with self._guard():
             slots = self._find(
@@ -275,14 +275,14 @@ class RunsMixin(MongoStoreBase):
             )
             return [run_from_doc(s["_id"], s["run"]) for s in slots]
 
-    def count_runs(self, ctx, filter=None):
+    def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
         query, _ = self._run_query(ctx, filter)
         with self._guard():
             return self._count(self._runs, query)  # RUN-LIST-4
 
     # -- steps and tool calls -----------------------------------------------------------
 
-    def create_step(self, ctx, step):
+    def create_step(self, ctx: Context, step: Step) -> Step:
         from pymongo.errors import DuplicateKeyError
 
         require_scope(ctx)
@@ -310,7 +310,7 @@ class RunsMixin(MongoStoreBase):
                 raise AlreadyExists(f"step {stored.id} already exists") from None  # STEP-2
             return detach(stored)
 
-    def list_steps(self, ctx, run_id):
+    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -321,7 +321,7 @@ class RunsMixin(MongoStoreBase):
             )
             return [_step_from_doc(d) for d in docs]
 
-    def create_tool_call(self, ctx, tool_call):
+    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
         from pymongo.errors import DuplicateKeyError
 
         require_scope(ctx)
@@ -349,7 +349,7 @@ class RunsMixin(MongoStoreBase):
                 raise AlreadyExists(f"tool call {stored.id} already exists") from None
             return detach(stored)
 
-    def list_tool_calls(self, ctx, step_id):
+    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
         with self._guard():

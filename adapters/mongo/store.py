@@ -236,7 +236,7 @@ class MongoStoreBase:
         with self._driver_guard():
             #: the layout version found (ADMIN-MIG): another one refuses every
             #: method but those of class admin
-            self._schema_found = self._open_schema()
+            self._schema_found: int | None = self._open_schema()
             self._snapshot_reads = (
                 self._detect_snapshot_reads() if snapshot_reads is None else snapshot_reads
             )
@@ -286,7 +286,7 @@ class MongoStoreBase:
             except DuplicateKeyError:
                 continue
 
-    def _open_schema(self) -> int | None:
+    def _open_schema(self) -> int:
         """At open: an empty database gets the current layout (its version
         written first, so a store opening meanwhile never takes the new
         collections for an older layout); the current one gets any missing
@@ -436,13 +436,15 @@ class MongoStoreBase:
         with self.database.client.start_session() as session:
             yield session
 
-    def _txn(self, body: Callable[[Any], Any]) -> Any:
+    def _txn(self, body: Callable[[Any], T]) -> T:
         """``body(session)`` in one transaction (retried on a server's
         transient conflicts by ``with_transaction``)."""
         if not self._transactions:
             raise StoreError("this MongoDB deployment has no multi-document transactions")
         with self._session() as session:
-            return session.with_transaction(body)
+            # the driver is untyped: with_transaction returns what body returns
+            result: T = session.with_transaction(body)
+            return result
 
     @contextmanager
     def _snapshot_session(self) -> Iterator[Any]:

@@ -70,12 +70,13 @@ on a real server (``StoreError``); mongomock has no such limit.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, Callable
 
 from cortex_spec import ids
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
-from cortex_spec.errors import AlreadyExists, NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.errors import AlreadyExists, CortexError, NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
@@ -128,17 +129,17 @@ def susp_from_doc(run_id: str, doc: dict[str, Any]) -> Suspension:
     ))
 
 
-def _resume_side(now) -> dict[str, Any]:
+def _resume_side(now: datetime) -> dict[str, Any]:
     """SUSP-PART-1, resume side, as a query: no deadline, or one after ``now``."""
     return {"$or": [{"susp.expires_at": None}, {"susp.expires_at": {"$gt": dt_out(now)}}]}
 
 
-def _sweep_side(cutoff) -> dict[str, Any]:
+def _sweep_side(cutoff: datetime) -> dict[str, Any]:
     """SUSP-PART-1, sweep side, as a query: a deadline at or before ``cutoff``."""
     return {"susp.expires_at": {"$ne": None, "$lte": dt_out(cutoff)}}
 
 
-def _expired_query(cutoff, scope: Scope | None) -> dict[str, Any]:
+def _expired_query(cutoff: datetime, scope: Scope | None) -> dict[str, Any]:
     query = _sweep_side(cutoff)
     if scope is not None:
         query.update(scope_filter("susp.scope", scope))
@@ -150,7 +151,7 @@ class SuspensionsMixin(RunsMixin):
         if part == "susp" and self._runs.find_one({"susp.id": doc["id"]}, projection={"_id": 1}):
             raise AlreadyExists(f"suspension {doc['id']} already exists")  # SUSP-CREATE-3
 
-    def create_suspension(self, ctx, suspension):
+    def create_suspension(self, ctx: Context, suspension: Suspension) -> Suspension:
         require_scope(ctx)
         with self._guard():
             stored = validate_new_suspension(suspension, ctx, self._now())
@@ -162,7 +163,7 @@ class SuspensionsMixin(RunsMixin):
             )
             return detach(stored)
 
-    def get_suspension(self, ctx, run_id):
+    def get_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -175,7 +176,8 @@ class SuspensionsMixin(RunsMixin):
 
     # -- the two claims ------------------------------------------------------------------
 
-    def _claim(self, scope: Scope, run_id: str, side: dict[str, Any], clock_now, classify) -> Suspension:
+    def _claim(self, scope: Scope, run_id: str, side: dict[str, Any], clock_now: datetime,
+               classify: Callable[[dict[str, Any] | None], CortexError | None]) -> Suspension:
         """One atomic decision-and-flip; a refusal classified from one read."""
         from pymongo import ReturnDocument
 
@@ -208,17 +210,17 @@ class SuspensionsMixin(RunsMixin):
         doc = slot[part]
         return doc if scope.covers(scope_in(doc["scope"])) else None
 
-    def _run_paused(self, slot, scope: Scope) -> bool:
+    def _run_paused(self, slot: dict[str, Any] | None, scope: Scope) -> bool:
         run = self._visible_part(slot, "run", scope)
         return run is not None and run.get("state") == RunState.PAUSED.value
 
-    def claim_suspension(self, ctx, run_id):
+    def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
             now = self._now()
 
-            def classify(slot):
+            def classify(slot: dict[str, Any] | None) -> CortexError | None:
                 susp = self._visible_part(slot, "susp", scope)
                 if susp is None:
                     return NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
@@ -231,14 +233,14 @@ class SuspensionsMixin(RunsMixin):
 
             return self._claim(scope, run_id, _resume_side(now), now, classify)
 
-    def claim_expired_suspension(self, ctx, run_id, now):
+    def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = check_instant(now, "now")
         with self._guard():
             clock_now = self._now()
 
-            def classify(slot):
+            def classify(slot: dict[str, Any] | None) -> CortexError | None:
                 susp = self._visible_part(slot, "susp", scope)
                 if susp is None:
                     return NotSuspended(f"run {run_id} has no suspension")
@@ -253,7 +255,7 @@ class SuspensionsMixin(RunsMixin):
 
     # -- delete and lists --------------------------------------------------------------------
 
-    def delete_suspension(self, ctx, run_id):
+    def delete_suspension(self, ctx: Context, run_id: str) -> None:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         with self._guard():
@@ -268,13 +270,15 @@ class SuspensionsMixin(RunsMixin):
                 {"_id": run_id, "run": {"$exists": False}, "susp": {"$exists": False}}
             )
 
-    def list_expired(self, ctx, now, limit=0):
+    def list_expired(self, ctx: Context, now: datetime, limit: int = 0) -> list[Suspension]:
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         return self._list_expired(_expired_query(cutoff, scope), limit)
 
-    def list_expired_across_scopes(self, ctx, now, limit=0):
+    def list_expired_across_scopes(
+        self, ctx: Context, now: datetime, limit: int = 0
+    ) -> list[Suspension]:
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)

@@ -42,8 +42,10 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable
+from datetime import datetime
+import functools
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -72,9 +74,10 @@ from cortex_spec.a2a import (
     validate_new_envelope,
     validate_new_pending_ask,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.errors import (
     AlreadyExists,
+    CortexError,
     AskAlreadyClaimed,
     AskNotFound,
     ConversationClosed,
@@ -311,7 +314,9 @@ def _ask_from_row(row: Any) -> PendingAsk:
 
 # -- statements (built once per shape, cached) ---------------------------------------------------
 
-_PART = sa.bindparam("w_part")
+T = TypeVar("T")
+
+_PART: sa.BindParameter[str] = sa.bindparam("w_part")
 
 
 def _seen(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[bool]:
@@ -319,7 +324,7 @@ def _seen(table: sa.Table, depth: int, exact: bool = False) -> sa.ColumnElement[
     return sa.and_(table.c.partition == _PART, visible(table, depth, exact))
 
 
-def _paged(stmt: sa.Select, offset: bool, limit: bool) -> sa.Select:
+def _paged(stmt: sa.Select[Any], offset: bool, limit: bool) -> sa.Select[Any]:
     if offset:
         stmt = stmt.offset(sa.bindparam("w_offset", type_=sa.BigInteger))
     if limit:
@@ -336,7 +341,7 @@ def _page_params(params: dict[str, Any], limit: int, offset: int = 0) -> tuple[b
 
 
 @cache
-def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select:
+def _by_key(table_name: str, depth: int, lock: Dialect | None = None) -> sa.Select[Any]:
     table = _TABLES[table_name]
     key = table.c.reply_with if table is a2a_asks else table.c.id
     stmt = sa.select(table).where(key == sa.bindparam("w_id"), _seen(table, depth))
@@ -370,7 +375,7 @@ _UPDATE_CONVERSATION = (
 
 
 @cache
-def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     t = a2a_messages
     conds = [_seen(t, depth, exact)]
     if conv:
@@ -379,7 +384,7 @@ def _list_messages(depth: int, exact: bool, conv: bool, offset: bool, limit: boo
 
 
 @cache
-def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     t = a2a_conversations
     conds = [_seen(t, depth, exact)]
     if status:
@@ -389,7 +394,7 @@ def _list_conversations(depth: int, exact: bool, status: bool, offset: bool, lim
 
 
 @cache
-def _by_peer(depth: int) -> sa.Select:
+def _by_peer(depth: int) -> sa.Select[Any]:
     t = a2a_conversations
     return (
         sa.select(t)
@@ -401,7 +406,7 @@ def _by_peer(depth: int) -> sa.Select:
 
 
 @cache
-def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select:
+def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     d, m = a2a_deliveries, a2a_messages
     conds = [
         _seen(d, depth),
@@ -419,7 +424,7 @@ def _inbox(depth: int, unread: bool, conv: bool, offset: bool, limit: bool) -> s
 
 
 @cache
-def _queued(limit: bool) -> sa.Select:
+def _queued(limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = sa.select(d).where(d.c.partition == _PART, d.c.state == _QUEUED).order_by(d.c.created_at, d.c.id)
     return _paged(stmt, False, limit)
@@ -432,7 +437,7 @@ def _stale(d: sa.Table) -> sa.ColumnElement[bool]:
 
 
 @cache
-def _reclaim_candidates(limit: bool) -> sa.Select:
+def _reclaim_candidates(limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = sa.select(d.c.id, d.c.claim_token).where(_stale(d)).order_by(d.c.claimed_at, d.c.id)
     return _paged(stmt, False, limit)
@@ -447,7 +452,7 @@ _RECLAIM_ONE = (
 
 
 @cache
-def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
+def _expired_asks(depth: int | None, limit: bool) -> sa.Select[Any]:
     a = a2a_asks
     conds = [a.c.partition == _PART] if depth is None else [_seen(a, depth)]
     conds += [a.c.claimed_at.is_(None), a.c.deadline.is_not(None),
@@ -457,7 +462,7 @@ def _expired_asks(depth: int | None, limit: bool) -> sa.Select:
 
 
 @cache
-def _pending_by_conversation(depth: int) -> sa.Select:
+def _pending_by_conversation(depth: int) -> sa.Select[Any]:
     a = a2a_asks
     return (
         sa.select(a)
@@ -477,7 +482,7 @@ def _conditional_update(table_name: str, depth: int, what: str) -> sa.Update:
 def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
     key = t.c.reply_with if t is a2a_asks else t.c.id
     mine = [key == sa.bindparam("w_id"), _seen(t, depth)]
-    now = sa.bindparam("w_now")
+    now: sa.BindParameter[Any] = sa.bindparam("w_now")
     if what == "claim":  # A2A-DLV-5
         return sa.update(t).where(*mine, t.c.state == _QUEUED).values(
             state=_DELIVERING, claim_token=sa.bindparam("w_token"), claimed_at=now, updated_at=now)
@@ -499,7 +504,7 @@ def _conditional_update_of(t: sa.Table, depth: int, what: str) -> sa.Update:
 
 
 @cache
-def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
+def _classify_read(table_name: str, depth: int, what: str) -> sa.Select[Any]:
     """The read that classifies a lost claim ``what``: the row, or only the
     column the refusal depends on where a loss is never a repeat (the
     delivery claim: ``state``; the ask claim: ``claimed_at``)."""
@@ -509,6 +514,11 @@ def _classify_read(table_name: str, depth: int, what: str) -> sa.Select:
         return _by_key(table_name, depth)
     key = t.c.reply_with if t is a2a_asks else t.c.id
     return sa.select(t.c[column]).where(key == sa.bindparam("w_id"), _seen(t, depth))
+
+
+def _rowcount(stmt: sa.Executable, params: dict[str, Any], conn: sa.Connection) -> int:
+    """How many rows ``stmt`` changed (one re-checking step of a reclaim)."""
+    return int(conn.execute(stmt, params).rowcount)
 
 
 class _Again(Exception):
@@ -523,7 +533,7 @@ _REPEAT = object()
 
 
 @cache
-def _row_of(table_name: str, lock: Dialect | None) -> sa.Select:
+def _row_of(table_name: str, lock: Dialect | None) -> sa.Select[Any]:
     """One row by its key, over every scope and partition; ``lock``: ``FOR
     UPDATE`` (the rows a step decides on stay as read until it commits)."""
     t = _ROW_TABLES[table_name]
@@ -544,7 +554,7 @@ _PUT_FINISH = (sa.update(a2a_deliveries).where(a2a_deliveries.c.id == sa.bindpar
 
 
 @cache
-def _deferred(depth: int, after: bool) -> sa.Select:
+def _deferred(depth: int, after: bool) -> sa.Select[Any]:
     """A2A-DEFER-1/2: one SELECT of ids."""
     d = a2a_deliveries
     conds = [_seen(d, depth, exact=True), d.c.state == _DELIVERING, d.c.run_id.is_not(None)]
@@ -554,7 +564,7 @@ def _deferred(depth: int, after: bool) -> sa.Select:
 
 
 @cache
-def _agent_reply_runs(depth: int, after: bool) -> sa.Select:
+def _agent_reply_runs(depth: int, after: bool) -> sa.Select[Any]:
     """A2A-AREPLY-1/2: one SELECT (one snapshot) over runs, suspensions and
     the resolutions of class a2a_resolutions."""
     from cortex_spec.a2a_resolutions import RESOLUTIONS
@@ -584,35 +594,35 @@ class SqlA2ARows:
     PostgreSQL (SQLite's transaction holds the write lock from ``BEGIN
     IMMEDIATE``); without, each read is one statement of its own."""
 
-    def __init__(self, store: Any, conn: sa.Connection | None = None) -> None:
+    def __init__(self, store: A2AMixin, conn: sa.Connection | None = None) -> None:
         self.store = store
         self.conn = conn
 
-    def _run(self, fn: Callable[[sa.Connection], Any], write: bool = False) -> Any:
+    def _run(self, fn: Callable[[sa.Connection], T], write: bool = False) -> T:
         if self.conn is not None:
             return fn(self.conn)
         return self.store._write1(fn) if write else self.store._read(fn)
 
-    def _get(self, table: sa.Table, key: str, decode_row: Callable) -> Any:
+    def _get(self, table: sa.Table, key: str, decode_row: Callable[[Any], T]) -> T | None:
         stmt = _row_of(table.name, self.store._dialect if self.conn is not None else None)
         row = self._run(lambda conn: conn.execute(stmt, {"w_id": key}).one_or_none())
         return None if row is None else decode_row(row)
 
-    def ask(self, reply_with):
+    def ask(self, reply_with: str) -> PendingAsk | None:
         return self._get(a2a_asks, reply_with, _ask_from_row)
 
-    def put_ask(self, ask):
+    def put_ask(self, ask: PendingAsk) -> None:
         self._run(lambda conn: conn.execute(_PUT_ASK, {"w_id": ask.reply_with, "w_claimed": ms(ask.claimed_at),
                                                        "w_now": ms(ask.updated_at)}), write=True)
 
-    def message(self, message_id):
+    def message(self, message_id: str) -> Envelope | None:
         return self._get(a2a_messages, message_id, _message_from_row)
 
-    def conversation(self, conversation_id):
+    def conversation(self, conversation_id: str) -> Conversation | None:
         return self._get(a2a_conversations, conversation_id, _conversation_from_row)
 
-    def admit(self, conversation, envelope):
-        def write(conn):
+    def admit(self, conversation: Conversation, envelope: Envelope) -> None:
+        def write(conn: sa.Connection) -> None:
             conn.execute(_PUT_CHARGE, {"w_id": conversation.id, "w_hops": conversation.hops_used,
                                        "w_participants": _addresses_out(conversation.participants),
                                        "w_now": ms(conversation.updated_at)})
@@ -620,37 +630,37 @@ class SqlA2ARows:
 
         self._run(write, write=True)
 
-    def delivery(self, delivery_id):
+    def delivery(self, delivery_id: str) -> Delivery | None:
         return self._get(a2a_deliveries, delivery_id, _delivery_from_row)
 
-    def put_delivery(self, delivery):
+    def put_delivery(self, delivery: Delivery) -> None:
         self._run(lambda conn: conn.execute(_PUT_FINISH, {
             "w_id": delivery.id, "w_state": DeliveryState(delivery.state).value, "w_error": delivery.error,
             "w_delivered": ms(delivery.delivered_at), "w_now": ms(delivery.updated_at)}), write=True)
 
-    def insert_delivery(self, delivery):
+    def insert_delivery(self, delivery: Delivery) -> None:
         self._run(lambda conn: conn.execute(_INSERT[a2a_deliveries.name], _delivery_row(delivery)), write=True)
 
-    def run(self, run_id):
+    def run(self, run_id: str) -> Any:
         from .runs import run_from_row
 
         return self._get(runs, run_id, run_from_row)
 
-    def suspension(self, run_id):
+    def suspension(self, run_id: str) -> Any:
         from .suspensions import _suspension_from_row
 
         return self._get(suspensions, run_id, _suspension_from_row)
 
-    def _ids(self, stmt: sa.Select, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
+    def _ids(self, stmt: sa.Select[Any], scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         params = {"w_part": partition, **scope_params(scope), "w_limit": db_int(limit)}
         if after is not None:
             params["w_after"] = after
-        return self._run(lambda conn: [row.id for row in conn.execute(stmt, params)])  # type: ignore[no-any-return]
+        return self._run(lambda conn: [str(row.id) for row in conn.execute(stmt, params)])
 
-    def deferred(self, scope, partition, after, limit):
+    def deferred(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         return self._ids(_deferred(scope.depth, after is not None), scope, partition, after, limit)
 
-    def agent_reply_runs(self, scope, partition, after, limit):
+    def agent_reply_runs(self, scope: Scope, partition: str, after: str | None, limit: int) -> list[str]:
         return self._ids(_agent_reply_runs(scope.depth, after is not None), scope, partition, after, limit)
 
 
@@ -663,15 +673,16 @@ class A2AMixin(SqlStoreBase):
         return SqlA2ARows(self, getattr(storage, "conn", None))
 
     @staticmethod
-    def _a2a_params(ctx: Any, **extra: Any) -> dict[str, Any]:
+    def _a2a_params(ctx: Context, **extra: Any) -> dict[str, Any]:
         return {"w_part": ctx.partition, **scope_params(ctx.scope), **extra}
 
-    def _a2a_get(self, table: sa.Table, ctx: Any, key: str, decode_row: Callable, not_found: type, what: str):
+    def _a2a_get(self, table: sa.Table, ctx: Context, key: str, decode_row: Callable[[Any], T],
+                 not_found: type[CortexError], what: str) -> T:
         return self._read_one(_by_key(table.name, ctx.scope.depth), self._a2a_params(ctx, w_id=key),
                               decode_row, lambda: not_found(f"{what} {key} not found"))
 
-    def _a2a_claim(self, table: sa.Table, ctx: Any, key: str, what: str, params: dict[str, Any],
-               decode_row: Callable, classify: Callable[[Any], Any]):
+    def _a2a_claim(self, table: sa.Table, ctx: Context, key: str, what: str, params: dict[str, Any],
+                   decode_row: Callable[[Any], T], classify: Callable[[Any], object]) -> T:
         """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
         no explicit transaction); on a win return the row as written; on a
         loss ``classify(row or None)``, with the row read afresh (raw
@@ -681,7 +692,7 @@ class A2AMixin(SqlStoreBase):
         read = _classify_read(table.name, ctx.scope.depth, what)
         params = {**self._a2a_params(ctx, w_id=key), **params}
 
-        def attempt(conn):
+        def attempt(conn: sa.Connection) -> tuple[bool, Any]:
             row = conn.execute(update, params).one_or_none()
             if row is not None:
                 return True, row
@@ -700,14 +711,14 @@ class A2AMixin(SqlStoreBase):
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
 
-    def record_message(self, ctx, envelope):
+    def record_message(self, ctx: Context, envelope: Envelope) -> Envelope:
         require_scope(ctx)
         now = self._now()
         candidate = validate_new_envelope(envelope, ctx, now)  # A2A-ENV-2, before storage
         lock = _by_key(a2a_conversations.name, ctx.scope.depth, self._dialect)
         params = self._a2a_params(ctx, w_id=candidate.conversation_id)
 
-        def admission(conn):
+        def admission(conn: sa.Connection) -> Envelope:
             row = conn.execute(lock, params).one_or_none()  # the conversation, row-locked
             if row is None:
                 raise ConversationNotFound(f"conversation {candidate.conversation_id} not found")
@@ -735,12 +746,20 @@ class A2AMixin(SqlStoreBase):
 
         return self._tx(admission)
 
-    def get_message(self, ctx, message_id):
+    def get_message(self, ctx: Context, message_id: str) -> Envelope:
         require_scope(ctx)
         ids.check_id(message_id, ids.MESSAGE, "message_id")
         return self._a2a_get(a2a_messages, ctx, message_id, _message_from_row, MessageNotFound, "message")
 
-    def list_messages(self, ctx, *, conversation_id=None, exact=False, limit=0, offset=0):
+    def list_messages(
+        self,
+        ctx: Context,
+        *,
+        conversation_id: str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Envelope]:
         require_scope(ctx)
         conv = ids.check_optional_id(conversation_id, ids.CONVERSATION, "conversation_id")
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -751,7 +770,7 @@ class A2AMixin(SqlStoreBase):
 
     # -- conversations (A2A-CONV, A2A-PEER) -------------------------------------------------------
 
-    def create_conversation(self, ctx, conversation):
+    def create_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         stored = validate_new_conversation(conversation, ctx, self._now())
         row = _conversation_row(stored)
@@ -759,13 +778,13 @@ class A2AMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT[a2a_conversations.name], row))
         return stored
 
-    def get_conversation(self, ctx, conversation_id):
+    def get_conversation(self, ctx: Context, conversation_id: str) -> Conversation:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         return self._a2a_get(a2a_conversations, ctx, conversation_id, _conversation_from_row,
                          ConversationNotFound, "conversation")
 
-    def get_conversation_by_peer_context(self, ctx, node, peer_context):
+    def get_conversation_by_peer_context(self, ctx: Context, node: str, peer_context: str) -> Conversation:
         require_scope(ctx)
         check_short_str(node, "node")
         check_short_str(peer_context, "peer_context")
@@ -775,20 +794,20 @@ class A2AMixin(SqlStoreBase):
         return self._read_one(_by_peer(ctx.scope.depth), params, _conversation_from_row,
                               lambda: ConversationNotFound("no conversation for this peer thread"))
 
-    def update_conversation(self, ctx, conversation):
+    def update_conversation(self, ctx: Context, conversation: Conversation) -> Conversation:
         require_scope(ctx)
         conversation_id, fields = validate_conversation_update(conversation)
         now = self._now()
         lock = _by_key(a2a_conversations.name, ctx.scope.depth, self._dialect)
         params = self._a2a_params(ctx, w_id=conversation_id)
 
-        def update(conn):
+        def update(conn: sa.Connection) -> Conversation:
             row = conn.execute(lock, params).one_or_none()
             if row is None:
                 raise ConversationNotFound(f"conversation {conversation_id} not found")
             current = _conversation_from_row(row)
             if current.status != ConversationStatus.OPEN and fields["status"] != current.status:
-                raise InvalidState(f"conversation {conversation_id} is {current.status.value}")  # A2A-CONV-7
+                raise InvalidState(f"conversation {conversation_id} is {ConversationStatus(current.status).value}")  # A2A-CONV-7
             updated = updated_conversation(current, fields, now)  # RSC-GEN-13, under the row lock
             conn.execute(_UPDATE_CONVERSATION, {
                 "w_id": conversation_id,
@@ -806,7 +825,15 @@ class A2AMixin(SqlStoreBase):
 
         return self._tx(update)
 
-    def list_conversations(self, ctx, *, status=None, exact=False, limit=0, offset=0):
+    def list_conversations(
+        self,
+        ctx: Context,
+        *,
+        status: ConversationStatus | str | None = None,
+        exact: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Conversation]:
         require_scope(ctx)
         wanted = check_status_filter(status)
         limit, offset, exact = check_list_args(limit, offset, exact)
@@ -817,24 +844,24 @@ class A2AMixin(SqlStoreBase):
 
     # -- deliveries (A2A-DLV, A2A-BIND, A2A-READ) ---------------------------------------------------
 
-    def create_delivery(self, ctx, delivery):
+    def create_delivery(self, ctx: Context, delivery: Delivery) -> Delivery:
         require_scope(ctx)
         stored = validate_new_delivery(delivery, ctx, self._now())
         row = _delivery_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT[a2a_deliveries.name], row))
         return stored
 
-    def get_delivery(self, ctx, delivery_id):
+    def get_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         return self._a2a_get(a2a_deliveries, ctx, delivery_id, _delivery_from_row, DeliveryNotFound, "delivery")
 
-    def claim_delivery(self, ctx, delivery_id):
+    def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
             if d.state != _QUEUED:
@@ -845,14 +872,14 @@ class A2AMixin(SqlStoreBase):
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "claim",
                            {"w_now": now, "w_token": secrets.token_hex(16)}, _delivery_from_row, classify)
 
-    def bind_delivery_run(self, ctx, delivery_id, claim_token, run_id):
+    def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
         ids.check_id(run_id, ids.RUN, "run_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERING or d.claim_token != claim_token:
@@ -867,7 +894,14 @@ class A2AMixin(SqlStoreBase):
                            {"w_now": now, "w_token": claim_token, "w_run": run_id}, _delivery_from_row,
                            classify)
 
-    def finish_delivery(self, ctx, delivery_id, claim_token, state, error=""):
+    def finish_delivery(
+        self,
+        ctx: Context,
+        delivery_id: str,
+        claim_token: str,
+        state: DeliveryState | str,
+        error: str = "",
+    ) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         check_claim_token(claim_token)
@@ -875,7 +909,7 @@ class A2AMixin(SqlStoreBase):
         check_delivery_error(error)
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.claim_token == claim_token and d.state == state.value and d.error == error:
@@ -888,7 +922,16 @@ class A2AMixin(SqlStoreBase):
                   "w_delivered": now if state == DeliveryState.DELIVERED else None}
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "finish", params, _delivery_from_row, classify)
 
-    def list_inbox(self, ctx, agent, *, unread_only=False, conversation_id=None, limit=0, offset=0):
+    def list_inbox(
+        self,
+        ctx: Context,
+        agent: str,
+        *,
+        unread_only: bool = False,
+        conversation_id: str | None = None,
+        limit: int = 0,
+        offset: int = 0,
+    ) -> list[Delivery]:
         require_scope(ctx)
         agent = check_short_str(agent, "agent")
         if agent == "":
@@ -901,12 +944,12 @@ class A2AMixin(SqlStoreBase):
         stmt = _inbox(ctx.scope.depth, unread_only, conv is not None, has_offset, has_limit)
         return self._read(lambda conn: [_delivery_from_row(r) for r in conn.execute(stmt, params)])
 
-    def mark_delivery_read(self, ctx, delivery_id):
+    def mark_delivery_read(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
         now = ms(self._now())
 
-        def classify(d):
+        def classify(d: Any) -> object:
             if d is None:
                 raise DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERED:
@@ -918,7 +961,7 @@ class A2AMixin(SqlStoreBase):
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "read", {"w_now": now}, _delivery_from_row,
                            classify)
 
-    def list_queued_deliveries(self, ctx, limit=0):
+    def list_queued_deliveries(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_context(ctx)  # A2A-GEN-2: any scope, zero included
         limit, _ = check_page(limit)
         params = {"w_part": ctx.partition}
@@ -926,7 +969,7 @@ class A2AMixin(SqlStoreBase):
         stmt = _queued(has_limit)
         return self._read(lambda conn: [_delivery_from_row(r) for r in conn.execute(stmt, params)])
 
-    def reclaim_stale_deliveries(self, ctx, older_than, limit=0):
+    def reclaim_stale_deliveries(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_context(ctx)  # A2A-RCL-1: scope ignored, partition kept
         cutoff = ms(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
@@ -938,29 +981,29 @@ class A2AMixin(SqlStoreBase):
         moved = 0
         for delivery_id, token in candidates:  # A2A-RCL-5: one atomic, re-checking step per row
             one = {"w_part": ctx.partition, "w_cut": cutoff, "w_id": delivery_id, "w_token": token, "w_now": now}
-            moved += self._write1(lambda conn, one=one: conn.execute(_RECLAIM_ONE, one).rowcount)
+            moved += self._write1(functools.partial(_rowcount, _RECLAIM_ONE, one))
         return moved
 
     # -- pending asks (A2A-ASK) -------------------------------------------------------------------
 
-    def create_pending_ask(self, ctx, ask):
+    def create_pending_ask(self, ctx: Context, ask: PendingAsk) -> PendingAsk:
         require_scope(ctx)
         stored = validate_new_pending_ask(ask, ctx, self._now())
         row = _ask_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT[a2a_asks.name], row))  # A2A-ASK-1
         return stored
 
-    def get_pending_ask(self, ctx, reply_with):
+    def get_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         return self._a2a_get(a2a_asks, ctx, reply_with, _ask_from_row, AskNotFound, "pending ask")
 
-    def claim_pending_ask(self, ctx, reply_with):
+    def claim_pending_ask(self, ctx: Context, reply_with: str) -> PendingAsk:
         require_scope(ctx)
         check_reply_with(reply_with)
         now = ms(self._now())
 
-        def classify(a):
+        def classify(a: Any) -> object:
             if a is None:
                 raise AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
             if a.claimed_at is not None:
@@ -969,7 +1012,7 @@ class A2AMixin(SqlStoreBase):
 
         return self._a2a_claim(a2a_asks, ctx, reply_with, "ask", {"w_now": now}, _ask_from_row, classify)
 
-    def _a2a_expired_asks(self, ctx, now, limit, depth):
+    def _a2a_expired_asks(self, ctx: Context, now: object, limit: object, depth: int | None) -> list[PendingAsk]:
         cutoff = ms(check_instant(now, "now"))
         limit, _ = check_page(limit)
         params = {"w_part": ctx.partition, "w_now": cutoff}
@@ -979,15 +1022,15 @@ class A2AMixin(SqlStoreBase):
         stmt = _expired_asks(depth, has_limit)
         return self._read(lambda conn: [_ask_from_row(r) for r in conn.execute(stmt, params)])
 
-    def list_expired_asks(self, ctx, now, limit=0):
+    def list_expired_asks(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         return self._a2a_expired_asks(ctx, now, limit, ctx.scope.depth)
 
-    def list_expired_asks_across_scopes(self, ctx, now, limit=0):
+    def list_expired_asks_across_scopes(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_context(ctx)  # A2A-ASK-12: no scope check, no scope filter
         return self._a2a_expired_asks(ctx, now, limit, None)
 
-    def list_pending_asks_by_conversation(self, ctx, conversation_id):
+    def list_pending_asks_by_conversation(self, ctx: Context, conversation_id: str) -> list[PendingAsk]:
         require_scope(ctx)
         ids.check_id(conversation_id, ids.CONVERSATION, "conversation_id")
         stmt = _pending_by_conversation(ctx.scope.depth)

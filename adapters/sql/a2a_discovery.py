@@ -11,15 +11,28 @@ that re-checks staleness, the token, the partition and the exact scope
 
 from __future__ import annotations
 
+import functools
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
 
-from cortex_spec.context import require_scope
+from cortex_spec.a2a import Delivery, PendingAsk
+from cortex_spec.context import Context, require_scope
 from cortex_spec.validation import check_instant, check_page
 
-from .a2a import _QUEUED, A2AMixin, _ask_from_row, _delivery_from_row, _page_params, _paged, _seen, _stale
+from .a2a import (
+    _QUEUED,
+    A2AMixin,
+    _ask_from_row,
+    _delivery_from_row,
+    _page_params,
+    _paged,
+    _rowcount,
+    _seen,
+    _stale,
+)
 from .schema import a2a_asks, a2a_deliveries
 from .store import ms, visible
 
@@ -27,14 +40,14 @@ __all__ = ["DiscoveryMixin"]
 
 
 @lru_cache(maxsize=None)
-def _queued_in_scope(depth: int, limit: bool) -> sa.Select:
+def _queued_in_scope(depth: int, limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = sa.select(d).where(_seen(d, depth, exact=True), d.c.state == _QUEUED).order_by(d.c.created_at, d.c.id)
     return _paged(stmt, False, limit)
 
 
 @lru_cache(maxsize=None)
-def _stale_in_scope(depth: int, limit: bool) -> sa.Select:
+def _stale_in_scope(depth: int, limit: bool) -> sa.Select[Any]:
     d = a2a_deliveries
     stmt = (sa.select(d.c.id, d.c.claim_token).where(_stale(d), visible(d, depth, exact=True))
             .order_by(d.c.claimed_at, d.c.id))
@@ -53,7 +66,7 @@ def _reclaim_one_in_scope(depth: int) -> sa.Update:
 
 
 @lru_cache(maxsize=None)
-def _expired_in_scope(depth: int, limit: bool) -> sa.Select:
+def _expired_in_scope(depth: int, limit: bool) -> sa.Select[Any]:
     a = a2a_asks
     stmt = (
         sa.select(a)
@@ -65,7 +78,7 @@ def _expired_in_scope(depth: int, limit: bool) -> sa.Select:
 
 
 class DiscoveryMixin(A2AMixin):
-    def list_queued_deliveries_in_scope(self, ctx: Any, limit: Any = 0) -> list:
+    def list_queued_deliveries_in_scope(self, ctx: Context, limit: int = 0) -> list[Delivery]:
         require_scope(ctx)  # A2A-ROUTE-1
         limit, _ = check_page(limit)
         params = self._a2a_params(ctx)
@@ -73,7 +86,7 @@ class DiscoveryMixin(A2AMixin):
         stmt = _queued_in_scope(ctx.scope.depth, has_limit)
         return self._read(lambda conn: [_delivery_from_row(r) for r in conn.execute(stmt, params)])
 
-    def reclaim_stale_deliveries_in_scope(self, ctx: Any, older_than: Any, limit: Any = 0) -> int:
+    def reclaim_stale_deliveries_in_scope(self, ctx: Context, older_than: datetime, limit: int = 0) -> int:
         require_scope(ctx)
         cutoff = ms(check_instant(older_than, "older_than"))
         limit, _ = check_page(limit)
@@ -86,10 +99,10 @@ class DiscoveryMixin(A2AMixin):
         moved = 0
         for delivery_id, token in candidates:  # A2A-ROUTE-3: one re-checking step per row
             one = self._a2a_params(ctx, w_cut=cutoff, w_id=delivery_id, w_token=token, w_now=now)
-            moved += self._write1(lambda conn, one=one: conn.execute(move, one).rowcount)
+            moved += self._write1(functools.partial(_rowcount, move, one))
         return moved
 
-    def list_expired_asks_in_scope(self, ctx: Any, now: Any, limit: Any = 0) -> list:
+    def list_expired_asks_in_scope(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)
         cutoff = ms(check_instant(now, "now"))
         limit, _ = check_page(limit)

@@ -22,7 +22,7 @@ the operator's ``visit`` between pages, outside any transaction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -105,8 +105,8 @@ class AdminMixin(SqlStoreBase):
                             conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
             if found is not None and found < SCOPE_INDEX_SINCE:
                 for short in SCOPE_INDEXED:
-                    table = metadata.tables[f"cortex_{short}"]
-                    index = next(i for i in table.indexes if i.name == f"ix_cortex_{short}_scope")
+                    indexed = metadata.tables[f"cortex_{short}"]
+                    index = next(i for i in indexed.indexes if i.name == f"ix_cortex_{short}_scope")
                     conn.execute(sa.text(f"DROP INDEX IF EXISTS {index.name}"))
                     index.create(conn)
             if found is None:
@@ -141,9 +141,14 @@ class AdminMixin(SqlStoreBase):
         more = sa.select(*cols).where(key > sa.bindparam("w_after")).order_by(key).limit(_PAGE)
         after = None
         kind = table.name.removeprefix("cortex_")
+        params: dict[str, Any]
         while True:
             stmt, params = (first, {}) if after is None else (more, {"w_after": after})
-            rows = self._run_core(lambda conn, stmt=stmt, params=params: conn.execute(stmt, params).all(), READ)
+
+            def read_page(conn: sa.Connection) -> Sequence[Any]:
+                return conn.execute(stmt, params).all()  # called at once, in this iteration
+
+            rows = self._run_core(read_page, READ)
             for row in rows:
                 pairs = [(row[3 + 2 * i], row[4 + 2 * i]) for i in range(SCOPE_LEVELS)]
                 while pairs and pairs[-1] == (None, None):

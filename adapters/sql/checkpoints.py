@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from cortex_spec import ids
 from cortex_spec.checkpoints import (
     Checkpoint,
+    CheckpointFilter,
     CheckpointState,
     Decision,
     resolved,
@@ -28,9 +29,10 @@ from cortex_spec.checkpoints import (
     validate_decision,
     validate_new_checkpoint,
 )
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import CheckpointNotFound, InvalidState, StoreError
+from cortex_spec.scope import Scope
 from cortex_spec.validation import check_page
 
 from .schema import checkpoints
@@ -111,12 +113,12 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
 
 
 @cache
-def _get(depth: int) -> sa.Select:
+def _get(depth: int) -> sa.Select[Any]:
     return sa.select(checkpoints).where(_mine(depth))
 
 
 @cache
-def _resolve_statements(depth: int):
+def _resolve_statements(depth: int) -> tuple[sa.Update, sa.Select[Any]]:
     resolve = (
         sa.update(checkpoints)
         .where(_mine(depth), checkpoints.c.state == _PENDING)
@@ -134,7 +136,7 @@ def _resolve_statements(depth: int):
     return resolve, row
 
 
-def _pending_conds(depth: int | None, run: bool) -> list:
+def _pending_conds(depth: int | None, run: bool) -> list[sa.ColumnElement[bool]]:
     conds = [checkpoints.c.state == _PENDING]
     if depth is not None:
         conds.append(visible(checkpoints, depth))
@@ -144,7 +146,7 @@ def _pending_conds(depth: int | None, run: bool) -> list:
 
 
 @cache
-def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select:
+def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select[Any]:
     stmt = (
         sa.select(checkpoints)
         .where(*_pending_conds(depth, run))
@@ -158,12 +160,12 @@ def _list_pending(depth: int, run: bool, offset: bool, limit: bool) -> sa.Select
 
 
 @cache
-def _count_pending(depth: int, run: bool) -> sa.Select:
+def _count_pending(depth: int, run: bool) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(checkpoints).where(*_pending_conds(depth, run))
 
 
 @cache
-def _across_scopes(after: bool, limit: bool) -> sa.Select:
+def _across_scopes(after: bool, limit: bool) -> sa.Select[Any]:
     stmt = sa.select(checkpoints).where(*_pending_conds(None, False))
     if after:
         # binary collation on both dialects (id_type)
@@ -175,7 +177,7 @@ def _across_scopes(after: bool, limit: bool) -> sa.Select:
 
 
 class CheckpointsMixin(SqlStoreBase):
-    def create_checkpoint(self, ctx, checkpoint):
+    def create_checkpoint(self, ctx: Context, checkpoint: Checkpoint) -> Checkpoint:
         require_scope(ctx)
         stored = validate_new_checkpoint(checkpoint, ctx, self._now())
         row = _checkpoint_row(stored)
@@ -183,14 +185,14 @@ class CheckpointsMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT, row))
         return detach(stored)
 
-    def get_checkpoint(self, ctx, checkpoint_id):
+    def get_checkpoint(self, ctx: Context, checkpoint_id: str) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         params = {"w_id": checkpoint_id, **scope_params(scope)}
         return self._read_one(_get(scope.depth), params, _checkpoint_from_row,  # CP-GET-1
                               lambda: CheckpointNotFound(f"checkpoint {checkpoint_id} not found"))
 
-    def resolve(self, ctx, checkpoint_id, decision):
+    def resolve(self, ctx: Context, checkpoint_id: str, decision: Decision) -> Checkpoint:
         scope = require_scope(ctx)
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
@@ -205,7 +207,7 @@ class CheckpointsMixin(SqlStoreBase):
         }
         resolve, read_row = _resolve_statements(scope.depth)
 
-        def attempt(conn):
+        def attempt(conn: Any) -> Any:
             return conn.execute(resolve, params).one_or_none()
 
         for _ in range(_RESOLVE_ATTEMPTS):
@@ -223,7 +225,9 @@ class CheckpointsMixin(SqlStoreBase):
             # resolved (or deleted with its run) between the two statements: read again
         raise StoreError(f"resolving checkpoint {checkpoint_id} kept racing concurrent writes")
 
-    def _pending_query(self, ctx, filter):
+    def _pending_query(
+        self, ctx: Context, filter: CheckpointFilter | None
+    ) -> tuple[Scope, CheckpointFilter, dict[str, Any]]:
         scope = require_scope(ctx)
         flt = validate_checkpoint_filter(filter)
         params = scope_params(scope)
@@ -231,7 +235,7 @@ class CheckpointsMixin(SqlStoreBase):
             params["w_run"] = flt.run_id
         return scope, flt, params
 
-    def list_pending(self, ctx, filter=None):
+    def list_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> list[Checkpoint]:
         scope, flt, params = self._pending_query(ctx, filter)
         if flt.offset > 0:
             params["w_offset"] = db_int(flt.offset)
@@ -242,12 +246,14 @@ class CheckpointsMixin(SqlStoreBase):
             lambda conn: [_checkpoint_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def count_pending(self, ctx, filter=None):
+    def count_pending(self, ctx: Context, filter: CheckpointFilter | None = None) -> int:
         scope, flt, params = self._pending_query(ctx, filter)
         stmt = _count_pending(scope.depth, flt.run_id is not None)  # CP-LIST-3
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
-    def list_pending_across_scopes(self, ctx, after_id=None, limit=0):
+    def list_pending_across_scopes(
+        self, ctx: Context, after_id: str | None = None, limit: int = 0
+    ) -> list[Checkpoint]:
         require_context(ctx)  # SCOPE-XS-2
         after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
         limit, _ = check_page(limit)

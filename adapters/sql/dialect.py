@@ -63,7 +63,7 @@ class ErrorKind(enum.Enum):
     OTHER = "other"  # -> StoreError
 
 
-def id_type(length: int = 64) -> sa.types.TypeEngine:
+def id_type(length: int = 64) -> sa.types.TypeEngine[str]:
     """Ids and other text that is ordered or range-compared.
 
     RSC-GEN-11: comparisons are by code point.  SQLite's default collation
@@ -136,13 +136,13 @@ class Dialect:
     def lock_schema(self, conn: sa.Connection) -> None:
         """Serialise concurrent schema creation (inside a write transaction)."""
 
-    def row_lock(self, stmt: sa.Select) -> sa.Select:
+    def row_lock(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         """``stmt`` that also locks the selected rows for update until the
         transaction ends, so a decision read and the write it leads to see
         one state (no-op where the write lock already serialises writers)."""
         return stmt
 
-    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+    def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         """One statement that runs the conditional UPDATE ``claim`` and, when
         it changed a row, returns the row ``read`` selects (at most one row,
         of another table) as it is when the statement commits, which no
@@ -189,7 +189,8 @@ class _Sqlite(Dialect):
 
     name = "sqlite"
 
-    def engine_kwargs(self, *, pool_size, busy_timeout, synchronous, application_name):
+    def engine_kwargs(self, *, pool_size: int, busy_timeout: float, synchronous: str,
+                      application_name: str) -> dict[str, Any]:
         return {
             "poolclass": sa.pool.QueuePool,
             "pool_size": pool_size,
@@ -245,7 +246,7 @@ class _Sqlite(Dialect):
         if on:
             dbapi_conn.execute("BEGIN")
 
-    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+    def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
         # statement holds the write lock from its start to its commit, so the
         # row read is the row at the claim's instant
@@ -287,7 +288,8 @@ class _Postgres(Dialect):
 
     name = "postgresql"
 
-    def engine_kwargs(self, *, pool_size, busy_timeout, synchronous, application_name):
+    def engine_kwargs(self, *, pool_size: int, busy_timeout: float, synchronous: str,
+                      application_name: str) -> dict[str, Any]:
         return {
             "pool_size": pool_size,
             "max_overflow": pool_size,
@@ -345,10 +347,10 @@ class _Postgres(Dialect):
     def binary(self, expr: Any) -> Any:
         return expr.collate("C")
 
-    def share_lock(self, stmt: sa.Select) -> sa.Select:
+    def share_lock(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         return stmt.with_for_update(read=True)  # FOR SHARE
 
-    def claim_returning(self, claim: sa.Update, read: sa.Select) -> sa.Executable:
+    def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         # WITH read AS (SELECT ... FOR SHARE), claim AS (UPDATE ... AND
         # EXISTS (SELECT FROM read) RETURNING 1) SELECT read.* WHERE EXISTS
         # (SELECT FROM claim): the read row is share-locked before the UPDATE
@@ -359,7 +361,7 @@ class _Postgres(Dialect):
             "cortex_claim")
         return sa.select(*locked.c).where(sa.exists().select_from(changed))
 
-    def row_lock(self, stmt: sa.Select) -> sa.Select:
+    def row_lock(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         return stmt.with_for_update()  # FOR UPDATE: waits, then reads the committed row
 
     def classify(self, exc: sa.exc.DBAPIError) -> ErrorKind:

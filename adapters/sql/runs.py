@@ -8,12 +8,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from cortex_spec import ids
-from cortex_spec.context import require_scope
+from cortex_spec.context import Context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import RunNotFound
 from cortex_spec.runs import (
     Lease,
     Run,
+    RunFilter,
     RunState,
     Step,
     ToolCall,
@@ -26,6 +27,8 @@ from cortex_spec.runs import (
 from cortex_spec.validation import check_entity_size
 
 from .schema import runs, steps, tool_calls
+from cortex_spec.clock import from_millis
+
 from .store import (
     SqlStoreBase,
     db_int,
@@ -105,7 +108,7 @@ def run_from_row(row: Any) -> Run:
             principal=row.principal,
             reply_route=load_json(row.reply_route),
             # RUN-ENT-2: written only by class `leases` (and cleared by update_run)
-            lease=None if row.lease_owner is None else Lease(owner=row.lease_owner, expires_at=instant(row.lease_expires_at)),
+            lease=None if row.lease_owner is None else Lease(owner=row.lease_owner, expires_at=from_millis(row.lease_expires_at)),
             reclaim_count=int(row.reclaim_count),
             notified_at=instant(row.notified_at),
             revision=int(row.revision),
@@ -196,7 +199,7 @@ _INSERT_TOOL_CALL = sa.insert(tool_calls)
 
 
 @lru_cache(maxsize=None)
-def _get_run(depth: int) -> sa.Select:
+def _get_run(depth: int) -> sa.Select[Any]:
     return sa.select(runs).where(runs.c.id == sa.bindparam("w_id"), visible(runs, depth))
 
 
@@ -213,7 +216,7 @@ def _update_run(depth: int, columns: tuple[str, ...]) -> sa.Update:
     )
 
 
-def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
+def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list[sa.ColumnElement[bool]]:
     conds = [visible(runs, depth, exact)]
     if agent:
         conds.append(runs.c.agent_id == sa.bindparam("w_agent"))
@@ -224,7 +227,7 @@ def _run_conds(depth: int, exact: bool, agent: bool, state: bool) -> list:
 
 @lru_cache(maxsize=None)
 def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
-               limit: bool) -> sa.Select:
+               limit: bool) -> sa.Select[Any]:
     stmt = (
         sa.select(runs)
         .where(*_run_conds(depth, exact, agent, state))
@@ -238,14 +241,14 @@ def _list_runs(depth: int, exact: bool, agent: bool, state: bool, offset: bool,
 
 
 @lru_cache(maxsize=None)
-def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select:
+def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(runs).where(
         *_run_conds(depth, exact, agent, state)
     )
 
 
 @lru_cache(maxsize=None)
-def _list_steps(depth: int) -> sa.Select:
+def _list_steps(depth: int) -> sa.Select[Any]:
     return (
         sa.select(steps)
         .where(steps.c.run_id == sa.bindparam("w_run"), visible(steps, depth))
@@ -254,7 +257,7 @@ def _list_steps(depth: int) -> sa.Select:
 
 
 @lru_cache(maxsize=None)
-def _list_tool_calls(depth: int) -> sa.Select:
+def _list_tool_calls(depth: int) -> sa.Select[Any]:
     return (
         sa.select(tool_calls)
         .where(tool_calls.c.step_id == sa.bindparam("w_step"), visible(tool_calls, depth))
@@ -275,7 +278,7 @@ def _page_params(flt: Any) -> dict[str, Any]:
 
 
 class RunsMixin(SqlStoreBase):
-    def create_run(self, ctx, run):
+    def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         stored = validate_new_run(run, ctx, self._now())
         row = _run_row(stored)
@@ -283,14 +286,14 @@ class RunsMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT_RUN, row))
         return detach(stored)
 
-    def get_run(self, ctx, run_id):
+    def get_run(self, ctx: Context, run_id: str) -> Run:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_id": run_id, **scope_params(scope)}
         return self._read_one(_get_run(scope.depth), params, run_from_row,
                               lambda: RunNotFound(f"run {run_id} not found"))  # RUN-GET-1
 
-    def update_run(self, ctx, run):
+    def update_run(self, ctx: Context, run: Run) -> Run:
         scope = require_scope(ctx)
         run_id, fields = validate_run_update(run)
         now = self._now()
@@ -302,7 +305,7 @@ class RunsMixin(SqlStoreBase):
         params = {**{f"v_{name}": value for name, value in written.items()}, "w_id": run_id,
                   **scope_params(scope)}
 
-        def write(conn):
+        def write(conn: Any) -> Run:
             # RUN-UPD-2/3/5: unconditional, whole (one statement), only the
             # mutable fields and updated_at; scope and the rest never change.
             row = conn.execute(update, params).one_or_none()
@@ -316,7 +319,9 @@ class RunsMixin(SqlStoreBase):
 
         return self._tx(write)
 
-    def _run_query(self, ctx, filter):
+    def _run_query(
+        self, ctx: Context, filter: RunFilter | None
+    ) -> tuple[RunFilter, tuple[int, bool, bool, bool], dict[str, Any]]:
         scope = require_scope(ctx)
         flt = validate_run_filter(filter)
         params = scope_params(scope)
@@ -327,7 +332,7 @@ class RunsMixin(SqlStoreBase):
         shape = (scope.depth, flt.exact, flt.agent_id is not None, flt.state is not None)
         return flt, shape, params
 
-    def list_runs(self, ctx, filter=None):
+    def list_runs(self, ctx: Context, filter: RunFilter | None = None) -> list[Run]:
         flt, shape, params = self._run_query(ctx, filter)
         params.update(_page_params(flt))
         stmt = _list_runs(*shape, flt.offset > 0, flt.limit > 0)
@@ -335,19 +340,19 @@ class RunsMixin(SqlStoreBase):
             lambda conn: [run_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def count_runs(self, ctx, filter=None):
+    def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
         _, shape, params = self._run_query(ctx, filter)
         stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
-    def create_step(self, ctx, step):
+    def create_step(self, ctx: Context, step: Step) -> Step:
         require_scope(ctx)
         stored = validate_new_step(step, ctx, self._now())
         row = _step_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT_STEP, row))  # STEP-2: the key
         return detach(stored)
 
-    def list_steps(self, ctx, run_id):
+    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
@@ -355,14 +360,14 @@ class RunsMixin(SqlStoreBase):
             lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def create_tool_call(self, ctx, tool_call):
+    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
         require_scope(ctx)
         stored = validate_new_tool_call(tool_call, ctx, self._now())
         row = _tool_call_row(stored)
         self._write1(lambda conn: conn.execute(_INSERT_TOOL_CALL, row))
         return detach(stored)
 
-    def list_tool_calls(self, ctx, step_id):
+    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         scope = require_scope(ctx)
         ids.check_id(step_id, ids.STEP, "step_id")
         stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}

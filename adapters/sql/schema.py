@@ -68,8 +68,8 @@ SCOPE_LEVELS = 3
 metadata = sa.MetaData()
 
 
-def _scope_columns() -> list[sa.Column]:
-    cols: list[sa.Column] = [
+def _scope_columns() -> list[sa.Column[Any]]:
+    cols: list[sa.Column[Any]] = [
         sa.Column("scope", sa.Text, nullable=False),
         sa.Column("scope_depth", sa.SmallInteger, nullable=False),
     ]
@@ -79,7 +79,7 @@ def _scope_columns() -> list[sa.Column]:
     return cols
 
 
-def _stamps() -> list[sa.Column]:
+def _stamps() -> list[sa.Column[Any]]:
     return [
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
@@ -233,7 +233,7 @@ checkpoints = sa.Table(
 # never be stored, whatever the application does.
 
 
-def _partition() -> sa.Column:
+def _partition() -> sa.Column[str]:
     return sa.Column("partition", sa.Text, nullable=False)
 
 

@@ -46,7 +46,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -165,7 +165,7 @@ class SqlStoreBase:
         self._crud = Crud(SqlStorage(self), self._now)
 
     @classmethod
-    def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any):
+    def from_url(cls, url: str | URL, clock: Clock | None = None, **options: Any) -> Self:
         """``SqlStore.from_url("sqlite:////tmp/cortex.db", clock)``."""
         return cls(url, clock, **options)
 
@@ -199,7 +199,7 @@ class SqlStoreBase:
         if self._owns_engine:
             self._engine.dispose()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -454,7 +454,8 @@ class SqlStoreBase:
         dialect = self._engine.dialect
         dbapi = None if fairy is None else fairy.dbapi_connection
         try:
-            lost = bool(dialect.is_disconnect(raw, dbapi, None))
+            # the driver's error class is the DBAPI module's, known only at run time
+            lost = bool(dialect.is_disconnect(raw, dbapi, None))  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - cannot tell: treat as any other error
             lost = False
         if lost and fairy is not None and fairy.is_valid:
@@ -528,10 +529,10 @@ def scope_values(scope: Scope) -> dict[str, Any]:
     """The scope columns of a row stamped with ``scope``."""
     row: dict[str, Any] = {"scope": scope.canonical(), "scope_depth": scope.depth}
     for i in range(1, SCOPE_LEVELS + 1):
+        key: str | None = None
+        value: str | None = None
         if i <= scope.depth:
             key, value = scope[i - 1]
-        else:
-            key = value = None
         row[f"scope_k{i}"] = key
         row[f"scope_v{i}"] = value
     return row

@@ -43,16 +43,19 @@ lock only while SQLite runs it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
 
 from cortex_spec import ids
-from cortex_spec.context import require_context, require_scope
+from cortex_spec.clock import to_millis
+from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
 from cortex_spec.errors import NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
+from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
     PendingCall,
     Suspension,
@@ -135,7 +138,7 @@ def _mine(depth: int) -> sa.ColumnElement[bool]:
 
 
 @cache
-def _get(depth: int) -> sa.Select:
+def _get(depth: int) -> sa.Select[Any]:
     return sa.select(suspensions).where(_mine(depth))
 
 
@@ -145,7 +148,7 @@ def _delete(depth: int) -> sa.Delete:
 
 
 @cache
-def _claim_statements(depth: int, side: str, dialect: Dialect):
+def _claim_statements(depth: int, side: str, dialect: Dialect) -> tuple[sa.Executable, sa.Select[Any]]:
     """The two statements of a claim (see the module docstring)."""
     eligible = _eligible(side)
     claim = (
@@ -166,7 +169,7 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
     # the loser's view, read by one statement (one snapshot): is there a
     # visible suspension, is it on this claim's side of the deadline, and is
     # the visible run paused?
-    def count(table, *conds):
+    def count(table: sa.Table, *conds: sa.ColumnElement[bool]) -> sa.ScalarSelect[Any]:
         return sa.select(sa.func.count()).select_from(table).where(*conds).scalar_subquery()
 
     probe = sa.select(
@@ -179,7 +182,7 @@ def _claim_statements(depth: int, side: str, dialect: Dialect):
 
 
 @cache
-def _expired(depth: int | None, limit: bool) -> sa.Select:
+def _expired(depth: int | None, limit: bool) -> sa.Select[Any]:
     conds = [] if depth is None else [visible(suspensions, depth)]
     stmt = (
         sa.select(suspensions)
@@ -192,7 +195,7 @@ def _expired(depth: int | None, limit: bool) -> sa.Select:
 
 
 class SuspensionsMixin(SqlStoreBase):
-    def create_suspension(self, ctx, suspension):
+    def create_suspension(self, ctx: Context, suspension: Suspension) -> Suspension:
         require_scope(ctx)
         stored = validate_new_suspension(suspension, ctx, self._now())
         row = _suspension_row(stored)
@@ -200,7 +203,7 @@ class SuspensionsMixin(SqlStoreBase):
         self._write1(lambda conn: conn.execute(_INSERT, row))
         return detach(stored)
 
-    def get_suspension(self, ctx, run_id):
+    def get_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_run": run_id, **scope_params(scope)}
@@ -209,13 +212,13 @@ class SuspensionsMixin(SqlStoreBase):
 
     # -- the claims ------------------------------------------------------------------
 
-    def _claim(self, scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int):
+    def _claim(self, scope: Scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int) -> Suspension:
         """Both claims; ``side`` is ``"resume"`` or ``"sweep"``."""
         claimed, probe = _claim_statements(scope.depth, side, self._dialect)
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
                   **scope_params(scope)}
 
-        def attempt(conn):
+        def attempt(conn: Any) -> tuple[Any, Any]:
             row = conn.execute(claimed, params).one_or_none()
             if row is not None:
                 return row, None
@@ -236,33 +239,35 @@ class SuspensionsMixin(SqlStoreBase):
             # claimable now: the rows changed between the two statements
         raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
 
-    def claim_suspension(self, ctx, run_id):
+    def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
-        now_ms = ms(self._now())
+        now_ms = to_millis(self._now())
         return self._claim(scope, run_id, "resume", now_ms, now_ms)
 
-    def claim_expired_suspension(self, ctx, run_id, now):
+    def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
-        cutoff = ms(check_instant(now, "now"))
-        clock_now_ms = ms(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
+        cutoff = to_millis(check_instant(now, "now"))
+        clock_now_ms = to_millis(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
         return self._claim(scope, run_id, "sweep", cutoff, clock_now_ms)
 
     # -- the rest -----------------------------------------------------------------------
 
-    def delete_suspension(self, ctx, run_id):
+    def delete_suspension(self, ctx: Context, run_id: str) -> None:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         params = {"w_run": run_id, **scope_params(scope)}
 
-        def delete(conn):
+        def delete(conn: Any) -> None:
             if conn.execute(_delete(scope.depth), params).rowcount != 1:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-DEL-1
 
         self._write1(delete)
 
-    def _list_expired(self, depth, params, cutoff, limit):
+    def _list_expired(
+        self, depth: int | None, params: dict[str, Any], cutoff: datetime, limit: int
+    ) -> list[Suspension]:
         params["w_now"] = ms(cutoff)
         if limit > 0:
             params["w_limit"] = db_int(limit)
@@ -271,13 +276,15 @@ class SuspensionsMixin(SqlStoreBase):
             lambda conn: [_suspension_from_row(r) for r in conn.execute(stmt, params)]
         )
 
-    def list_expired(self, ctx, now, limit=0):
+    def list_expired(self, ctx: Context, now: datetime, limit: int = 0) -> list[Suspension]:
         scope = require_scope(ctx)
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
         return self._list_expired(scope.depth, scope_params(scope), cutoff, limit)
 
-    def list_expired_across_scopes(self, ctx, now, limit=0):
+    def list_expired_across_scopes(
+        self, ctx: Context, now: datetime, limit: int = 0
+    ) -> list[Suspension]:
         require_context(ctx)  # SCOPE-XS-2: a zero scope is fine
         cutoff = check_instant(now, "now")
         limit, _ = check_page(limit)
