@@ -684,8 +684,8 @@ def test_returned_entities_are_detached(w):
     assert isinstance(again.receivers, tuple) and isinstance(w.s.get_conversation(w.c, conv.id).participants, tuple)
 
 
-@pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-2", "A2A-INBOX-5", "A2A-QUEUE-1",
-                    "A2A-ASK-8")
+@pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-1", "A2A-INBOX-2", "A2A-INBOX-5",
+                    "A2A-QUEUE-1", "A2A-ASK-8")
 def test_limit_and_offset_apply_after_ordering(w, clock):
     """Every page of every list, with rows the list must skip interleaved
     (another conversation, other receivers, a look-alike scope, another
@@ -723,6 +723,8 @@ def test_limit_and_offset_apply_after_ordering(w, clock):
         (lambda **k: w.s.list_inbox(w.c, "worker", unread_only=True, **k), unread, "A2A-INBOX-3"),
     ]
     n = len(msgs)
+    expect("A2A-INBOX-1", {x.receiver for x in w.s.list_inbox(w.c, "worker")}, {Address("worker")},
+           "the receivers of worker's inbox, with mail for worker@peer and critic stored")
     for call, order, listed in cases:
         with clause(listed, what="which rows the list returns"):
             assert sorted(x.id for x in call()) == sorted(order)
