@@ -747,7 +747,7 @@ def test_entity_size_limit(store, clock, over):
         before = state_view(store, [HOME])
         with pytest.raises(InvalidArgument):
             store.create_run(c, run)
-        expect("RSC-GEN-8", state_view(store, [HOME]), before, "state_view(store, [HOME])")
+        expect("RSC-GEN-8", state_view(store, [HOME]), before, "the stored state, state_view(store, [HOME])")
         with pytest.raises(RunNotFound):
             store.get_run(c, run.id)
     else:
@@ -865,19 +865,23 @@ def test_concurrent_creates_never_listed_half_written(store, profile):
 
         outcomes = race([functools.partial(create, i) for i in range(creators)] + [lister] * listers)
         for o in outcomes:
-            assert o.ok, repr(o.error)
+            with clause("RSC-GEN-12"):
+                assert o.ok, repr(o.error)
         created = {r.id: r for o in outcomes[:creators] for r in o.value}
         for o in outcomes[creators:]:
             seen_before: set[str] = set()
             for snapshot in o.value:
                 new = [r for r in snapshot if r.id not in present]
                 for r in new:
-                    assert r.id in created, "a listed run was never created"
+                    with clause("RSC-GEN-12"):
+                        assert r.id in created, "a listed run was never created"
                     assert_strict_equal(r, created[r.id], "a run listed while being created")
                 ids_now = {r.id for r in new}
-                assert seen_before <= ids_now, "a run vanished from a later list"
+                with clause("RSC-GEN-12"):
+                    assert seen_before <= ids_now, "a run vanished from a later list"
                 seen_before = ids_now
-        assert set(created) <= {r.id for r in store.list_runs(c)}
+        with clause("RSC-GEN-12"):
+            assert set(created) <= {r.id for r in store.list_runs(c)}
 
 
 # -- scope clauses of runs (held by the scope suite until it read the examples) --------------
@@ -988,11 +992,11 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
 
 @pytest.mark.clause("RUN-ENT-1")
 def test_run_state_has_exactly_six_members_three_terminal():
-    assert {m.value for m in RunState} == {
-        "created", "running", "paused", "completed", "failed", "cancelled",
-    }
-    assert len(RunState) == 6
-    assert {str(s) for s in TERMINAL_STATES} == {"completed", "failed", "cancelled"}
+    expect("RUN-ENT-1", {m.value for m in RunState},
+           {"created", "running", "paused", "completed", "failed", "cancelled"}, "{m.value for m in RunState}")
+    expect("RUN-ENT-1", len(RunState), 6, "len(RunState)")
+    expect("RUN-ENT-1", {str(s) for s in TERMINAL_STATES},
+           {"completed", "failed", "cancelled"}, "{str(s) for s in TERMINAL_STATES}")
 
 
 @pytest.mark.clause("RUN-ENT-1", "RUN-ENT-3", "RUN-CREATE-1", "RUN-GET-1")
@@ -1018,7 +1022,7 @@ def test_create_refuses_state_outside_the_six(store, bad):
     obj = make_run(state=bad)
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    expect("RUN-CREATE-3", view(store), before, "view(store)")
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
     with pytest.raises(RunNotFound):
         store.get_run(c, obj.id)
 
@@ -1032,7 +1036,7 @@ def test_update_refuses_state_outside_the_six(store, clock, bad):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(run, state=bad))
-    expect("RUN-UPD-7", view(store), before, "view(store)")
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(c, run.id), run, "run after refused update")
 
 
@@ -1125,9 +1129,12 @@ def test_principal_comes_from_ctx_not_from_object(store, clock):
     a = store.create_run(c_none, make_run(principal="mallory"))
     b = store.create_run(c_alice, make_run(principal="mallory"))
     d = store.create_run(c_alice, make_run(principal=None))
-    assert a.principal is None and store.get_run(c_alice, a.id).principal is None
-    assert b.principal == "alice" and store.get_run(c_none, b.id).principal == "alice"
-    assert d.principal == "alice" and store.get_run(c_none, d.id).principal == "alice"
+    expect("RUN-CREATE-1", a.principal, None, "a.principal")
+    expect("RUN-CREATE-1", store.get_run(c_alice, a.id).principal, None, "store.get_run(c_alice, a.id).principal")
+    expect("RUN-CREATE-1", b.principal, "alice", "b.principal")
+    expect("RUN-CREATE-1", store.get_run(c_none, b.id).principal, "alice", "store.get_run(c_none, b.id).principal")
+    expect("RUN-CREATE-1", d.principal, "alice", "d.principal")
+    expect("RUN-CREATE-1", store.get_run(c_none, d.id).principal, "alice", "store.get_run(c_none, d.id).principal")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "RSC-GEN-7", "RUN-GET-1")
@@ -1252,7 +1259,7 @@ def test_duplicate_run_id_in_any_scope_is_refused(store, clock, first, second):
     dup = other_payload(original.id)
     with pytest.raises(AlreadyExists):
         store.create_run(ctx(second, principal="eve"), dup)
-    expect("RUN-CREATE-2", view(store), before, "view(store)")
+    expect("RUN-CREATE-2", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(ctx(first), original.id), original, "existing run")
     # a side check by another method: a count bug is RUN-LIST-4's, not this test's
     expect("RUN-LIST-4", store.count_runs(ctx(second), RunFilter(exact=True)),
@@ -1353,8 +1360,8 @@ def test_create_refuses_invalid_field_and_writes_nothing(store, field, value):
     obj = attrs.evolve(make_run(), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    assert view(store) == before
-    assert store.count_runs(ctx(W1)) == 1
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
+    expect("RUN-CREATE-3", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
     assert_strict_equal(store.get_run(c, existing.id), existing, "existing run")
 
 
@@ -1367,7 +1374,7 @@ def test_create_refuses_non_run_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    assert view(store) == before
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-CREATE-3", "RSC-GEN-6", "RUN-CREATE-1")
@@ -1397,7 +1404,7 @@ def test_entity_size_limit_is_exactly_8_mib(store, clock):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_run(c, over)
-    expect("RSC-GEN-8", view(store), before, "view(store)")
+    expect("RSC-GEN-8", view(store), before, "the stored state, view(store)")
     got = store.create_run(c, at_limit)
     expect("RSC-GEN-8", len(got.input), room, "len(got.input)")
     expect("RSC-GEN-8", len(store.get_run(c, base.id).input), room, "len(store.get_run(c, base.id).input)")
@@ -1427,7 +1434,7 @@ def test_get_invisible_run_is_not_found(store, row_scope, caller):
     before = view(store)
     with pytest.raises(RunNotFound):
         store.get_run(ctx(caller), run.id)
-    expect("RUN-GET-1", view(store), before, "view(store)")
+    expect("RUN-GET-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-GET-1", "SCOPE-BYID-2")
@@ -1549,7 +1556,7 @@ def test_update_invisible_run_is_not_found_and_changes_nothing(store, clock, row
     before = view(store)
     with pytest.raises(RunNotFound):
         store.update_run(ctx(caller), other_payload(row.id))
-    expect("RUN-UPD-1", view(store), before, "view(store)")
+    expect("RUN-UPD-1", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(ctx(row_scope), row.id), row, "run after refused update")
 
 
@@ -1560,7 +1567,7 @@ def test_update_absent_run_is_not_found_and_creates_nothing(store, clock):
     missing = other_payload(ids.new_id(ids.RUN))
     with pytest.raises(RunNotFound):
         store.update_run(ctx(W1), missing)
-    expect("RUN-UPD-1", view(store), before, "view(store)")
+    expect("RUN-UPD-1", view(store), before, "the stored state, view(store)")
     with pytest.raises(RunNotFound):
         store.get_run(ctx(W1), missing.id)
 
@@ -1717,7 +1724,7 @@ def test_update_refuses_invalid_field_and_changes_nothing(store, clock, field, v
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(row, **{field: value}))
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(c, row.id), row, "run after refused update")
 
 
@@ -1729,7 +1736,7 @@ def test_update_refuses_non_run_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, obj)
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-UPD-7", "RUN-UPD-1", "SCOPE-ZERO-3")
@@ -1742,7 +1749,7 @@ def test_update_invalid_field_beats_not_found(store):
         store.update_run(ctx(W1), make_run(step_count=-1))
     with pytest.raises(InvalidArgument):
         store.update_run(ctx(W1), attrs.evolve(hidden, metadata={"s": {1}}))
-    expect("RUN-UPD-7", view(store), before, "view(store)")
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
 
 
 # ==================================================================================
@@ -1887,11 +1894,11 @@ def test_order_created_at_desc_then_id_desc(store, clock):
         clock.set(t0 + timedelta(milliseconds=tick))
         store.create_run(c, make_run(id=rid))
     expected = [r[2], r[4], r[1], r[0], r[5], r[3]]
-    assert [x.id for x in store.list_runs(c)] == expected
+    expect("RUN-LIST-2", [x.id for x in store.list_runs(c)], expected, "[x.id for x in store.list_runs(c)]")
     # across scopes from the ancestor the same order holds
     store.create_run(ctx(P1), make_run(id=(extra := ids.new_id(ids.RUN))))  # at tick 2
     got = [x.id for x in store.list_runs(ctx(W1))]
-    assert got == sorted([r[2], extra], reverse=True) + expected[1:]
+    expect("RUN-LIST-2", got, sorted([r[2], extra], reverse=True) + expected[1:], "got")
 
 
 @pytest.mark.clause("RUN-LIST-2")
@@ -1903,7 +1910,7 @@ def test_order_follows_created_at_not_insertion(store, clock):
     store.create_run(c, make_run(id=lo))
     clock.set(datetime(2026, 4, 1, tzinfo=UTC))
     store.create_run(c, make_run(id=hi))
-    assert [x.id for x in store.list_runs(c)] == [lo, hi]
+    expect("RUN-LIST-2", [x.id for x in store.list_runs(c)], [lo, hi], "[x.id for x in store.list_runs(c)]")
 
 
 @pytest.mark.clause("RUN-LIST-2", "RUN-UPD-2")
@@ -2049,7 +2056,7 @@ def test_bad_filter_field_is_invalid_argument(store, method, fields):
     before = view(store)
     with pytest.raises(InvalidArgument):
         getattr(store, method)(c, RunFilter(**fields))
-    assert view(store) == before
+    expect("RUN-LIST-5", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-LIST-5")
@@ -2130,7 +2137,7 @@ def test_create_step_refuses_invalid_field_and_writes_nothing(store, field, valu
     obj = attrs.evolve(make_step(run_id), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_step(c, obj)
-    assert view(store, run_ids=[run_id]) == before
+    expect("STEP-1", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
     assert_strict_equal(store.list_steps(c, run_id), [existing], "steps")
 
 
@@ -2142,7 +2149,7 @@ def test_create_step_refuses_non_step_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_step(c, obj)
-    assert view(store) == before
+    expect("STEP-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("STEP-2", "SCOPE-ID-1")
@@ -2155,7 +2162,7 @@ def test_duplicate_step_id_in_any_scope_is_refused(store, clock, second):
     before = view(store, run_ids=[run_id])
     with pytest.raises(AlreadyExists):
         store.create_step(ctx(second), full_step(run_id, id=original.id, index=0, output="other"))
-    expect("STEP-2", view(store, run_ids=[run_id]), before, "view(store, run_ids=[run_id])")
+    expect("STEP-2", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
     assert_strict_equal(store.list_steps(ctx(W1), run_id), [original], "original step")
 
 
@@ -2211,14 +2218,14 @@ def test_list_steps_has_no_paging(store):
     for i in range(101):
         store.create_step(c, make_step(run_id, index=i))
     got = store.list_steps(c, run_id)
-    assert [x.index for x in got] == list(range(101))
+    expect("STEP-4", [x.index for x in got], list(range(101)), "[x.index for x in got]")
 
 
 @pytest.mark.clause("STEP-4")
 def test_list_steps_of_unknown_run_is_empty(store):
     c = ctx(W1)
     store.create_step(c, make_step(ids.new_id(ids.RUN)))
-    assert store.list_steps(c, ids.new_id(ids.RUN)) == []
+    expect("STEP-4", store.list_steps(c, ids.new_id(ids.RUN)), [], "store.list_steps(c, ids.new_id(ids.RUN))")
 
 
 @pytest.mark.clause("STEP-4", "SCOPE-VIS-1", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-VIS-6")
@@ -2271,12 +2278,15 @@ def test_protocol_has_no_update_or_delete_of_steps_or_tool_calls(store):
     list for steps and tool calls."""
     names = {m.name for m in CLASSES["runs"].methods}
     child = {n for n in names if "step" in n or "tool_call" in n}
-    assert child == {"create_step", "list_steps", "create_tool_call", "list_tool_calls"}
+    expect("STEP-5", child, {"create_step", "list_steps", "create_tool_call", "list_tool_calls"}, "child")
     for verb in ("update", "delete", "remove", "set", "patch", "replace", "upsert", "save", "clear"):
         for noun in ("step", "steps", "tool_call", "tool_calls"):
-            assert f"{verb}_{noun}" not in names
-            assert not hasattr(RunStore, f"{verb}_{noun}")
-    assert "runs" in store.capabilities
+            with clause("STEP-5"):
+                assert f"{verb}_{noun}" not in names
+            with clause("STEP-5"):
+                assert not hasattr(RunStore, f"{verb}_{noun}")
+    with clause("STEP-5"):
+        assert "runs" in store.capabilities
 
 
 @pytest.mark.clause("STEP-5", "STEP-2", "TCALL-1", "TCALL-2", "STEP-4")
@@ -2376,7 +2386,8 @@ def test_create_tool_call_refuses_invalid_field_and_writes_nothing(store, field,
     obj = attrs.evolve(make_tool_call(step_id, run_id), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_tool_call(c, obj)
-    assert view(store, run_ids=[run_id], step_ids=[step_id]) == before
+    expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
+           before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
     assert_strict_equal(store.list_tool_calls(c, step_id), [existing], "tool calls")
 
 
@@ -2388,7 +2399,7 @@ def test_create_tool_call_refuses_non_tool_call_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_tool_call(c, obj)
-    assert view(store) == before
+    expect("TCALL-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("TCALL-1", "SCOPE-ID-1")
@@ -2403,7 +2414,7 @@ def test_duplicate_tool_call_id_in_any_scope_is_refused(store, clock, second):
         store.create_tool_call(ctx(second), full_tool_call(step_id, run_id, id=original.id,
                                                           tool_name="other"))
     expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
-           before, "view(store, run_ids=[run_id], step_ids=[step_id])")
+           before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
     assert_strict_equal(store.list_tool_calls(ctx(W1), step_id), [original], "original")
 
 
@@ -2451,7 +2462,8 @@ def test_list_tool_calls_follows_created_at_not_insertion(store, clock):
     store.create_tool_call(c, make_tool_call(step_id, id=lo))
     clock.set(datetime(2026, 4, 1, tzinfo=UTC))
     store.create_tool_call(c, make_tool_call(step_id, id=hi))
-    assert [x.id for x in store.list_tool_calls(c, step_id)] == [hi, lo]
+    expect("TCALL-2", [x.id for x in store.list_tool_calls(c, step_id)],
+           [hi, lo], "[x.id for x in store.list_tool_calls(c, step_id)]")
 
 
 @pytest.mark.clause("TCALL-2")
@@ -2462,14 +2474,16 @@ def test_list_tool_calls_has_no_paging(store, clock):
     for _ in range(101):
         clock.advance(milliseconds=1)
         made.append(store.create_tool_call(c, make_tool_call(step_id)).id)
-    assert [x.id for x in store.list_tool_calls(c, step_id)] == made
+    expect("TCALL-2", [x.id for x in store.list_tool_calls(c, step_id)],
+           made, "[x.id for x in store.list_tool_calls(c, step_id)]")
 
 
 @pytest.mark.clause("TCALL-2")
 def test_list_tool_calls_of_unknown_step_is_empty(store):
     c = ctx(W1)
     store.create_tool_call(c, make_tool_call())
-    assert store.list_tool_calls(c, ids.new_id(ids.STEP)) == []
+    expect("TCALL-2", store.list_tool_calls(c, ids.new_id(ids.STEP)),
+           [], "store.list_tool_calls(c, ids.new_id(ids.STEP))")
 
 
 @pytest.mark.clause("TCALL-2", "SCOPE-VIS-1", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4",
