@@ -546,7 +546,7 @@ def test_sweep_claim_compares_truncated_utc_instants(store, case, deadline, now,
         with pytest.raises(NotSuspended):
             store.claim_expired_suspension(c, run_id, now)
         expect("SUSP-XCLAIM-3", state_view(store, [HOME], run_ids=[run_id]),
-               before, "state_view(store, [HOME], run_ids=[run_id])")
+               before, "the stored state, state_view(store, [HOME], run_ids=[run_id])")
 
 
 @pytest.mark.clause("RSC-GEN-2", "SUSP-LIST-1", "SUSP-XLIST-1")
@@ -624,7 +624,7 @@ def test_expired_lists_write_nothing(store, clock):
     for now in (FAR_FUTURE, PAST, EPOCH):
         store.list_expired(ctx(HOME), now)
         store.list_expired_across_scopes(ZERO, now)
-    assert view(store, w, SITE_VIEW_SCOPES) == before
+    expect("RSC-GEN-3", view(store, w, SITE_VIEW_SCOPES), before, "the stored state, view(store, w, SITE_VIEW_SCOPES)")
 
 
 @pytest.mark.clause("RSC-GEN-4", "SUSP-ENT-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3")
@@ -673,7 +673,7 @@ def test_suspension_run_id_uniqueness_is_global_not_per_scope(store):
     for caller in ID_CALLERS:
         raises(lambda: store.create_suspension(ctx(caller), make_suspension(run_id)), AlreadyExists)
     expect("SUSP-CREATE-2", state_view(store, ID_CALLERS, run_ids=[run_id]),
-           before, "state_view(store, ID_CALLERS, run_ids=[run_id])")
+           before, "the stored state, state_view(store, ID_CALLERS, run_ids=[run_id])")
 
 
 @pytest.mark.clause("SCOPE-ID-3", "SUSP-CREATE-4", "SUSP-CLAIM-7")
@@ -685,7 +685,7 @@ def test_suspension_referencing_an_invisible_run_does_not_reveal_it(store):
     raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
     raises(lambda: store.claim_suspension(ctx("ws=w2"), run.id), NotSuspended)
     expect("SUSP-CLAIM-8", state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id]),
-           before, "state_view(store, ['ws=w1', 'ws=w2'], run_ids=[run.id])")
+           before, "the stored state, state_view(store, ['ws=w1', 'ws=w2'], run_ids=[run.id])")
     expect("SUSP-CLAIM-8", store.get_run(ctx("ws=w1"), run.id).state,
            RunState.PAUSED, "store.get_run(ctx('ws=w1'), run.id).state")
 
@@ -899,7 +899,7 @@ def test_create_refuses_invalid_field(store, clock, build):
     before = _view(store, [run.id])
     with pytest.raises(InvalidArgument):
         store.create_suspension(ctx(W1), bad)
-    expect("SUSP-CREATE-1", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("SUSP-CREATE-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     # the run can still be suspended: the refused call reserved nothing
     _suspend(store, W1, run.id)
 
@@ -915,7 +915,7 @@ def test_second_suspension_for_a_run_is_refused_in_any_scope(store, clock, first
     second = make_suspension(run.id, expires_at=clock.now())
     with pytest.raises(AlreadyExists):
         store.create_suspension(ctx(second_scope), second)
-    expect("SUSP-CREATE-2", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("SUSP-CREATE-2", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     assert_strict_equal(store.get_suspension(ctx(first_scope), run.id), first, "first suspension")
     # the refused row's id was not taken: it can suspend another run
     other = _run(store, W1)
@@ -938,13 +938,16 @@ def test_concurrent_creates_for_one_run_have_one_winner(store, clock, profile):
             [lambda s=s, sus=sus: store.create_suspension(ctx(s), sus) for s, sus in attempts]
         )
         won = [i for i, o in enumerate(outcomes) if o.ok]
-        assert len(won) == 1, outcomes
+        with clause("SUSP-CREATE-2"):
+            assert len(won) == 1, outcomes
         for i, o in enumerate(outcomes):
             if i != won[0]:
-                assert isinstance(o.error, AlreadyExists), o.error
+                with clause("SUSP-CREATE-2"):
+                    assert isinstance(o.error, AlreadyExists), o.error
         scope, sus = attempts[won[0]]
         rows = [r for r in store.list_expired_across_scopes(ZERO, FAR_FUTURE) if r.run_id == run_id]
-        assert [(r.id, r.scope) for r in rows] == [(sus.id, Scope.parse(scope))]
+        expect("SUSP-CREATE-2", [(r.id, r.scope) for r in rows],
+               [(sus.id, Scope.parse(scope))], "[(r.id, r.scope) for r in rows]")
         assert_strict_equal(store.get_suspension(ctx(scope), run_id), outcomes[won[0]].value, "stored")
 
 
@@ -957,7 +960,7 @@ def test_duplicate_suspension_id_is_refused_in_any_scope(store, clock, second_sc
     before = _view(store, [run_a.id, run_b.id])
     with pytest.raises(AlreadyExists):
         store.create_suspension(ctx(second_scope), make_suspension(run_b.id, id=first.id))
-    expect("SUSP-CREATE-3", _view(store, [run_a.id, run_b.id]), before, "_view(store, [run_a.id, run_b.id])")
+    expect("SUSP-CREATE-3", _view(store, [run_a.id, run_b.id]), before, "the stored state, _view(store, [run_a.id, run_b.id])")
     expect("SUSP-CREATE-3", _suspension_or_none(store, second_scope, run_b.id),
            None, "_suspension_or_none(store, second_scope, run_b.id)")
     assert_strict_equal(store.get_suspension(ctx(W1), run_a.id), first, "first suspension")
@@ -979,7 +982,8 @@ def test_create_does_not_check_the_run(store, clock, run_setup):
     runs_before = {s: store.list_runs(ctx(s)) for s in ROOTS}
     created = _suspend(store, W1P1, run_id)
     assert_strict_equal(store.get_suspension(ctx(W1P1), run_id), created, "suspension")
-    assert {s: store.list_runs(ctx(s)) for s in ROOTS} == runs_before
+    expect("SUSP-CREATE-4", {s: store.list_runs(ctx(s)) for s in ROOTS},
+           runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
 
 @pytest.mark.clause("SUSP-CREATE-5", "SUSP-DEL-1")
@@ -1040,7 +1044,7 @@ def test_get_follows_visibility_and_writes_nothing(store, clock, row, caller, vi
     else:
         with pytest.raises(NotSuspended):
             store.get_suspension(ctx(caller), run.id)
-    expect("SUSP-GET-1", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("SUSP-GET-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 @pytest.mark.clause("SUSP-GET-1")
@@ -1068,7 +1072,7 @@ def test_by_run_methods_refuse_a_bad_run_id(store, clock, method, bad_run_id):
     args = (clock.now(),) if method == "claim_expired_suspension" else ()
     with pytest.raises(InvalidArgument):
         getattr(store, method)(ctx(W1), bad_run_id, *args)
-    assert _view(store, [run.id]) == before
+    expect("RSC-GEN-5", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 # -- SUSP-CLAIM: the resume claim -------------------------------------------------------------
@@ -1333,7 +1337,7 @@ def test_sweep_claim_compares_the_now_argument_not_the_clock(store, clock):
     before = _view(store, [run.id])
     with pytest.raises(NotSuspended):
         store.claim_expired_suspension(c, run.id, deadline - MS)
-    expect("SUSP-XCLAIM-3", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("SUSP-XCLAIM-3", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     clock.set(deadline - timedelta(seconds=30))
     expect("SUSP-XCLAIM-1", store.claim_expired_suspension(c, run.id, deadline).id,
            sus.id, "store.claim_expired_suspension(c, run.id, deadline).id")
@@ -1403,7 +1407,7 @@ def test_sweep_claim_with_zero_scope_raises_no_scope(store, clock):
         store.claim_expired_suspension(ZERO, "not-an-id", datetime(2026, 1, 1))
     with pytest.raises(InvalidArgument):  # a non-Context comes first of all
         store.claim_expired_suspension(Scope.parse(W1), run.id, clock.now())
-    expect("SUSP-XCLAIM-4", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("SUSP-XCLAIM-4", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     expect("SUSP-XCLAIM-4", store.get_run(ctx(W1), run.id).state,
            RunState.PAUSED, "store.get_run(ctx(W1), run.id).state")
 
@@ -1419,7 +1423,7 @@ def test_sweep_claim_refuses_a_bad_now(store, clock, now_arg):
     before = _view(store, [run.id])
     with pytest.raises(InvalidArgument):
         store.claim_expired_suspension(ctx(W1), run.id, now_arg)
-    expect("RSC-GEN-2", _view(store, [run.id]), before, "_view(store, [run.id])")
+    expect("RSC-GEN-2", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-1", "RSC-GEN-2")
@@ -1571,7 +1575,7 @@ def test_delete_follows_visibility(store, clock, row, caller, visible):
         before = _view(store, [run.id])
         with pytest.raises(NotSuspended):
             store.delete_suspension(ctx(caller), run.id)
-        expect("SUSP-DEL-1", _view(store, [run.id]), before, "_view(store, [run.id])")
+        expect("SUSP-DEL-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
         assert_strict_equal(store.get_suspension(ctx(row), run.id), sus, "suspension")
         expect("SUSP-DEL-2", store.get_run(ctx(row), run.id).state,
                RunState.PAUSED, "store.get_run(ctx(row), run.id).state")
@@ -1586,7 +1590,7 @@ def test_delete_of_a_missing_row_in_own_scope(store, clock):
         store.delete_suspension(ctx(W1), run.id)
     with pytest.raises(NotSuspended):
         store.delete_suspension(ctx(W1), ids.new_id(ids.RUN))
-    assert _view(store, [run.id, other.id]) == before
+    expect("SUSP-DEL-1", _view(store, [run.id, other.id]), before, "the stored state, _view(store, [run.id, other.id])")
 
 
 @pytest.mark.clause("SUSP-DEL-2")
@@ -1601,7 +1605,8 @@ def test_delete_never_changes_a_run(store, clock, state, caller):
     store.delete_suspension(ctx(caller), run.id)
     assert_strict_equal(store.get_run(ctx(W1P1), run.id), run, "run")
     assert_strict_equal(store.get_run(ctx(W1P1), bystander.id), bystander, "bystander")
-    assert {s: store.list_runs(ctx(s)) for s in ROOTS} == runs_before
+    expect("SUSP-DEL-2", {s: store.list_runs(ctx(s)) for s in ROOTS},
+           runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
 
 # -- SUSP-LIST / SUSP-XLIST ---------------------------------------------------------------------
