@@ -638,7 +638,7 @@ def test_create_refuses_invalid_field(store, clock, build):
     before = _view(store, [existing.id])
     with pytest.raises(InvalidArgument):
         store.create_checkpoint(ctx(W1), bad)
-    expect("CP-CREATE-1", _view(store, [existing.id]), before, "_view(store, [existing.id])")
+    expect("CP-CREATE-1", _view(store, [existing.id]), before, "the stored state, _view(store, [existing.id])")
     expect("CP-CREATE-1", store.count_pending(ctx(W1)), 1, "store.count_pending(ctx(W1))")
 
 
@@ -668,7 +668,7 @@ def test_create_accepts_only_pending_without_decision(store, clock, state, decis
     before = _view(store, [cp.id])
     with pytest.raises(InvalidArgument):
         store.create_checkpoint(ctx(W1), cp)
-    expect("CP-CREATE-2", _view(store, [cp.id]), before, "_view(store, [cp.id])")
+    expect("CP-CREATE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     with pytest.raises(CheckpointNotFound):
         store.get_checkpoint(ctx(W1), cp.id)
     # the same id is still free for a proper pending checkpoint
@@ -688,7 +688,7 @@ def test_duplicate_id_is_refused_in_any_scope(store, clock, second_scope, first_
     before = _view(store, [first.id])
     with pytest.raises(AlreadyExists):
         store.create_checkpoint(ctx(second_scope), make_checkpoint(id=first.id, reason="intruder"))
-    expect("CP-CREATE-3", _view(store, [first.id]), before, "_view(store, [first.id])")
+    expect("CP-CREATE-3", _view(store, [first.id]), before, "the stored state, _view(store, [first.id])")
     assert_strict_equal(store.get_checkpoint(ctx(W1P1), first.id), first, "first checkpoint")
 
 
@@ -741,7 +741,7 @@ def test_get_follows_visibility(store, clock, row, caller, visible, resolved):
     else:
         with pytest.raises(CheckpointNotFound):
             store.get_checkpoint(ctx(caller), cp.id)
-    expect("CP-GET-1", _view(store, [cp.id]), before, "_view(store, [cp.id])")
+    expect("CP-GET-1", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
 
 
 @pytest.mark.clause("CP-GET-1", "RSC-GEN-5")
@@ -797,7 +797,7 @@ def test_resolve_beyond_reach_is_not_found_and_stays_pending(store, clock, row, 
     before = _view(store, [cp.id])
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(caller), cp.id, approve())
-    expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "_view(store, [cp.id])")
+    expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     assert_strict_equal(store.get_checkpoint(ctx(row), cp.id), cp, "checkpoint")
     with clause("CP-RESOLVE-2"):
         assert cp.id in _ids(store.list_pending(ctx(row)))
@@ -811,7 +811,7 @@ def test_resolve_of_an_absent_checkpoint(store, clock):
     before = _view(store, [cp.id])
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), approve())
-    assert _view(store, [cp.id]) == before
+    expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
 
 
 @pytest.mark.clause("CP-RESOLVE-3", "SCOPE-ZERO-3")
@@ -829,7 +829,7 @@ def test_second_resolve_is_invalid_state_and_keeps_the_first(store, clock, secon
     before = _view(store, [cp.id])
     with pytest.raises(InvalidState):
         store.resolve(ctx(caller), cp.id, second)
-    expect("CP-RESOLVE-3", _view(store, [cp.id]), before, "_view(store, [cp.id])")
+    expect("CP-RESOLVE-3", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     got = store.get_checkpoint(ctx(W1P1), cp.id)
     assert_strict_equal(got, first, "checkpoint")
     with clause("CP-RESOLVE-3"):
@@ -901,7 +901,7 @@ def test_resolve_refuses_a_badly_shaped_decision(store, clock, decision):
         store.resolve(ctx(W1), cp.id, decision)
     with pytest.raises(InvalidArgument):  # before the NotFound check
         store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), decision)
-    expect("CP-RESOLVE-5", _view(store, [cp.id]), before, "_view(store, [cp.id])")
+    expect("CP-RESOLVE-5", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     assert_strict_equal(store.get_checkpoint(ctx(W1), cp.id), cp, "checkpoint")
 
 
@@ -920,7 +920,8 @@ def test_resolve_never_changes_runs_or_suspensions(store, clock, decision):
     after = state_view(store, ROOTS, run_ids=[run.id, other.id])
     for key in before:
         if not key.startswith("pending@"):
-            assert after[key] == before[key], key
+            with clause("CP-RESOLVE-6"):
+                assert after[key] == before[key], key
     assert_strict_equal(store.get_run(c, run.id), run, "run")
     assert_strict_equal(store.get_run(c, other.id), other, "other run")
     assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
@@ -1084,8 +1085,8 @@ def test_list_pending_order_then_offset_then_limit(store, clock, offset, limit):
 def test_list_pending_pages_cover_everything_once(store, clock):
     ordered = _ordering_fixture(store, clock)
     pages = [store.list_pending(ctx(W1), CheckpointFilter(offset=o, limit=3)) for o in (0, 3, 6, 9)]
-    assert [len(p) for p in pages] == [3, 3, 2, 0]
-    assert _ids([r for p in pages for r in p]) == _ids(ordered)
+    expect("CP-LIST-2", [len(p) for p in pages], [3, 3, 2, 0], "[len(p) for p in pages]")
+    expect("CP-LIST-2", _ids([r for p in pages for r in p]), _ids(ordered), "_ids([r for p in pages for r in p])")
 
 
 @pytest.mark.clause("CP-LIST-1", "CP-LIST-2", "CP-LIST-3", "RSC-GEN-5", "RSC-GEN-9")
