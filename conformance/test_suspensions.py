@@ -1249,8 +1249,9 @@ def _setup_claim_case(store, clock, s_scope, r_scope, r_state, deadline):
     return run_id, t
 
 
-def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
-    """Make the refused ``call`` and prove it wrote nothing at all."""
+def _unchanged_after(store, call, error, run_id, s_scope, r_scope, rule):
+    """Make the refused ``call`` and prove it wrote nothing at all (a write is
+    charged to ``rule``, the clause saying the refusal writes nothing)."""
     run = store.get_run(ctx(r_scope), run_id) if r_scope else None
     sus = store.get_suspension(ctx(s_scope), run_id) if s_scope else None
     before = _view(store, [run_id])
@@ -1258,11 +1259,14 @@ def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
         call()
     if run is not None:
         after = store.get_run(ctx(r_scope), run_id)
-        assert after.state == run.state and after.updated_at == run.updated_at
-        assert_strict_equal(after, run, "run")
+        expect(rule, after.state, run.state, "run state after the refused claim")
+        expect(rule, after.updated_at, run.updated_at, "run updated_at after the refused claim")
+        with clause(rule, what="the run after the refused claim"):
+            assert_strict_equal(after, run, "run")
     if sus is not None:
-        assert_strict_equal(store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
-    assert _view(store, [run_id]) == before
+        with clause(rule, what="the suspension after the refused claim"):
+            assert_strict_equal(store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
+    expect(rule, _view(store, [run_id]), before, "the stored state after the refused claim")
     return info.value
 
 
@@ -1274,7 +1278,8 @@ def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
 def test_refused_resume_claim_raises_and_writes_nothing(store, clock, s_scope, r_scope, r_state, caller, deadline, error):
     run_id, _ = _setup_claim_case(store, clock, s_scope, r_scope, r_state, deadline)
     exc = _unchanged_after(
-        store, lambda: store.claim_suspension(ctx(caller), run_id), error, run_id, s_scope, r_scope
+        store, lambda: store.claim_suspension(ctx(caller), run_id), error, run_id, s_scope, r_scope,
+        "SUSP-CLAIM-8",
     )
     # NotSuspended and SuspensionExpired are distinct outcomes
     other = SuspensionExpired if error is NotSuspended else NotSuspended
@@ -1392,6 +1397,7 @@ def test_refused_sweep_claim_raises_not_suspended_and_writes_nothing(
         run_id,
         s_scope,
         r_scope,
+        "SUSP-XCLAIM-3",
     )
     with clause("SUSP-XCLAIM-3"):
         assert not isinstance(exc, SuspensionExpired)
