@@ -1060,7 +1060,8 @@ def _ordering_fixture(store, clock):
     store.resolve(ctx(W1), done.id, approve())
     _cp(store, W2)  # invisible to W1
     ordered = sorted(rows, key=lambda r: (r.created_at, r.id))
-    assert [r.id for r in ordered] == [s[4], s[6], s[1], s[3], s[7], s[0], s[2], s[5]]
+    expect("RSC-GEN-4", [r.id for r in ordered], [s[4], s[6], s[1], s[3], s[7], s[0], s[2], s[5]],
+           "the (created_at, id) order of the rows create_checkpoint returned (created_at is clock now)")
     return ordered
 
 
@@ -1125,7 +1126,8 @@ def _xlist_fixture(store, clock, n=9):
     s = _sorted_ids(n + 1)
     scopes = [W1, W2, W1P1, W10, ORG_W1, "a=1/b=2/c=3", W1X]
     order = [(k * 5) % n for k in range(n)]  # a permutation of 0..n-1 (n=9)
-    assert sorted(order) == list(range(n))
+    if sorted(order) != list(range(n)):
+        raise RuntimeError(f"test setup: the creation order is not a permutation of 0..{n - 1}")
     rows = {}
     for j, k in enumerate(order):
         rows[s[k]] = store.create_checkpoint(ctx(scopes[j % len(scopes)]), make_checkpoint(id=s[k]))

@@ -151,7 +151,8 @@ NAIVE = datetime(2025, 6, 1, 12, 0, 0)
 def sorted_ids(prefix: str, n: int) -> list[str]:
     """``n`` distinct fresh ids in ascending (binary) order."""
     out = sorted({ids.new_id(prefix) for _ in range(n)})
-    assert len(out) == n
+    if len(out) != n:
+        raise RuntimeError(f"test setup: {n} fresh ids were not distinct")
     return out
 
 
