@@ -43,6 +43,7 @@ from cortex_spec.testing import (
     ZERO,
     approve,
     assert_strict_equal,
+    clause,
     ctx,
     expect,
     expect_raises,
@@ -427,7 +428,8 @@ def test_checkpoint_state_enumeration(store, request):
                                                           RunState.CREATED])
     for good in (CheckpointState.PENDING, "pending"):
         cp = store.create_checkpoint(ctx(HOME), make_checkpoint(state=good))
-        assert store.get_checkpoint(ctx(HOME), cp.id).state == CheckpointState.PENDING
+        expect("CP-CREATE-2", store.get_checkpoint(ctx(HOME), cp.id).state,
+               CheckpointState.PENDING, "store.get_checkpoint(ctx(HOME), cp.id).state")
 
 
 @pytest.mark.clause("RSC-GEN-11", "CP-LIST-2", "CP-XLIST-1", "CP-XLIST-2", "CP-XLIST-4")
@@ -438,11 +440,14 @@ def test_id_order_and_cursor_use_code_point_order_checkpoints(store):
     for i, cid in enumerate(cp_ids):
         store.create_checkpoint(ctx(scopes[i % 3]), make_checkpoint(id=cid))
     ordered = sorted(cp_ids)
-    assert [c.id for c in store.list_pending_across_scopes(ZERO)] == ordered
-    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=ordered[3])] == ordered[4:]
+    expect("RSC-GEN-11", [c.id for c in store.list_pending_across_scopes(ZERO)],
+           ordered, "[c.id for c in store.list_pending_across_scopes(ZERO)]")
+    expect("RSC-GEN-11", [c.id for c in store.list_pending_across_scopes(ZERO, after_id=ordered[3])],
+           ordered[4:], "[c.id for c in store.list_pending_across_scopes(ZERO, after_id=ordered[3])]")
     # a cursor that names no stored checkpoint, between "...0a" and "...10"
     cursor = "acp_0000000000000000000000000b"
-    assert [c.id for c in store.list_pending_across_scopes(ZERO, after_id=cursor)] == [i for i in ordered if i > cursor]
+    expect("RSC-GEN-11", [c.id for c in store.list_pending_across_scopes(ZERO, after_id=cursor)],
+           [i for i in ordered if i > cursor], "[c.id for c in store.list_pending_across_scopes(ZERO, after_id=cursor)]")
     pages, after = [], None
     while True:
         page = store.list_pending_across_scopes(ZERO, after_id=after, limit=3)
@@ -450,10 +455,12 @@ def test_id_order_and_cursor_use_code_point_order_checkpoints(store):
             break
         pages += [c.id for c in page]
         after = page[-1].id
-    assert pages == ordered
+    expect("RSC-GEN-11", pages, ordered, "pages")
     mine = [cid for i, cid in enumerate(cp_ids) if scopes[i % 3] != "ws=w2"]
-    assert [c.id for c in store.list_pending(ctx("ws=w1"))] == sorted(mine)
-    assert [c.id for c in store.list_pending(ctx("ws=w1"), CheckpointFilter(offset=1, limit=2))] == sorted(mine)[1:3]
+    expect("RSC-GEN-11", [c.id for c in store.list_pending(ctx("ws=w1"))],
+           sorted(mine), "[c.id for c in store.list_pending(ctx('ws=w1'))]")
+    expect("RSC-GEN-11", [c.id for c in store.list_pending(ctx("ws=w1"), CheckpointFilter(offset=1, limit=2))],
+           sorted(mine)[1:3], "[c.id for c in store.list_pending(ctx('ws=w1'), CheckpointFilter(offset=1, limit=2))]")
 
 
 @pytest.mark.clause("RSC-GEN-12", "CP-RESOLVE-4", "CP-ENT-1")
@@ -479,24 +486,28 @@ def test_concurrent_resolve_is_never_seen_half_applied(store, profile):
 
         outcomes = race([functools.partial(store.resolve, c, cp.id, d) for d in decisions] + [read] * readers)
         winners = [i for i, o in enumerate(outcomes[:resolvers]) if o.ok]
-        assert len(winners) == 1
+        expect("CP-RESOLVE-4", len(winners), 1, "len(winners)")
         for o in outcomes[:resolvers]:
-            assert o.ok or isinstance(o.error, InvalidState), repr(o.error)
+            with clause("CP-RESOLVE-4"):
+                assert o.ok or isinstance(o.error, InvalidState), repr(o.error)
         win = decisions[winners[0]]
         final = store.get_checkpoint(c, cp.id)
-        assert (final.decision.approved, final.decision.decided_by, final.decision.reason) == (
-            win.approved, win.decided_by, win.reason)
+        expect("CP-RESOLVE-4", (final.decision.approved, final.decision.decided_by, final.decision.reason),
+               ( win.approved, win.decided_by, win.reason), "(final.decision.approved, final.decision.decided_by, final.decision.reason)")
         for o in outcomes[resolvers:]:
-            assert o.ok, repr(o.error)
+            with clause("RSC-GEN-12"):
+                assert o.ok, repr(o.error)
             resolved_seen = False
             for state, decision, updated_at in o.value:
                 if state == CheckpointState.PENDING:
-                    assert decision is None and not resolved_seen
-                    assert updated_at == cp.updated_at
+                    expect("CP-ENT-1", decision, None, "the decision of a pending read")
+                    with clause("RSC-GEN-12", what="a reader went back to pending after seeing resolved"):
+                        assert not resolved_seen
+                    expect("RSC-GEN-12", updated_at, cp.updated_at, "updated_at")
                 else:
                     resolved_seen = True
                     assert_strict_equal(decision, final.decision, "decision seen by a reader")
-                    assert updated_at == final.updated_at
+                    expect("RSC-GEN-12", updated_at, final.updated_at, "updated_at")
 
 
 # -- scope clauses of checkpoints (held by the scope suite until it read the examples) -------
@@ -508,9 +519,11 @@ def test_checkpoint_referencing_an_invisible_run_does_not_reveal_it(store):
     run = store.create_run(ctx("ws=w1"), make_run())
     cp = store.create_checkpoint(ctx("ws=w2"), make_checkpoint(run.id))
     raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
-    assert store.list_runs(ctx("ws=w2")) == []
-    assert [c.id for c in store.list_pending(ctx("ws=w2"), CheckpointFilter(run_id=run.id))] == [cp.id]
-    assert store.list_pending(ctx("ws=w1"), CheckpointFilter(run_id=run.id)) == []
+    expect("SCOPE-ID-3", store.list_runs(ctx("ws=w2")), [], "store.list_runs(ctx('ws=w2'))")
+    expect("CP-CREATE-4", [c.id for c in store.list_pending(ctx("ws=w2"), CheckpointFilter(run_id=run.id))],
+           [cp.id], "[c.id for c in store.list_pending(ctx('ws=w2'), CheckpointFilter(run_id=run.id))]")
+    expect("SCOPE-ID-3", store.list_pending(ctx("ws=w1"), CheckpointFilter(run_id=run.id)),
+           [], "store.list_pending(ctx('ws=w1'), CheckpointFilter(run_id=run.id))")
 
 
 # -- CP-ENT / CP-CREATE -------------------------------------------------------------------
@@ -543,13 +556,16 @@ def test_create_stamps_scope_and_clock_and_round_trips(store, clock, passed_scop
     got = store.get_checkpoint(ctx(W1), created.id)
     assert_strict_equal(got, created, "get after create")
     for row in (created, got):
-        assert row.scope == Scope.parse(W1)
-        assert row.created_at == now and row.updated_at == now
-        assert row.run_id == run_id and row.agent_id == agent_id
-        assert row.reason == "r" * 300 + " — approve the deploy? ✓"
+        expect("SCOPE-IMM-1", row.scope, Scope.parse(W1), "row.scope")
+        expect("RSC-GEN-4", row.created_at, now, "row.created_at")
+        expect("RSC-GEN-4", row.updated_at, now, "row.updated_at")
+        expect("CP-CREATE-1", row.run_id, run_id, "row.run_id")
+        expect("CP-CREATE-1", row.agent_id, agent_id, "row.agent_id")
+        expect("CP-CREATE-1", row.reason, "r" * 300 + " — approve the deploy? ✓", "row.reason")
         assert_strict_equal(row.step_index, 7, "step_index")
         assert_strict_equal(row.metadata, RICH_METADATA, "metadata")
-        assert row.state == CheckpointState.PENDING and row.decision is None  # CP-ENT-1
+        expect("CP-ENT-1", row.state, CheckpointState.PENDING, "row.state")
+        expect("CP-ENT-1", row.decision, None, "row.decision")  # CP-ENT-1
     assert_strict_equal(store.list_pending(ctx(W1)), [created], "list_pending")
 
 
@@ -564,11 +580,14 @@ def test_every_read_shows_one_of_the_two_shapes(store, clock):
     reads += store.list_pending(c) + store.list_pending_across_scopes(ZERO)
     for cp in reads:
         if cp.state == CheckpointState.PENDING:
-            assert cp.decision is None
+            expect("CP-ENT-1", cp.decision, None, "cp.decision")
         else:
-            assert cp.state == CheckpointState.RESOLVED
-            assert isinstance(cp.decision, Decision) and cp.decision.decided_at == clock.now()
-    assert [r.state for r in reads[:4]] == ["resolved", "pending", "resolved", "pending"]
+            expect("CP-ENT-1", cp.state, CheckpointState.RESOLVED, "cp.state")
+            with clause("CP-ENT-1", what="a resolved checkpoint carries a Decision"):
+                assert isinstance(cp.decision, Decision)
+            expect("CP-RESOLVE-1", cp.decision.decided_at, clock.now(), "decision.decided_at")
+    expect("CP-RESOLVE-1", [r.state for r in reads[:4]],
+           ["resolved", "pending", "resolved", "pending"], "[r.state for r in reads[:4]]")
 
 
 def _bad_checkpoints() -> list:
@@ -619,8 +638,8 @@ def test_create_refuses_invalid_field(store, clock, build):
     before = _view(store, [existing.id])
     with pytest.raises(InvalidArgument):
         store.create_checkpoint(ctx(W1), bad)
-    assert _view(store, [existing.id]) == before
-    assert store.count_pending(ctx(W1)) == 1
+    expect("CP-CREATE-1", _view(store, [existing.id]), before, "the stored state, _view(store, [existing.id])")
+    expect("CP-CREATE-1", store.count_pending(ctx(W1)), 1, "store.count_pending(ctx(W1))")
 
 
 @pytest.mark.clause("CP-CREATE-2", "CP-ENT-1", "RSC-GEN-10")
@@ -649,12 +668,13 @@ def test_create_accepts_only_pending_without_decision(store, clock, state, decis
     before = _view(store, [cp.id])
     with pytest.raises(InvalidArgument):
         store.create_checkpoint(ctx(W1), cp)
-    assert _view(store, [cp.id]) == before
+    expect("CP-CREATE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     with pytest.raises(CheckpointNotFound):
         store.get_checkpoint(ctx(W1), cp.id)
     # the same id is still free for a proper pending checkpoint
     ok = store.create_checkpoint(ctx(W1), attrs.evolve(cp, state=CheckpointState.PENDING, decision=None))
-    assert ok.state == CheckpointState.PENDING and ok.decision is None
+    expect("CP-CREATE-2", ok.state, CheckpointState.PENDING, "ok.state")
+    expect("CP-CREATE-2", ok.decision, None, "ok.decision")
 
 
 @pytest.mark.clause("CP-CREATE-3", "SCOPE-ID-1")
@@ -668,7 +688,7 @@ def test_duplicate_id_is_refused_in_any_scope(store, clock, second_scope, first_
     before = _view(store, [first.id])
     with pytest.raises(AlreadyExists):
         store.create_checkpoint(ctx(second_scope), make_checkpoint(id=first.id, reason="intruder"))
-    assert _view(store, [first.id]) == before
+    expect("CP-CREATE-3", _view(store, [first.id]), before, "the stored state, _view(store, [first.id])")
     assert_strict_equal(store.get_checkpoint(ctx(W1P1), first.id), first, "first checkpoint")
 
 
@@ -681,10 +701,12 @@ def test_run_and_agent_are_not_checked_and_a_run_may_have_several_pending(store,
         clock.advance(milliseconds=1)
     other = _cp(store, W1)
     flt = CheckpointFilter(run_id=run_id)
-    assert _ids(store.list_pending(ctx(W1), flt)) == _ids(made)
-    assert store.count_pending(ctx(W1), flt) == 3
-    assert store.count_pending(ctx(W1)) == 4
-    assert other.id in _ids(store.list_pending(ctx(W1)))
+    expect("CP-CREATE-4", _ids(store.list_pending(ctx(W1), flt)),
+           _ids(made), "_ids(store.list_pending(ctx(W1), flt))")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), flt), 3, "store.count_pending(ctx(W1), flt)")
+    expect("CP-LIST-3", store.count_pending(ctx(W1)), 4, "store.count_pending(ctx(W1))")
+    with clause("CP-LIST-1"):
+        assert other.id in _ids(store.list_pending(ctx(W1)))
 
 
 # -- CP-GET --------------------------------------------------------------------------------
@@ -719,7 +741,7 @@ def test_get_follows_visibility(store, clock, row, caller, visible, resolved):
     else:
         with pytest.raises(CheckpointNotFound):
             store.get_checkpoint(ctx(caller), cp.id)
-    assert _view(store, [cp.id]) == before
+    expect("CP-GET-1", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
 
 
 @pytest.mark.clause("CP-GET-1", "RSC-GEN-5")
@@ -761,8 +783,10 @@ def test_resolve_stamps_decision_time_from_the_clock(store, clock, caller, decis
         updated_at=now,
     )
     assert_strict_equal(got, expected, "resolved checkpoint")
-    assert got.scope == Scope.parse(W1P1) and got.created_at == cp.created_at
-    assert cp.id not in _ids(store.list_pending(ctx(W1)))
+    expect("SCOPE-IMM-4", got.scope, Scope.parse(W1P1), "scope after resolve")
+    expect("CP-RESOLVE-1", got.created_at, cp.created_at, "created_at after resolve")
+    with clause("CP-LIST-1"):
+        assert cp.id not in _ids(store.list_pending(ctx(W1)))
 
 
 @pytest.mark.clause("CP-RESOLVE-2", "SCOPE-BYID-2", "SCOPE-VIS-5")
@@ -773,10 +797,12 @@ def test_resolve_beyond_reach_is_not_found_and_stays_pending(store, clock, row, 
     before = _view(store, [cp.id])
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(caller), cp.id, approve())
-    assert _view(store, [cp.id]) == before
+    expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     assert_strict_equal(store.get_checkpoint(ctx(row), cp.id), cp, "checkpoint")
-    assert cp.id in _ids(store.list_pending(ctx(row)))
-    assert cp.id in _ids(store.list_pending_across_scopes(ZERO))
+    with clause("CP-RESOLVE-2"):
+        assert cp.id in _ids(store.list_pending(ctx(row)))
+    with clause("CP-RESOLVE-2"):
+        assert cp.id in _ids(store.list_pending_across_scopes(ZERO))
 
 
 @pytest.mark.clause("CP-RESOLVE-2")
@@ -785,7 +811,7 @@ def test_resolve_of_an_absent_checkpoint(store, clock):
     before = _view(store, [cp.id])
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), approve())
-    assert _view(store, [cp.id]) == before
+    expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
 
 
 @pytest.mark.clause("CP-RESOLVE-3", "SCOPE-ZERO-3")
@@ -803,10 +829,11 @@ def test_second_resolve_is_invalid_state_and_keeps_the_first(store, clock, secon
     before = _view(store, [cp.id])
     with pytest.raises(InvalidState):
         store.resolve(ctx(caller), cp.id, second)
-    assert _view(store, [cp.id]) == before
+    expect("CP-RESOLVE-3", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     got = store.get_checkpoint(ctx(W1P1), cp.id)
     assert_strict_equal(got, first, "checkpoint")
-    assert got.decision.decided_at == first.decision.decided_at == got.updated_at == cp.created_at + 10 * MS
+    with clause("CP-RESOLVE-3"):
+        assert got.decision.decided_at == first.decision.decided_at == got.updated_at == cp.created_at + 10 * MS
     # precedence: unreachable beats resolved, a bad argument beats both
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(W2), cp.id, second)
@@ -874,7 +901,7 @@ def test_resolve_refuses_a_badly_shaped_decision(store, clock, decision):
         store.resolve(ctx(W1), cp.id, decision)
     with pytest.raises(InvalidArgument):  # before the NotFound check
         store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), decision)
-    assert _view(store, [cp.id]) == before
+    expect("CP-RESOLVE-5", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     assert_strict_equal(store.get_checkpoint(ctx(W1), cp.id), cp, "checkpoint")
 
 
@@ -893,7 +920,8 @@ def test_resolve_never_changes_runs_or_suspensions(store, clock, decision):
     after = state_view(store, ROOTS, run_ids=[run.id, other.id])
     for key in before:
         if not key.startswith("pending@"):
-            assert after[key] == before[key], key
+            with clause("CP-RESOLVE-6"):
+                assert after[key] == before[key], key
     assert_strict_equal(store.get_run(c, run.id), run, "run")
     assert_strict_equal(store.get_run(c, other.id), other, "other run")
     assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
@@ -934,11 +962,12 @@ def _list_fixture(store, clock):
 def test_list_pending_selects_visible_pending(store, clock, caller, expected, ):
     rows, done = _list_fixture(store, clock)
     got = store.list_pending(ctx(caller))
-    assert _ids(got) == [rows[n].id for n in expected]
-    assert done.id not in _ids(got)
+    expect("CP-LIST-1", _ids(got), [rows[n].id for n in expected], "_ids(got)")
+    with clause("CP-LIST-1"):
+        assert done.id not in _ids(got)
     for g in got:
         assert_strict_equal(g, next(r for r in rows.values() if r.id == g.id), "row")
-    assert store.count_pending(ctx(caller)) == len(expected)
+    expect("CP-LIST-3", store.count_pending(ctx(caller)), len(expected), "store.count_pending(ctx(caller))")
     assert_strict_equal(store.list_pending(ctx(caller), None), got, "filter=None")
     assert_strict_equal(store.list_pending(ctx(caller), CheckpointFilter()), got, "default filter")
 
@@ -953,16 +982,19 @@ def test_list_pending_run_filter_and_resolved_rows(store, clock):
     a_done = _cp(store, W1, run_a)
     store.resolve(ctx(W1), a_done.id, reject())
     fa = CheckpointFilter(run_id=run_a)
-    assert _ids(store.list_pending(ctx(W1), fa)) == [a1.id, a2.id]
-    assert store.count_pending(ctx(W1), fa) == 2
-    assert _ids(store.list_pending(ctx(W1P1), fa)) == [a2.id]
-    assert _ids(store.list_pending(ctx(W2), fa)) == [a_hidden.id]
-    assert _ids(store.list_pending(ctx(W1), CheckpointFilter(run_id=run_b))) == [b1.id]
+    expect("CP-LIST-1", _ids(store.list_pending(ctx(W1), fa)),
+           [a1.id, a2.id], "_ids(store.list_pending(ctx(W1), fa))")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), fa), 2, "store.count_pending(ctx(W1), fa)")
+    expect("CP-LIST-1", _ids(store.list_pending(ctx(W1P1), fa)), [a2.id], "_ids(store.list_pending(ctx(W1P1), fa))")
+    expect("CP-LIST-1", _ids(store.list_pending(ctx(W2), fa)), [a_hidden.id], "_ids(store.list_pending(ctx(W2), fa))")
+    expect("CP-LIST-1", _ids(store.list_pending(ctx(W1), CheckpointFilter(run_id=run_b))),
+           [b1.id], "_ids(store.list_pending(ctx(W1), CheckpointFilter(run_id=run_b)))")
     nobody = CheckpointFilter(run_id=ids.new_id(ids.RUN))
-    assert store.list_pending(ctx(W1), nobody) == [] and store.count_pending(ctx(W1), nobody) == 0
+    expect("CP-LIST-1", store.list_pending(ctx(W1), nobody), [], "list_pending for a run with no checkpoint")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), nobody), 0, "count_pending for a run with no checkpoint")
     store.resolve(ctx(W1), a1.id, approve())
-    assert _ids(store.list_pending(ctx(W1), fa)) == [a2.id]
-    assert store.count_pending(ctx(W1), fa) == 1
+    expect("CP-LIST-1", _ids(store.list_pending(ctx(W1), fa)), [a2.id], "_ids(store.list_pending(ctx(W1), fa))")
+    expect("CP-LIST-3", store.count_pending(ctx(W1), fa), 1, "store.count_pending(ctx(W1), fa)")
 
 
 #: pages of one run's checkpoints: offset 0, 1 and past the end; limit 0, 1,
@@ -1028,7 +1060,8 @@ def _ordering_fixture(store, clock):
     store.resolve(ctx(W1), done.id, approve())
     _cp(store, W2)  # invisible to W1
     ordered = sorted(rows, key=lambda r: (r.created_at, r.id))
-    assert [r.id for r in ordered] == [s[4], s[6], s[1], s[3], s[7], s[0], s[2], s[5]]
+    expect("RSC-GEN-4", [r.id for r in ordered], [s[4], s[6], s[1], s[3], s[7], s[0], s[2], s[5]],
+           "the (created_at, id) order of the rows create_checkpoint returned (created_at is clock now)")
     return ordered
 
 
@@ -1044,17 +1077,17 @@ def test_list_pending_order_then_offset_then_limit(store, clock, offset, limit):
         want = want[:limit]
     flt = CheckpointFilter(offset=offset, limit=limit)
     got = store.list_pending(ctx(W1), flt)
-    assert _ids(got) == _ids(want)
+    expect("CP-LIST-2", _ids(got), _ids(want), "_ids(got)")
     assert_strict_equal(got, want, "rows")
-    assert store.count_pending(ctx(W1), flt) == 8  # CP-LIST-3: the page is ignored
+    expect("CP-LIST-3", store.count_pending(ctx(W1), flt), 8, "store.count_pending(ctx(W1), flt)")  # CP-LIST-3: the page is ignored
 
 
 @pytest.mark.clause("CP-LIST-2")
 def test_list_pending_pages_cover_everything_once(store, clock):
     ordered = _ordering_fixture(store, clock)
     pages = [store.list_pending(ctx(W1), CheckpointFilter(offset=o, limit=3)) for o in (0, 3, 6, 9)]
-    assert [len(p) for p in pages] == [3, 3, 2, 0]
-    assert _ids([r for p in pages for r in p]) == _ids(ordered)
+    expect("CP-LIST-2", [len(p) for p in pages], [3, 3, 2, 0], "[len(p) for p in pages]")
+    expect("CP-LIST-2", _ids([r for p in pages for r in p]), _ids(ordered), "_ids([r for p in pages for r in p])")
 
 
 @pytest.mark.clause("CP-LIST-1", "CP-LIST-2", "CP-LIST-3", "RSC-GEN-5", "RSC-GEN-9")
@@ -1080,7 +1113,8 @@ def test_pending_lists_refuse_a_bad_filter(store, clock, method, flt):
     before = _view(store, [cp.id])
     with pytest.raises(InvalidArgument):
         getattr(store, method)(ctx(W1), flt)
-    assert _view(store, [cp.id]) == before
+    expect("CP-LIST-3" if method == "count_pending" else "CP-LIST-1", _view(store, [cp.id]), before,
+           f"the stored state after {method} refused a bad filter")
 
 
 # -- CP-XLIST ------------------------------------------------------------------------------
@@ -1092,7 +1126,8 @@ def _xlist_fixture(store, clock, n=9):
     s = _sorted_ids(n + 1)
     scopes = [W1, W2, W1P1, W10, ORG_W1, "a=1/b=2/c=3", W1X]
     order = [(k * 5) % n for k in range(n)]  # a permutation of 0..n-1 (n=9)
-    assert sorted(order) == list(range(n))
+    if sorted(order) != list(range(n)):
+        raise RuntimeError(f"test setup: the creation order is not a permutation of 0..{n - 1}")
     rows = {}
     for j, k in enumerate(order):
         rows[s[k]] = store.create_checkpoint(ctx(scopes[j % len(scopes)]), make_checkpoint(id=s[k]))
@@ -1107,9 +1142,10 @@ def test_across_scopes_lists_every_scope_in_id_order(store, clock, limit):
     ordered, done = _xlist_fixture(store, clock)
     got = store.list_pending_across_scopes(ZERO, None, limit)
     want = ordered if limit <= 0 else ordered[:limit]
-    assert _ids(got) == _ids(want)
+    expect("CP-XLIST-2", _ids(got), _ids(want), "_ids(got)")
     assert_strict_equal(got, want, "rows (with their own scopes)")
-    assert done.id not in _ids(store.list_pending_across_scopes(ZERO))
+    with clause("CP-XLIST-1"):
+        assert done.id not in _ids(store.list_pending_across_scopes(ZERO))
 
 
 @pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2")
@@ -1117,16 +1153,22 @@ def test_across_scopes_after_id_is_an_exclusive_bound(store, clock):
     ordered, done = _xlist_fixture(store, clock)
     all_ids = _ids(ordered)
     for i, cp in enumerate(ordered):
-        assert _ids(store.list_pending_across_scopes(ZERO, cp.id)) == all_ids[i + 1:]
-        assert _ids(store.list_pending_across_scopes(ZERO, cp.id, 2)) == all_ids[i + 1:i + 3]
+        expect("CP-XLIST-2", _ids(store.list_pending_across_scopes(ZERO, cp.id)),
+               all_ids[i + 1:], "_ids(store.list_pending_across_scopes(ZERO, cp.id))")
+        expect("CP-XLIST-2", _ids(store.list_pending_across_scopes(ZERO, cp.id, 2)),
+               all_ids[i + 1:i + 3], "_ids(store.list_pending_across_scopes(ZERO, cp.id, 2))")
     # the resolved checkpoint's id and ids naming no checkpoint are valid cursors
-    assert _ids(store.list_pending_across_scopes(ZERO, done.id)) == [x for x in all_ids if x > done.id]
+    expect("CP-XLIST-2", _ids(store.list_pending_across_scopes(ZERO, done.id)),
+           [x for x in all_ids if x > done.id], "_ids(store.list_pending_across_scopes(ZERO, done.id))")
     lowest = "acp_" + "0" * 26
-    assert _ids(store.list_pending_across_scopes(ZERO, lowest)) == all_ids
+    expect("CP-XLIST-2", _ids(store.list_pending_across_scopes(ZERO, lowest)),
+           all_ids, "_ids(store.list_pending_across_scopes(ZERO, lowest))")
     highest = "acp_7" + "z" * 25
-    assert store.list_pending_across_scopes(ZERO, highest) == []
+    expect("CP-XLIST-2", store.list_pending_across_scopes(ZERO, highest),
+           [], "store.list_pending_across_scopes(ZERO, highest)")
     fresh = ids.new_id(ids.CHECKPOINT)  # generated after all of them: no stored id above it
-    assert store.list_pending_across_scopes(ZERO, fresh) == []
+    expect("CP-XLIST-2", store.list_pending_across_scopes(ZERO, fresh),
+           [], "store.list_pending_across_scopes(ZERO, fresh)")
 
 
 @pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2", "SCOPE-XS-5", "RSC-GEN-5", "RSC-GEN-9")
@@ -1158,7 +1200,8 @@ def test_across_scopes_ignores_the_callers_scope(store, clock):
         results = [store.list_pending_across_scopes(c, after, limit) for c in callers]
         for r in results[1:]:
             assert_strict_equal(r, results[0], "result")
-        assert len(results[0]) > 0
+        with clause("CP-XLIST-1"):
+            assert len(results[0]) > 0
     with pytest.raises(InvalidArgument):
         store.list_pending_across_scopes(Scope.parse(W1))
     with pytest.raises(NoScope):  # the scoped list refuses what the cross-scope one accepts
@@ -1185,27 +1228,35 @@ def test_across_scopes_paging_is_a_cursor_over_ids(store, clock, page_size):
     pages = 0
     while True:
         page = store.list_pending_across_scopes(ctx("any=caller"), after, page_size)
-        assert len(page) <= page_size
+        with clause("CP-XLIST-2"):
+            assert len(page) <= page_size
         if not page:
             break
         seen += _ids(page)
         after = page[-1].id
         pages += 1
         if pages == 1:
-            assert to_resolve not in seen
+            with clause("CP-XLIST-4"):
+                assert to_resolve not in seen
             owner = next(c for c in store.list_pending_across_scopes(ZERO) if c.id == to_resolve)
             store.resolve(Context(scope=owner.scope), to_resolve, reject())
             store.create_checkpoint(ctx(W2), make_checkpoint(id=late_low))
             store.create_checkpoint(ctx(W1P1), make_checkpoint(id=late_high))
-        assert pages <= 20
-    assert len(seen) == len(set(seen)), "a checkpoint appeared on two pages"
-    assert seen == sorted(seen)
+        with clause("CP-XLIST-4"):
+            assert pages <= 20
+    with clause("CP-XLIST-4"):
+        assert len(seen) == len(set(seen)), "a checkpoint appeared on two pages"
+    expect("CP-XLIST-2", seen, sorted(seen), "seen")
     stayed_pending = [x for x in initial if x != to_resolve]
-    assert [x for x in seen if x in stayed_pending] == stayed_pending
-    assert to_resolve not in seen
-    assert late_high in seen
-    assert late_low not in seen
-    assert seen[-1] == late_high
+    expect("CP-XLIST-4", [x for x in seen if x in stayed_pending],
+           stayed_pending, "[x for x in seen if x in stayed_pending]")
+    with clause("CP-XLIST-4"):
+        assert to_resolve not in seen
+    with clause("CP-XLIST-4"):
+        assert late_high in seen
+    with clause("CP-XLIST-4"):
+        assert late_low not in seen
+    expect("CP-XLIST-4", seen[-1], late_high, "seen[-1]")
 
 
 @pytest.mark.clause("CP-XLIST-4", "CP-XLIST-1")
@@ -1219,4 +1270,4 @@ def test_across_scopes_paging_from_a_starting_cursor(store, clock):
             break
         seen += _ids(page)
         after = page[-1].id
-    assert seen == _ids(ordered[4:])
+    expect("CP-XLIST-4", seen, _ids(ordered[4:]), "seen")

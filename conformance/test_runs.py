@@ -52,6 +52,7 @@ from cortex_spec.scope import Scope
 from cortex_spec.suspensions import SuspensionReason
 from cortex_spec.testing import (
     assert_strict_equal,
+    clause,
     ctx,
     expect,
     make_run,
@@ -150,7 +151,8 @@ NAIVE = datetime(2025, 6, 1, 12, 0, 0)
 def sorted_ids(prefix: str, n: int) -> list[str]:
     """``n`` distinct fresh ids in ascending (binary) order."""
     out = sorted({ids.new_id(prefix) for _ in range(n)})
-    assert len(out) == n
+    if len(out) != n:
+        raise RuntimeError(f"test setup: {n} fresh ids were not distinct")
     return out
 
 
@@ -740,18 +742,20 @@ def test_entity_size_limit(store, clock, over):
     target = MAX_ENTITY_BYTES + 1 if over else MAX_ENTITY_BYTES - 64 * 1024
     text = "x" * (target - entity_size(stored_form))
     run = attrs.evolve(base, input=text)
-    assert entity_size(attrs.evolve(stored_form, input=text)) == target
+    if entity_size(attrs.evolve(stored_form, input=text)) != target:
+        raise RuntimeError(f"test setup: the padded run does not measure {target} bytes")
     if over:
         before = state_view(store, [HOME])
         with pytest.raises(InvalidArgument):
             store.create_run(c, run)
-        assert state_view(store, [HOME]) == before
+        expect("RSC-GEN-8", state_view(store, [HOME]), before, "the stored state, state_view(store, [HOME])")
         with pytest.raises(RunNotFound):
             store.get_run(c, run.id)
     else:
         store.create_run(c, run)
         got = store.get_run(c, run.id)
-        assert len(got.input) == len(text) and got.input == text
+        expect("RSC-GEN-8", len(got.input), len(text), "len(got.input)")
+        expect("RSC-GEN-8", got.input, text, "got.input")
 
 
 @pytest.mark.clause("RSC-GEN-11", "RUN-LIST-2", "STEP-4", "TCALL-2")
@@ -761,16 +765,20 @@ def test_id_tie_breaks_use_code_point_order_runs(store):
     run_ids = crafted(ids.RUN)
     for rid in run_ids:
         store.create_run(c, make_run(id=rid))
-    assert [r.id for r in store.list_runs(c)] == sorted(run_ids, reverse=True)
-    assert [r.id for r in store.list_runs(c, RunFilter(limit=3, offset=2))] == sorted(run_ids, reverse=True)[2:5]
+    expect("RSC-GEN-11", [r.id for r in store.list_runs(c)],
+           sorted(run_ids, reverse=True), "[r.id for r in store.list_runs(c)]")
+    expect("RSC-GEN-11", [r.id for r in store.list_runs(c, RunFilter(limit=3, offset=2))],
+           sorted(run_ids, reverse=True)[2:5], "[r.id for r in store.list_runs(c, RunFilter(limit=3, offset=2))]")
     step_ids = crafted(ids.STEP)
     for sid in step_ids:
         store.create_step(c, make_step(run_ids[0], id=sid, index=1))
-    assert [s.id for s in store.list_steps(c, run_ids[0])] == sorted(step_ids)
+    expect("RSC-GEN-11", [s.id for s in store.list_steps(c, run_ids[0])],
+           sorted(step_ids), "[s.id for s in store.list_steps(c, run_ids[0])]")
     tc_ids = crafted(ids.TOOL_CALL)
     for tid in tc_ids:
         store.create_tool_call(c, make_tool_call(step_ids[0], run_ids[0], id=tid))
-    assert [t.id for t in store.list_tool_calls(c, step_ids[0])] == sorted(tc_ids)
+    expect("RSC-GEN-11", [t.id for t in store.list_tool_calls(c, step_ids[0])],
+           sorted(tc_ids), "[t.id for t in store.list_tool_calls(c, step_ids[0])]")
 
 
 _MUTABLE = ("agent_id", "session_id", "state", "input", "output", "error", "step_count", "tokens_used",
@@ -810,7 +818,8 @@ def test_concurrent_whole_updates_are_never_seen_mixed(store, profile):
     readers = max(2, profile.race_threads // 2)
     payloads = {i: _payload(i) for i in range(writers + 1)}
     for i, p in payloads.items():
-        assert ids.is_id(p["agent_id"], ids.AGENT) and ids.is_id(p["session_id"], ids.SESSION), i
+        if not (ids.is_id(p["agent_id"], ids.AGENT) and ids.is_id(p["session_id"], ids.SESSION)):
+            raise RuntimeError(f"test setup: payload {i} has a malformed agent or session id")
     original = writers  # the payload the run starts with
     for _ in range(profile.race_rounds):
         run = store.create_run(c, make_run(id=ids.new_id(ids.RUN), **payloads[original]))
@@ -823,13 +832,18 @@ def test_concurrent_whole_updates_are_never_seen_mixed(store, profile):
 
         outcomes = race([functools.partial(write, i) for i in range(writers)] + [read] * readers)
         for o in outcomes:
-            assert o.ok, repr(o.error)
+            with clause("RSC-GEN-12"):
+                assert o.ok, repr(o.error)
         for o in outcomes[writers:]:
             for seen in o.value:
                 i = seen["step_count"]
-                assert i in payloads and strict_equal(seen, payloads[i]), f"a read mixed writers: {seen['step_count']}"
+                with clause("RSC-GEN-12"):
+                    assert i in payloads and strict_equal(seen, payloads[i]), f"a read mixed writers: {seen['step_count']}"
         final = _fields(store.get_run(c, run.id))
-        assert final["step_count"] in range(writers) and strict_equal(final, payloads[final["step_count"]])
+        with clause("RUN-UPD-6"):
+            assert final["step_count"] in range(writers)
+        with clause("RUN-UPD-6"):
+            assert strict_equal(final, payloads[final["step_count"]])
 
 
 @pytest.mark.clause("RSC-GEN-12")
@@ -852,19 +866,23 @@ def test_concurrent_creates_never_listed_half_written(store, profile):
 
         outcomes = race([functools.partial(create, i) for i in range(creators)] + [lister] * listers)
         for o in outcomes:
-            assert o.ok, repr(o.error)
+            with clause("RSC-GEN-12"):
+                assert o.ok, repr(o.error)
         created = {r.id: r for o in outcomes[:creators] for r in o.value}
         for o in outcomes[creators:]:
             seen_before: set[str] = set()
             for snapshot in o.value:
                 new = [r for r in snapshot if r.id not in present]
                 for r in new:
-                    assert r.id in created, "a listed run was never created"
+                    with clause("RSC-GEN-12"):
+                        assert r.id in created, "a listed run was never created"
                     assert_strict_equal(r, created[r.id], "a run listed while being created")
                 ids_now = {r.id for r in new}
-                assert seen_before <= ids_now, "a run vanished from a later list"
+                with clause("RSC-GEN-12"):
+                    assert seen_before <= ids_now, "a run vanished from a later list"
                 seen_before = ids_now
-        assert set(created) <= {r.id for r in store.list_runs(c)}
+        with clause("RSC-GEN-12"):
+            assert set(created) <= {r.id for r in store.list_runs(c)}
 
 
 # -- scope clauses of runs (held by the scope suite until it read the examples) --------------
@@ -880,14 +898,19 @@ def test_exact_filter_returns_only_the_callers_own_scope(store):
         c = ctx(caller)
         exact = {rid for sc, rid in at.items() if S(sc) == c.scope}
         prefix = {rid for sc, rid in at.items() if c.scope.covers(S(sc))}
-        assert {r.id for r in store.list_runs(c, RunFilter(exact=True))} == exact
-        assert store.count_runs(c, RunFilter(exact=True)) == len(exact)
-        assert {r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))} <= exact
+        expect("SCOPE-EXACT-1", {r.id for r in store.list_runs(c, RunFilter(exact=True))},
+               exact, "{r.id for r in store.list_runs(c, RunFilter(exact=True))}")
+        expect("SCOPE-EXACT-1", store.count_runs(c, RunFilter(exact=True)),
+               len(exact), "store.count_runs(c, RunFilter(exact=True))")
+        with clause("SCOPE-EXACT-1"):
+            assert {r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))} <= exact
         # SCOPE-EXACT-2: exact defaults to False
-        assert RunFilter().exact is False
+        with clause("SCOPE-EXACT-2"):
+            assert RunFilter().exact is False
         for flt in (None, RunFilter(), RunFilter(exact=False)):
-            assert {r.id for r in store.list_runs(c, flt)} == prefix
-            assert store.count_runs(c, flt) == len(prefix)
+            expect("RUN-LIST-1", {r.id for r in store.list_runs(c, flt)},
+                   prefix, "{r.id for r in store.list_runs(c, flt)}")
+            expect("RUN-LIST-4", store.count_runs(c, flt), len(prefix), "store.count_runs(c, flt)")
 
 
 @pytest.mark.clause("SCOPE-IMM-2", "SCOPE-IMM-3", "RUN-UPD-3")
@@ -902,7 +925,7 @@ def test_update_ignores_the_scope_of_its_argument(store):
         assert_scope(updated.scope, S(HOME), "update result")
         stored = store.get_run(ctx(HOME), run.id)
         assert_scope(stored.scope, S(HOME))
-        assert stored.input == f"v{i}"
+        expect("SCOPE-IMM-3", stored.input, f"v{i}", "stored.input")
         if not carried.is_zero and not carried.covers(S(HOME)):
             raises(lambda: store.get_run(Context(carried), run.id), RunNotFound)
 
@@ -914,15 +937,19 @@ def test_step_referencing_an_invisible_run_does_not_reveal_it(store):
     step = store.create_step(ctx("ws=w2"), make_step(run.id))
     tc = store.create_tool_call(ctx("ws=w2"), make_tool_call(step.id, run.id))
     raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
-    assert store.list_runs(ctx("ws=w2")) == []
-    assert store.count_runs(ctx("ws=w2")) == 0
-    assert [s.id for s in store.list_steps(ctx("ws=w2"), run.id)] == [step.id]
-    assert [t.id for t in store.list_tool_calls(ctx("ws=w2"), step.id)] == [tc.id]
+    expect("SCOPE-ID-3", store.list_runs(ctx("ws=w2")), [], "store.list_runs(ctx('ws=w2'))")
+    expect("SCOPE-ID-3", store.count_runs(ctx("ws=w2")), 0, "store.count_runs(ctx('ws=w2'))")
+    expect("STEP-3", [s.id for s in store.list_steps(ctx("ws=w2"), run.id)],
+           [step.id], "[s.id for s in store.list_steps(ctx('ws=w2'), run.id)]")
+    expect("TCALL-1", [t.id for t in store.list_tool_calls(ctx("ws=w2"), step.id)],
+           [tc.id], "[t.id for t in store.list_tool_calls(ctx('ws=w2'), step.id)]")
     # and the run's own scope does not see the foreign step either
-    assert store.list_steps(ctx("ws=w1"), run.id) == []
-    assert store.list_tool_calls(ctx("ws=w1"), step.id) == []
+    expect("SCOPE-ID-3", store.list_steps(ctx("ws=w1"), run.id), [], "store.list_steps(ctx('ws=w1'), run.id)")
+    expect("SCOPE-ID-3", store.list_tool_calls(ctx("ws=w1"), step.id),
+           [], "store.list_tool_calls(ctx('ws=w1'), step.id)")
     raises(lambda: store.update_run(ctx("ws=w2"), attrs.evolve(run, input="hijack")), RunNotFound)
-    assert store.get_run(ctx("ws=w1"), run.id).input == "secret"
+    expect("SCOPE-ID-3", store.get_run(ctx("ws=w1"), run.id).input,
+           "secret", "store.get_run(ctx('ws=w1'), run.id).input")
 
 
 @pytest.mark.clause("SCOPE-ID-1", "RUN-CREATE-2")
@@ -941,17 +968,20 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
         ]
         outcomes = race(calls)
         winners = [i for i, o in enumerate(outcomes) if o.ok]
-        assert len(winners) == 1, [o.error for o in outcomes]
+        with clause("SCOPE-ID-1"):
+            assert len(winners) == 1, [o.error for o in outcomes]
         for o in outcomes:
             if not o.ok:
-                assert isinstance(o.error, AlreadyExists), repr(o.error)
+                with clause("RUN-CREATE-2"):
+                    assert isinstance(o.error, AlreadyExists), repr(o.error)
         win = scopes[winners[0]]
         stored = store.get_run(ctx(win), run_id)
         assert_scope(stored.scope, S(win))
-        assert stored.input == f"from {win}"
+        expect("RUN-CREATE-2", stored.input, f"from {win}", "stored.input")
         for sc in scopes:
             visible = S(sc).covers(S(win))
-            assert (run_id in {r.id for r in store.list_runs(ctx(sc))}) is visible, sc
+            with clause("SCOPE-ID-1"):
+                assert (run_id in {r.id for r in store.list_runs(ctx(sc))}) is visible, sc
             if not visible:
                 raises(lambda: store.get_run(ctx(sc), run_id), RunNotFound)
 
@@ -963,11 +993,11 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
 
 @pytest.mark.clause("RUN-ENT-1")
 def test_run_state_has_exactly_six_members_three_terminal():
-    assert {m.value for m in RunState} == {
-        "created", "running", "paused", "completed", "failed", "cancelled",
-    }
-    assert len(RunState) == 6
-    assert {str(s) for s in TERMINAL_STATES} == {"completed", "failed", "cancelled"}
+    expect("RUN-ENT-1", {m.value for m in RunState},
+           {"created", "running", "paused", "completed", "failed", "cancelled"}, "{m.value for m in RunState}")
+    expect("RUN-ENT-1", len(RunState), 6, "len(RunState)")
+    expect("RUN-ENT-1", {str(s) for s in TERMINAL_STATES},
+           {"completed", "failed", "cancelled"}, "{str(s) for s in TERMINAL_STATES}")
 
 
 @pytest.mark.clause("RUN-ENT-1", "RUN-ENT-3", "RUN-CREATE-1", "RUN-GET-1")
@@ -979,8 +1009,8 @@ def test_create_accepts_every_state(store, state, as_string):
     c = ctx(W1)
     obj = make_run(state=state.value if as_string else state)
     got = store.create_run(c, obj)
-    assert got.state == state
-    assert store.get_run(c, obj.id).state == state
+    expect("RUN-CREATE-1", got.state, state, "got.state")
+    expect("RUN-GET-1", store.get_run(c, obj.id).state, state, "store.get_run(c, obj.id).state")
     assert_strict_equal(store.get_run(c, obj.id).state, state.value, "stored state")
 
 
@@ -993,7 +1023,7 @@ def test_create_refuses_state_outside_the_six(store, bad):
     obj = make_run(state=bad)
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    assert view(store) == before
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
     with pytest.raises(RunNotFound):
         store.get_run(c, obj.id)
 
@@ -1007,7 +1037,7 @@ def test_update_refuses_state_outside_the_six(store, clock, bad):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(run, state=bad))
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(c, run.id), run, "run after refused update")
 
 
@@ -1026,15 +1056,16 @@ def test_lease_columns_stay_empty_without_leases_class(store, clock, transition)
     obj = full_run(state=src)  # carries a lease, reclaim_count 7, notified_at
     created = store.create_run(c, obj)
     for run in (created, store.get_run(c, obj.id), store.list_runs(c)[0]):
-        assert (run.lease, run.reclaim_count, run.notified_at) == (None, 0, None)
+        expect("RUN-CREATE-1", (run.lease, run.reclaim_count, run.notified_at),
+               (None, 0, None), "(run.lease, run.reclaim_count, run.notified_at)")
     clock.advance(milliseconds=5)
     upd = store.update_run(c, other_payload(obj.id, state=dst))
-    assert upd.state == dst
+    expect("RUN-UPD-2", upd.state, dst, "upd.state")
     for run in (upd, store.get_run(c, obj.id), store.get_run(ctx(W1), obj.id),
                 store.list_runs(ctx(W1))[0]):
-        assert run.lease is None
+        expect("RUN-UPD-4", run.lease, None, "run.lease")
         assert_strict_equal(run.reclaim_count, 0, "reclaim_count")
-        assert run.notified_at is None
+        expect("RUN-UPD-3", run.notified_at, None, "run.notified_at")
 
 
 @pytest.mark.clause("RUN-ENT-3", "RUN-CREATE-4", "RUN-CREATE-1")
@@ -1043,10 +1074,12 @@ def test_create_does_not_check_agent_or_session(store):
     c = ctx(W1)
     agent, session = ids.new_id(ids.AGENT), ids.new_id(ids.SESSION)
     got = store.create_run(c, make_run(agent_id=agent, session_id=session))
-    assert got.agent_id == agent and got.session_id == session
+    expect("RUN-CREATE-4", got.agent_id, agent, "got.agent_id")
+    expect("RUN-CREATE-4", got.session_id, session, "got.session_id")
     got2 = store.create_run(c, make_run(state=RunState.COMPLETED, agent_id=agent, session_id=None))
-    assert got2.session_id is None
-    assert store.count_runs(c, RunFilter(agent_id=agent)) == 2
+    expect("RUN-CREATE-1", got2.session_id, None, "got2.session_id")
+    expect("RUN-CREATE-4", store.count_runs(c, RunFilter(agent_id=agent)),
+           2, "store.count_runs(c, RunFilter(agent_id=agent))")
 
 
 # ==================================================================================
@@ -1070,8 +1103,10 @@ def test_create_stamps_and_reads_back_every_field(store, clock, principal):
     assert_strict_equal(store.get_run(c, obj.id), expected, "get_run")
     assert_strict_equal(store.get_run(ctx(W1), obj.id), expected, "get_run from the ancestor")
     assert_strict_equal(store.list_runs(c), [expected], "list_runs")
-    assert got.scope == Scope.parse(P1) and got.scope.depth == 2
-    assert got.created_at == got.updated_at == clock.now()
+    expect("SCOPE-IMM-1", got.scope, Scope.parse(P1), "got.scope")
+    expect("SCOPE-IMM-1", got.scope.depth, 2, "got.scope.depth")
+    with clause("RSC-GEN-4"):
+        assert got.created_at == got.updated_at == clock.now()
 
 
 @pytest.mark.clause("RUN-CREATE-1", "SCOPE-IMM-1")
@@ -1080,11 +1115,12 @@ def test_create_stamps_and_reads_back_every_field(store, clock, principal):
 def test_create_ignores_the_scope_the_object_carries(store, carried):
     c = ctx(P1)
     obj = make_run(scope=Scope.parse(carried))
-    assert store.create_run(c, obj).scope == Scope.parse(P1)
-    assert store.get_run(c, obj.id).scope == Scope.parse(P1)
-    assert store.list_runs(ctx(P1), RunFilter(exact=True))[0].id == obj.id
+    expect("SCOPE-IMM-1", store.create_run(c, obj).scope, Scope.parse(P1), "store.create_run(c, obj).scope")
+    expect("SCOPE-IMM-1", store.get_run(c, obj.id).scope, Scope.parse(P1), "store.get_run(c, obj.id).scope")
+    expect("SCOPE-IMM-1", store.list_runs(ctx(P1), RunFilter(exact=True))[0].id,
+           obj.id, "store.list_runs(ctx(P1), RunFilter(exact=True))[0].id")
     if carried and carried != W1:
-        assert store.list_runs(ctx(carried)) == []
+        expect("SCOPE-IMM-1", store.list_runs(ctx(carried)), [], "store.list_runs(ctx(carried))")
 
 
 @pytest.mark.clause("RUN-CREATE-1")
@@ -1094,9 +1130,12 @@ def test_principal_comes_from_ctx_not_from_object(store, clock):
     a = store.create_run(c_none, make_run(principal="mallory"))
     b = store.create_run(c_alice, make_run(principal="mallory"))
     d = store.create_run(c_alice, make_run(principal=None))
-    assert a.principal is None and store.get_run(c_alice, a.id).principal is None
-    assert b.principal == "alice" and store.get_run(c_none, b.id).principal == "alice"
-    assert d.principal == "alice" and store.get_run(c_none, d.id).principal == "alice"
+    expect("RUN-CREATE-1", a.principal, None, "a.principal")
+    expect("RUN-CREATE-1", store.get_run(c_alice, a.id).principal, None, "store.get_run(c_alice, a.id).principal")
+    expect("RUN-CREATE-1", b.principal, "alice", "b.principal")
+    expect("RUN-CREATE-1", store.get_run(c_none, b.id).principal, "alice", "store.get_run(c_none, b.id).principal")
+    expect("RUN-CREATE-1", d.principal, "alice", "d.principal")
+    expect("RUN-CREATE-1", store.get_run(c_none, d.id).principal, "alice", "store.get_run(c_none, d.id).principal")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "RSC-GEN-7", "RUN-GET-1")
@@ -1160,18 +1199,20 @@ def test_instants_are_held_in_utc_truncated_to_ms(store, clock):
     want_start = datetime(2026, 1, 1, 0, 0, 0, 123000, tzinfo=UTC)
     want_end = datetime(2026, 1, 1, 0, 0, 1, 999000, tzinfo=UTC)
     for run in (store.create_run(c, obj), store.get_run(c, obj.id), store.list_runs(c)[0]):
-        assert run.started_at == want_start and run.started_at.microsecond == 123000
-        assert run.started_at.utcoffset() == timedelta(0)
-        assert run.completed_at == want_end and run.completed_at.microsecond == 999000
-        assert run.completed_at.utcoffset() == timedelta(0)
+        expect("RSC-GEN-2", run.started_at, want_start, "run.started_at")
+        expect("RSC-GEN-2", run.started_at.microsecond, 123000, "run.started_at.microsecond")
+        expect("RSC-GEN-2", run.started_at.utcoffset(), timedelta(0), "run.started_at.utcoffset()")
+        expect("RSC-GEN-2", run.completed_at, want_end, "run.completed_at")
+        expect("RSC-GEN-2", run.completed_at.microsecond, 999000, "run.completed_at.microsecond")
+        expect("RSC-GEN-2", run.completed_at.utcoffset(), timedelta(0), "run.completed_at.utcoffset()")
     clock.advance(milliseconds=3)
     pst = timezone(timedelta(hours=-8))
     upd = store.update_run(c, attrs.evolve(obj, started_at=datetime(2026, 1, 1, 0, 0, 0, 4999, tzinfo=pst),
                                            completed_at=None))
     for run in (upd, store.get_run(c, obj.id)):
-        assert run.started_at == datetime(2026, 1, 1, 8, 0, 0, 4000, tzinfo=UTC)
-        assert run.started_at.utcoffset() == timedelta(0)
-        assert run.completed_at is None
+        expect("RSC-GEN-2", run.started_at, datetime(2026, 1, 1, 8, 0, 0, 4000, tzinfo=UTC), "run.started_at")
+        expect("RSC-GEN-2", run.started_at.utcoffset(), timedelta(0), "run.started_at.utcoffset()")
+        expect("RUN-UPD-2", run.completed_at, None, "run.completed_at")
 
 
 class _SubMillisecondClock:
@@ -1196,12 +1237,14 @@ def test_clock_now_is_truncated_to_ms_in_utc(cortex_open):
     for t in (run.created_at, run.updated_at, store.get_run(c, run.id).created_at,
               store.list_steps(c, run.id)[0].created_at, store.list_tool_calls(c, step.id)[0].updated_at,
               step.updated_at, tc.created_at):
-        assert t == want and t.microsecond == 456000 and t.utcoffset() == timedelta(0)
+        expect("RSC-GEN-1", t, want, "t")
+        expect("RSC-GEN-1", t.microsecond, 456000, "t.microsecond")
+        expect("RSC-GEN-1", t.utcoffset(), timedelta(0), "t.utcoffset()")
     clk.value = clk.value + timedelta(microseconds=1999)  # .458788 -> .458
     upd = store.update_run(c, attrs.evolve(run, output="x"))
-    assert upd.updated_at == datetime(2026, 3, 1, 12, 0, 0, 458000, tzinfo=UTC)
-    assert upd.updated_at.utcoffset() == timedelta(0)
-    assert store.get_run(c, run.id).created_at == want
+    expect("RSC-GEN-1", upd.updated_at, datetime(2026, 3, 1, 12, 0, 0, 458000, tzinfo=UTC), "upd.updated_at")
+    expect("RSC-GEN-1", upd.updated_at.utcoffset(), timedelta(0), "upd.updated_at.utcoffset()")
+    expect("RUN-UPD-3", store.get_run(c, run.id).created_at, want, "store.get_run(c, run.id).created_at")
 
 
 @pytest.mark.clause("RUN-CREATE-2", "SCOPE-ID-1")
@@ -1217,10 +1260,11 @@ def test_duplicate_run_id_in_any_scope_is_refused(store, clock, first, second):
     dup = other_payload(original.id)
     with pytest.raises(AlreadyExists):
         store.create_run(ctx(second, principal="eve"), dup)
-    assert view(store) == before
+    expect("RUN-CREATE-2", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(ctx(first), original.id), original, "existing run")
     # a side check by another method: a count bug is RUN-LIST-4's, not this test's
-    assert store.count_runs(ctx(second), RunFilter(exact=True)) == (1 if second == first else 0)  # RUN-LIST-4
+    expect("RUN-LIST-4", store.count_runs(ctx(second), RunFilter(exact=True)),
+           1 if second == first else 0, "store.count_runs(ctx(second), RunFilter(exact=True))")  # RUN-LIST-4
 
 
 @pytest.mark.clause("RUN-CREATE-2", "SCOPE-ID-1", "RSC-GEN-12")
@@ -1236,13 +1280,16 @@ def test_concurrent_creates_of_one_id_have_exactly_one_winner(store, profile):
         callers = [ctx(scopes[i % len(scopes)]) for i in range(profile.race_threads)]
         outcomes = race([lambda c=c, o=o: store.create_run(c, o) for c, o in zip(callers, objs)])
         winners = [i for i, o in enumerate(outcomes) if o.ok]
-        assert len(winners) == 1, [o.error for o in outcomes]
+        with clause("SCOPE-ID-1"):
+            assert len(winners) == 1, [o.error for o in outcomes]
         for i, o in enumerate(outcomes):
             if i != winners[0]:
-                assert isinstance(o.error, AlreadyExists), repr(o.error)
+                with clause("RUN-CREATE-2"):
+                    assert isinstance(o.error, AlreadyExists), repr(o.error)
         w = winners[0]
         stored = store.get_run(callers[w], rid)
-        assert stored.input == f"contender {w}" and stored.scope == callers[w].scope
+        expect("RUN-CREATE-2", stored.input, f"contender {w}", "stored.input")
+        expect("RUN-CREATE-2", stored.scope, callers[w].scope, "stored.scope")
         for i, c in enumerate(callers):
             if not c.scope.covers(callers[w].scope):
                 with pytest.raises(RunNotFound):
@@ -1314,8 +1361,8 @@ def test_create_refuses_invalid_field_and_writes_nothing(store, field, value):
     obj = attrs.evolve(make_run(), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    assert view(store) == before
-    assert store.count_runs(ctx(W1)) == 1
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
+    expect("RUN-CREATE-3", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
     assert_strict_equal(store.get_run(c, existing.id), existing, "existing run")
 
 
@@ -1328,7 +1375,7 @@ def test_create_refuses_non_run_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_run(c, obj)
-    assert view(store) == before
+    expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-CREATE-3", "RSC-GEN-6", "RUN-CREATE-1")
@@ -1337,8 +1384,8 @@ def test_short_string_limit_counts_code_points(store):
     c = ctx(W1)
     for ref in ("p" * 255, "𝄞" * 255):
         obj = make_run(persona_ref=ref)
-        assert store.create_run(c, obj).persona_ref == ref
-        assert store.get_run(c, obj.id).persona_ref == ref
+        expect("RSC-GEN-6", store.create_run(c, obj).persona_ref, ref, "store.create_run(c, obj).persona_ref")
+        expect("RSC-GEN-6", store.get_run(c, obj.id).persona_ref, ref, "store.get_run(c, obj.id).persona_ref")
 
 
 @pytest.mark.clause("RUN-CREATE-3", "RSC-GEN-8", "RUN-CREATE-1")
@@ -1350,16 +1397,18 @@ def test_entity_size_limit_is_exactly_8_mib(store, clock):
     base = make_run()
     room = MAX_ENTITY_BYTES - entity_size(stamped(base, c, now))
     at_limit = attrs.evolve(base, input="x" * room)
-    assert entity_size(stamped(at_limit, c, now)) == MAX_ENTITY_BYTES
+    if entity_size(stamped(at_limit, c, now)) != MAX_ENTITY_BYTES:
+        raise RuntimeError("test setup: the run at the limit does not measure exactly 8 MiB")
     over = make_run(input="x" * (room + 1))
-    assert entity_size(stamped(over, c, now)) == MAX_ENTITY_BYTES + 1
+    if entity_size(stamped(over, c, now)) != MAX_ENTITY_BYTES + 1:
+        raise RuntimeError("test setup: the run over the limit does not measure 8 MiB + 1 byte")
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_run(c, over)
-    assert view(store) == before
+    expect("RSC-GEN-8", view(store), before, "the stored state, view(store)")
     got = store.create_run(c, at_limit)
-    assert len(got.input) == room
-    assert len(store.get_run(c, base.id).input) == room
+    expect("RSC-GEN-8", len(got.input), room, "len(got.input)")
+    expect("RSC-GEN-8", len(store.get_run(c, base.id).input), room, "len(store.get_run(c, base.id).input)")
 
 
 # ==================================================================================
@@ -1386,7 +1435,7 @@ def test_get_invisible_run_is_not_found(store, row_scope, caller):
     before = view(store)
     with pytest.raises(RunNotFound):
         store.get_run(ctx(caller), run.id)
-    assert view(store) == before
+    expect("RUN-GET-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-GET-1", "SCOPE-BYID-2")
@@ -1426,8 +1475,12 @@ def test_update_writes_exactly_the_written_fields(store, clock, principal):
     assert_strict_equal(got, expected, "returned run")
     assert_strict_equal(store.get_run(c, stored.id), expected, "stored run")
     assert_strict_equal(store.list_runs(ctx(W1)), [expected], "listed run")
-    assert got.updated_at == clock.now() != got.created_at == stored.created_at
-    assert got.principal == "alice" and got.scope == Scope.parse(P1)
+    expect("RUN-UPD-2", got.updated_at, clock.now(), "updated_at")
+    with clause("RUN-UPD-2", what="updated_at moved off created_at (the clock moved)"):
+        assert clock.now() != got.created_at
+    expect("RUN-UPD-3", got.created_at, stored.created_at, "created_at")
+    expect("RUN-UPD-3", got.principal, "alice", "principal")
+    expect("SCOPE-IMM-2", got.scope, Scope.parse(P1), "scope")
     assert_strict_equal(got.reply_route, stored.reply_route, "reply_route")
 
 
@@ -1442,9 +1495,13 @@ def test_update_with_default_object_clears_written_fields(store, clock):
     expected = updated(stored, obj, clock.now())
     assert_strict_equal(got, expected, "returned run")
     assert_strict_equal(store.get_run(c, stored.id), expected, "stored run")
-    assert got.session_id is None and got.started_at is None and got.completed_at is None
+    expect("RUN-UPD-2", got.session_id, None, "got.session_id")
+    expect("RUN-UPD-2", got.started_at, None, "got.started_at")
+    expect("RUN-UPD-2", got.completed_at, None, "got.completed_at")
     assert_strict_equal(got.metadata, {}, "metadata")
-    assert got.state == RunState.CREATED and got.input == "" and got.step_count == 0
+    expect("RUN-UPD-2", got.state, RunState.CREATED, "got.state")
+    expect("RUN-UPD-2", got.input, "", "got.input")
+    expect("RUN-UPD-2", got.step_count, 0, "got.step_count")
     assert_strict_equal(got.reply_route, stored.reply_route, "reply_route kept")
 
 
@@ -1456,12 +1513,14 @@ def test_each_update_sets_updated_at_to_clock_now(store, clock):
     for ms in (1, 250, 60_000):
         clock.advance(milliseconds=ms)
         got = store.update_run(c, attrs.evolve(stored, tokens_used=ms))
-        assert got.updated_at == clock.now()
-        assert store.get_run(c, stored.id).updated_at == clock.now()
-        assert store.get_run(c, stored.id).created_at == created_at
+        expect("RUN-UPD-2", got.updated_at, clock.now(), "got.updated_at")
+        expect("RUN-UPD-2", store.get_run(c, stored.id).updated_at,
+               clock.now(), "store.get_run(c, stored.id).updated_at")
+        expect("RUN-UPD-3", store.get_run(c, stored.id).created_at,
+               created_at, "store.get_run(c, stored.id).created_at")
     # an update at the same instant as the previous one keeps that instant
     again = store.update_run(c, attrs.evolve(stored, tokens_used=1))
-    assert again.updated_at == clock.now()
+    expect("RUN-UPD-2", again.updated_at, clock.now(), "again.updated_at")
 
 
 @pytest.mark.clause("RUN-UPD-2", "RUN-UPD-3", "SCOPE-IMM-2", "SCOPE-IMM-3", "SCOPE-BYID-1")
@@ -1474,13 +1533,17 @@ def test_update_keeps_stored_scope(store, clock, caller):
     clock.advance(milliseconds=5)
     got = store.update_run(ctx(caller), attrs.evolve(row, state=RunState.COMPLETED, output="done",
                                                       scope=Scope.parse(W2)))
-    assert got.scope == Scope.parse(P1)
-    assert got.state == RunState.COMPLETED and got.output == "done"
-    assert store.get_run(ctx(P1), row.id).scope == Scope.parse(P1)
-    assert store.get_run(ctx(P1), row.id).output == "done"
-    assert [r.id for r in store.list_runs(ctx(P1), RunFilter(exact=True))] == [row.id]
-    assert store.list_runs(ctx(W1), RunFilter(exact=True)) == []
-    assert store.list_runs(ctx(W2)) == []
+    expect("SCOPE-IMM-2", got.scope, Scope.parse(P1), "got.scope")
+    expect("SCOPE-IMM-3", got.state, RunState.COMPLETED, "got.state")
+    expect("SCOPE-IMM-3", got.output, "done", "got.output")
+    expect("SCOPE-IMM-2", store.get_run(ctx(P1), row.id).scope,
+           Scope.parse(P1), "store.get_run(ctx(P1), row.id).scope")
+    expect("SCOPE-IMM-3", store.get_run(ctx(P1), row.id).output, "done", "store.get_run(ctx(P1), row.id).output")
+    expect("SCOPE-IMM-2", [r.id for r in store.list_runs(ctx(P1), RunFilter(exact=True))],
+           [row.id], "[r.id for r in store.list_runs(ctx(P1), RunFilter(exact=True))]")
+    expect("SCOPE-IMM-2", store.list_runs(ctx(W1), RunFilter(exact=True)),
+           [], "store.list_runs(ctx(W1), RunFilter(exact=True))")
+    expect("SCOPE-IMM-2", store.list_runs(ctx(W2)), [], "store.list_runs(ctx(W2))")
 
 
 @pytest.mark.clause("RUN-UPD-1", "SCOPE-BYID-2", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-5")
@@ -1494,7 +1557,7 @@ def test_update_invisible_run_is_not_found_and_changes_nothing(store, clock, row
     before = view(store)
     with pytest.raises(RunNotFound):
         store.update_run(ctx(caller), other_payload(row.id))
-    assert view(store) == before
+    expect("RUN-UPD-1", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(ctx(row_scope), row.id), row, "run after refused update")
 
 
@@ -1505,7 +1568,7 @@ def test_update_absent_run_is_not_found_and_creates_nothing(store, clock):
     missing = other_payload(ids.new_id(ids.RUN))
     with pytest.raises(RunNotFound):
         store.update_run(ctx(W1), missing)
-    assert view(store) == before
+    expect("RUN-UPD-1", view(store), before, "the stored state, view(store)")
     with pytest.raises(RunNotFound):
         store.get_run(ctx(W1), missing.id)
 
@@ -1520,9 +1583,9 @@ def test_update_has_no_state_precondition(store, clock, src, dst):
     row = store.create_run(c, make_run(state=src))
     clock.advance(milliseconds=1)
     got = store.update_run(c, attrs.evolve(row, state=dst))
-    assert got.state == dst
-    assert store.get_run(c, row.id).state == dst
-    assert store.count_runs(c, RunFilter(state=dst)) == 1
+    expect("RUN-UPD-5", got.state, dst, "got.state")
+    expect("RUN-UPD-5", store.get_run(c, row.id).state, dst, "store.get_run(c, row.id).state")
+    expect("RUN-UPD-5", store.count_runs(c, RunFilter(state=dst)), 1, "store.count_runs(c, RunFilter(state=dst))")
 
 
 @pytest.mark.clause("RUN-UPD-5", "RUN-UPD-2")
@@ -1592,18 +1655,16 @@ def test_concurrent_updates_land_whole(store, clock, profile):
         ])
         final = store.get_run(ctx(P1), base.id)
         matches = [i for i, p in enumerate(payloads) if strict_equal(mutable(final), mutable(p))]
-        assert len(matches) == 1, (
-            f"round {rnd}: the stored fields are a mixture of several updates: "
-            f"{_race_summary(final)}"
-        )
+        with clause("RUN-UPD-6"):
+            assert len(matches) == 1, f"round {rnd}: the stored fields are a mixture of several updates: " f"{_race_summary(final)}"
         for i, (p, o) in enumerate(zip(payloads, outcomes)):
-            assert o.ok, f"round {rnd}: updater {i} failed: {o.error!r}"
-            assert strict_equal(mutable(o.value), mutable(p)), (
-                f"round {rnd}: updater {i} got back {_race_summary(o.value)}"
-            )
-            assert o.value.updated_at == now
+            with clause("RSC-GEN-12"):
+                assert o.ok, f"round {rnd}: updater {i} failed: {o.error!r}"
+            with clause("RSC-GEN-12"):
+                assert strict_equal(mutable(o.value), mutable(p)), f"round {rnd}: updater {i} got back {_race_summary(o.value)}"
+            expect("RUN-UPD-2", o.value.updated_at, now, "o.value.updated_at")
         assert_strict_equal(never(final), never(base), f"round {rnd}: never-written fields")
-        assert final.updated_at == now
+        expect("RUN-UPD-2", final.updated_at, now, "final.updated_at")
 
 
 @pytest.mark.clause("RUN-UPD-4", "RUN-UPD-3")
@@ -1617,15 +1678,15 @@ def test_update_never_sets_a_lease_from_the_object(store, clock, src, dst):
     reclaim_count / notified_at stay as stored."""
     c = ctx(W1)
     row = store.create_run(c, make_run(state=src))
-    assert row.lease is None
+    expect("RUN-CREATE-1", row.lease, None, "row.lease")
     clock.advance(milliseconds=1)
     got = store.update_run(c, attrs.evolve(
         row, state=dst, lease=Lease(owner="w", expires_at=datetime(2030, 1, 1, tzinfo=UTC)),
         reclaim_count=3, notified_at=datetime(2025, 1, 1, tzinfo=UTC)))
     for run in (got, store.get_run(c, row.id)):
-        assert run.lease is None
+        expect("RUN-UPD-4", run.lease, None, "run.lease")
         assert_strict_equal(run.reclaim_count, row.reclaim_count, "reclaim_count")
-        assert run.notified_at == row.notified_at
+        expect("RUN-UPD-3", run.notified_at, row.notified_at, "run.notified_at")
 
 
 BAD_UPDATE_FIELDS = [
@@ -1664,7 +1725,7 @@ def test_update_refuses_invalid_field_and_changes_nothing(store, clock, field, v
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(row, **{field: value}))
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
     assert_strict_equal(store.get_run(c, row.id), row, "run after refused update")
 
 
@@ -1676,7 +1737,7 @@ def test_update_refuses_non_run_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.update_run(c, obj)
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-UPD-7", "RUN-UPD-1", "SCOPE-ZERO-3")
@@ -1689,7 +1750,7 @@ def test_update_invalid_field_beats_not_found(store):
         store.update_run(ctx(W1), make_run(step_count=-1))
     with pytest.raises(InvalidArgument):
         store.update_run(ctx(W1), attrs.evolve(hidden, metadata={"s": {1}}))
-    assert view(store) == before
+    expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
 
 
 # ==================================================================================
@@ -1758,8 +1819,9 @@ def test_list_and_count_select_visible_matching_runs(store, clock, caller, spec,
     rows = _populate(store, clock)
     flt = _filter(rows, spec)
     want = [rows[x].id for x in expected]
-    assert [r.id for r in store.list_runs(ctx(caller), flt)] == want
-    assert store.count_runs(ctx(caller), flt) == len(want)
+    expect("RUN-LIST-1", [r.id for r in store.list_runs(ctx(caller), flt)],
+           want, "[r.id for r in store.list_runs(ctx(caller), flt)]")
+    expect("RUN-LIST-4", store.count_runs(ctx(caller), flt), len(want), "store.count_runs(ctx(caller), flt)")
 
 
 @pytest.mark.clause("RUN-LIST-1", "RUN-LIST-4")
@@ -1768,8 +1830,10 @@ def test_filter_none_is_the_default_filter(store, clock):
     c = ctx(W1)
     assert_strict_equal(store.list_runs(c, None), store.list_runs(c, RunFilter()), "list")
     assert_strict_equal(store.list_runs(c), store.list_runs(c, RunFilter()), "list (omitted)")
-    assert store.count_runs(c, None) == store.count_runs(c) == store.count_runs(c, RunFilter()) == 5
-    assert [r.id for r in store.list_runs(c)] == [rows[x].id for x in "edcba"]
+    with clause("RUN-LIST-4"):
+        assert store.count_runs(c, None) == store.count_runs(c) == store.count_runs(c, RunFilter()) == 5
+    expect("RUN-LIST-1", [r.id for r in store.list_runs(c)],
+           [rows[x].id for x in "edcba"], "[r.id for r in store.list_runs(c)]")
 
 
 @pytest.mark.clause("RUN-LIST-1", "RUN-LIST-4", "RUN-GET-1", "SCOPE-VIS-3", "SCOPE-VIS-6",
@@ -1781,7 +1845,8 @@ def test_two_scopes_isolated_for_list_count_and_get(store):
     b = store.create_run(ctx(W2), full_run())
     assert_strict_equal(store.list_runs(ctx(W1)), [a], "w1 list")
     assert_strict_equal(store.list_runs(ctx(W2)), [b], "w2 list")
-    assert store.count_runs(ctx(W1)) == 1 and store.count_runs(ctx(W2)) == 1
+    expect("RUN-LIST-4", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
+    expect("RUN-LIST-4", store.count_runs(ctx(W2)), 1, "store.count_runs(ctx(W2))")
     with pytest.raises(RunNotFound):
         store.get_run(ctx(W1), b.id)
     with pytest.raises(RunNotFound):
@@ -1794,12 +1859,17 @@ def test_prefix_matching_ancestor_sees_child_sibling_does_not(store):
     """Upstream G4: a run stored at a child scope is listed by its ancestor,
     not by a sibling child, and not by the ancestor in exact mode."""
     row = store.create_run(ctx(P1), make_run())
-    assert [r.id for r in store.list_runs(ctx(W1))] == [row.id]
-    assert store.count_runs(ctx(W1)) == 1
-    assert store.list_runs(ctx(P2)) == [] and store.count_runs(ctx(P2)) == 0
-    assert store.list_runs(ctx(W1), RunFilter(exact=True)) == []
-    assert store.count_runs(ctx(W1), RunFilter(exact=True)) == 0
-    assert store.list_runs(ctx("ws=w1/proj=p1/env=e1")) == []
+    expect("SCOPE-VIS-1", [r.id for r in store.list_runs(ctx(W1))],
+           [row.id], "[r.id for r in store.list_runs(ctx(W1))]")
+    expect("RUN-LIST-4", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
+    expect("SCOPE-VIS-3", store.list_runs(ctx(P2)), [], "list_runs from the sibling child")
+    expect("SCOPE-VIS-6", store.count_runs(ctx(P2)), 0, "count_runs from the sibling child")
+    expect("SCOPE-EXACT-1", store.list_runs(ctx(W1), RunFilter(exact=True)),
+           [], "store.list_runs(ctx(W1), RunFilter(exact=True))")
+    expect("SCOPE-EXACT-1", store.count_runs(ctx(W1), RunFilter(exact=True)),
+           0, "store.count_runs(ctx(W1), RunFilter(exact=True))")
+    expect("SCOPE-VIS-2", store.list_runs(ctx("ws=w1/proj=p1/env=e1")),
+           [], "store.list_runs(ctx('ws=w1/proj=p1/env=e1'))")
 
 
 @pytest.mark.clause("RUN-LIST-2", "RSC-GEN-11")
@@ -1809,7 +1879,7 @@ def test_order_same_instant_is_id_descending(store):
     rid = sorted_ids(ids.RUN, 5)
     for i in (2, 0, 4, 1, 3):
         store.create_run(c, make_run(id=rid[i]))
-    assert [r.id for r in store.list_runs(c)] == rid[::-1]
+    expect("RUN-LIST-2", [r.id for r in store.list_runs(c)], rid[::-1], "[r.id for r in store.list_runs(c)]")
 
 
 @pytest.mark.clause("RUN-LIST-2")
@@ -1825,11 +1895,11 @@ def test_order_created_at_desc_then_id_desc(store, clock):
         clock.set(t0 + timedelta(milliseconds=tick))
         store.create_run(c, make_run(id=rid))
     expected = [r[2], r[4], r[1], r[0], r[5], r[3]]
-    assert [x.id for x in store.list_runs(c)] == expected
+    expect("RUN-LIST-2", [x.id for x in store.list_runs(c)], expected, "[x.id for x in store.list_runs(c)]")
     # across scopes from the ancestor the same order holds
     store.create_run(ctx(P1), make_run(id=(extra := ids.new_id(ids.RUN))))  # at tick 2
     got = [x.id for x in store.list_runs(ctx(W1))]
-    assert got == sorted([r[2], extra], reverse=True) + expected[1:]
+    expect("RUN-LIST-2", got, sorted([r[2], extra], reverse=True) + expected[1:], "got")
 
 
 @pytest.mark.clause("RUN-LIST-2")
@@ -1841,7 +1911,7 @@ def test_order_follows_created_at_not_insertion(store, clock):
     store.create_run(c, make_run(id=lo))
     clock.set(datetime(2026, 4, 1, tzinfo=UTC))
     store.create_run(c, make_run(id=hi))
-    assert [x.id for x in store.list_runs(c)] == [lo, hi]
+    expect("RUN-LIST-2", [x.id for x in store.list_runs(c)], [lo, hi], "[x.id for x in store.list_runs(c)]")
 
 
 @pytest.mark.clause("RUN-LIST-2", "RUN-UPD-2")
@@ -1853,7 +1923,8 @@ def test_update_does_not_move_a_run_in_the_order(store, clock):
     second = store.create_run(c, make_run())
     clock.advance(milliseconds=5)
     store.update_run(c, attrs.evolve(first, output="touched"))
-    assert [x.id for x in store.list_runs(c)] == [second.id, first.id]
+    expect("RUN-LIST-2", [x.id for x in store.list_runs(c)],
+           [second.id, first.id], "[x.id for x in store.list_runs(c)]")
 
 
 PAGES = [
@@ -1885,8 +1956,9 @@ def test_paging_and_count_ignoring_it(store, clock, limit, offset, window):
         made.append(store.create_run(c, make_run()).id)
     ordered = made[::-1]
     flt = RunFilter(limit=limit, offset=offset)
-    assert [r.id for r in store.list_runs(c, flt)] == ordered[window]
-    assert store.count_runs(c, flt) == 5
+    expect("RUN-LIST-3", [r.id for r in store.list_runs(c, flt)],
+           ordered[window], "[r.id for r in store.list_runs(c, flt)]")
+    expect("RUN-LIST-4", store.count_runs(c, flt), 5, "store.count_runs(c, flt)")
 
 
 @pytest.mark.clause("RUN-LIST-3", "RUN-LIST-4", "RUN-LIST-1")
@@ -1894,14 +1966,16 @@ def test_paging_applies_after_the_filter(store, clock):
     rows = _populate(store, clock)
     c = ctx(W1)
     flt = RunFilter(agent_id=rows["agent_a"], limit=1, offset=1)
-    assert [r.id for r in store.list_runs(c, flt)] == [rows["c"].id]
-    assert store.count_runs(c, flt) == 3
+    expect("RUN-LIST-3", [r.id for r in store.list_runs(c, flt)],
+           [rows["c"].id], "[r.id for r in store.list_runs(c, flt)]")
+    expect("RUN-LIST-4", store.count_runs(c, flt), 3, "store.count_runs(c, flt)")
     flt = RunFilter(state="running", exact=True, limit=5, offset=0)
-    assert [r.id for r in store.list_runs(c, flt)] == [rows["a"].id]
-    assert store.count_runs(c, flt) == 1
+    expect("RUN-LIST-3", [r.id for r in store.list_runs(c, flt)],
+           [rows["a"].id], "[r.id for r in store.list_runs(c, flt)]")
+    expect("RUN-LIST-4", store.count_runs(c, flt), 1, "store.count_runs(c, flt)")
     flt = RunFilter(state="paused", limit=1, offset=2)
-    assert store.list_runs(c, flt) == []
-    assert store.count_runs(c, flt) == 2
+    expect("RUN-LIST-3", store.list_runs(c, flt), [], "store.list_runs(c, flt)")
+    expect("RUN-LIST-4", store.count_runs(c, flt), 2, "store.count_runs(c, flt)")
 
 
 #: pages of the exact listing: offset 0, 1 and past the end; limit 0, 1, exactly the rows left and beyond
@@ -1941,9 +2015,11 @@ def test_no_limit_returns_every_run(store):
     c = ctx(W1)
     for _ in range(101):
         store.create_run(c, make_run())
-    assert len(store.list_runs(c)) == 101
-    assert len(store.list_runs(c, RunFilter(limit=-1))) == 101
-    assert store.count_runs(c, RunFilter(limit=3, offset=200)) == 101
+    expect("RUN-LIST-3", len(store.list_runs(c)), 101, "len(store.list_runs(c))")
+    expect("RUN-LIST-3", len(store.list_runs(c, RunFilter(limit=-1))),
+           101, "len(store.list_runs(c, RunFilter(limit=-1)))")
+    expect("RUN-LIST-4", store.count_runs(c, RunFilter(limit=3, offset=200)),
+           101, "store.count_runs(c, RunFilter(limit=3, offset=200))")
 
 
 _ID = pytest.mark.clause("RSC-GEN-5")
@@ -1981,7 +2057,7 @@ def test_bad_filter_field_is_invalid_argument(store, method, fields):
     before = view(store)
     with pytest.raises(InvalidArgument):
         getattr(store, method)(c, RunFilter(**fields))
-    assert view(store) == before
+    expect("RUN-LIST-5", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("RUN-LIST-5")
@@ -2019,9 +2095,9 @@ def test_step_instants_truncated_to_ms_utc(store):
     tz = timezone(timedelta(hours=-3))
     obj = make_step(started_at=datetime(2026, 1, 1, 0, 0, 0, 654321, tzinfo=tz), completed_at=None)
     for s in (store.create_step(c, obj), store.list_steps(c, obj.run_id)[0]):
-        assert s.started_at == datetime(2026, 1, 1, 3, 0, 0, 654000, tzinfo=UTC)
-        assert s.started_at.utcoffset() == timedelta(0)
-        assert s.completed_at is None
+        expect("RSC-GEN-2", s.started_at, datetime(2026, 1, 1, 3, 0, 0, 654000, tzinfo=UTC), "s.started_at")
+        expect("RSC-GEN-2", s.started_at.utcoffset(), timedelta(0), "s.started_at.utcoffset()")
+        expect("STEP-1", s.completed_at, None, "s.completed_at")
 
 
 BAD_STEP_FIELDS = [
@@ -2062,7 +2138,7 @@ def test_create_step_refuses_invalid_field_and_writes_nothing(store, field, valu
     obj = attrs.evolve(make_step(run_id), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_step(c, obj)
-    assert view(store, run_ids=[run_id]) == before
+    expect("STEP-1", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
     assert_strict_equal(store.list_steps(c, run_id), [existing], "steps")
 
 
@@ -2074,7 +2150,7 @@ def test_create_step_refuses_non_step_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_step(c, obj)
-    assert view(store) == before
+    expect("STEP-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("STEP-2", "SCOPE-ID-1")
@@ -2087,7 +2163,7 @@ def test_duplicate_step_id_in_any_scope_is_refused(store, clock, second):
     before = view(store, run_ids=[run_id])
     with pytest.raises(AlreadyExists):
         store.create_step(ctx(second), full_step(run_id, id=original.id, index=0, output="other"))
-    assert view(store, run_ids=[run_id]) == before
+    expect("STEP-2", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
     assert_strict_equal(store.list_steps(ctx(W1), run_id), [original], "original step")
 
 
@@ -2099,11 +2175,13 @@ def test_step_run_reference_is_not_checked(store):
     s1 = store.create_step(ctx(W1), make_step(absent))
     hidden = store.create_run(ctx(W2), make_run())
     s2 = store.create_step(ctx(W1), make_step(hidden.id))
-    assert [s.id for s in store.list_steps(ctx(W1), absent)] == [s1.id]
-    assert [s.id for s in store.list_steps(ctx(W1), hidden.id)] == [s2.id]
+    expect("STEP-3", [s.id for s in store.list_steps(ctx(W1), absent)],
+           [s1.id], "[s.id for s in store.list_steps(ctx(W1), absent)]")
+    expect("STEP-3", [s.id for s in store.list_steps(ctx(W1), hidden.id)],
+           [s2.id], "[s.id for s in store.list_steps(ctx(W1), hidden.id)]")
     with pytest.raises(RunNotFound):
         store.get_run(ctx(W1), hidden.id)
-    assert store.list_steps(ctx(W2), hidden.id) == []
+    expect("SCOPE-ID-3", store.list_steps(ctx(W2), hidden.id), [], "store.list_steps(ctx(W2), hidden.id)")
 
 
 @pytest.mark.clause("STEP-3", "STEP-4")
@@ -2128,8 +2206,10 @@ def test_list_steps_order_index_then_id(store, clock):
     for sid, index in plan:
         clock.advance(milliseconds=1)
         store.create_step(c, make_step(run_id, id=sid, index=index))
-    assert [x.id for x in store.list_steps(c, run_id)] == [s[3], s[4], s[1], s[2], s[0], s[5]]
-    assert [x.index for x in store.list_steps(c, run_id)] == [0, 0, 1, 1, 2, 10]
+    expect("STEP-4", [x.id for x in store.list_steps(c, run_id)],
+           [s[3], s[4], s[1], s[2], s[0], s[5]], "[x.id for x in store.list_steps(c, run_id)]")
+    expect("STEP-4", [x.index for x in store.list_steps(c, run_id)],
+           [0, 0, 1, 1, 2, 10], "[x.index for x in store.list_steps(c, run_id)]")
 
 
 @pytest.mark.clause("STEP-4")
@@ -2139,14 +2219,14 @@ def test_list_steps_has_no_paging(store):
     for i in range(101):
         store.create_step(c, make_step(run_id, index=i))
     got = store.list_steps(c, run_id)
-    assert [x.index for x in got] == list(range(101))
+    expect("STEP-4", [x.index for x in got], list(range(101)), "[x.index for x in got]")
 
 
 @pytest.mark.clause("STEP-4")
 def test_list_steps_of_unknown_run_is_empty(store):
     c = ctx(W1)
     store.create_step(c, make_step(ids.new_id(ids.RUN)))
-    assert store.list_steps(c, ids.new_id(ids.RUN)) == []
+    expect("STEP-4", store.list_steps(c, ids.new_id(ids.RUN)), [], "store.list_steps(c, ids.new_id(ids.RUN))")
 
 
 @pytest.mark.clause("STEP-4", "SCOPE-VIS-1", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-VIS-6")
@@ -2156,13 +2236,18 @@ def test_list_steps_shows_only_visible_steps(store, clock):
     placed = {W1: s[0], P1: s[1], P2: s[2], W2: s[3], W10: s[4]}
     for scope, sid in placed.items():
         store.create_step(ctx(scope), make_step(run_id, id=sid, index=0))
-    assert [x.id for x in store.list_steps(ctx(W1), run_id)] == [s[0], s[1], s[2]]
-    assert [x.id for x in store.list_steps(ctx(P1), run_id)] == [s[1]]
-    assert [x.id for x in store.list_steps(ctx(P2), run_id)] == [s[2]]
-    assert [x.id for x in store.list_steps(ctx(W2), run_id)] == [s[3]]
-    assert [x.id for x in store.list_steps(ctx(W10), run_id)] == [s[4]]
-    assert store.list_steps(ctx(W1X), run_id) == []
-    assert store.list_steps(ctx(ORG), run_id) == []
+    expect("SCOPE-VIS-1", [x.id for x in store.list_steps(ctx(W1), run_id)],
+           [s[0], s[1], s[2]], "[x.id for x in store.list_steps(ctx(W1), run_id)]")
+    with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
+        assert [x.id for x in store.list_steps(ctx(P1), run_id)] == [s[1]]
+    with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
+        assert [x.id for x in store.list_steps(ctx(P2), run_id)] == [s[2]]
+    expect("SCOPE-VIS-3", [x.id for x in store.list_steps(ctx(W2), run_id)],
+           [s[3]], "[x.id for x in store.list_steps(ctx(W2), run_id)]")
+    expect("SCOPE-VIS-5", [x.id for x in store.list_steps(ctx(W10), run_id)],
+           [s[4]], "[x.id for x in store.list_steps(ctx(W10), run_id)]")
+    expect("SCOPE-VIS-5", store.list_steps(ctx(W1X), run_id), [], "store.list_steps(ctx(W1X), run_id)")
+    expect("SCOPE-VIS-4", store.list_steps(ctx(ORG), run_id), [], "store.list_steps(ctx(ORG), run_id)")
 
 
 @pytest.mark.clause("STEP-4", "TCALL-2", "STEP-3", "TCALL-1", "SCOPE-ID-3", "SCOPE-VIS-3")
@@ -2194,12 +2279,15 @@ def test_protocol_has_no_update_or_delete_of_steps_or_tool_calls(store):
     list for steps and tool calls."""
     names = {m.name for m in CLASSES["runs"].methods}
     child = {n for n in names if "step" in n or "tool_call" in n}
-    assert child == {"create_step", "list_steps", "create_tool_call", "list_tool_calls"}
+    expect("STEP-5", child, {"create_step", "list_steps", "create_tool_call", "list_tool_calls"}, "child")
     for verb in ("update", "delete", "remove", "set", "patch", "replace", "upsert", "save", "clear"):
         for noun in ("step", "steps", "tool_call", "tool_calls"):
-            assert f"{verb}_{noun}" not in names
-            assert not hasattr(RunStore, f"{verb}_{noun}")
-    assert "runs" in store.capabilities
+            with clause("STEP-5"):
+                assert f"{verb}_{noun}" not in names
+            with clause("STEP-5"):
+                assert not hasattr(RunStore, f"{verb}_{noun}")
+    with clause("STEP-5"):
+        assert "runs" in store.capabilities
 
 
 @pytest.mark.clause("STEP-5", "STEP-2", "TCALL-1", "TCALL-2", "STEP-4")
@@ -2224,12 +2312,12 @@ def test_step_and_tool_call_read_back_unchanged_after_other_operations(store, cl
     step.metadata["evil"] = True
     clock.advance(seconds=1)
     listed = [s for s in store.list_steps(ctx(W1), run.id) if s.id == step.id]
-    assert len(listed) == 1
+    expect("STEP-2", len(listed), 1, "len(listed)")
     created = datetime(2026, 1, 1, tzinfo=UTC)  # the clock when both were created
     expected_step = stamp_child(full_step(run.id, id=step.id, index=1), c, created)
     assert_strict_equal(listed[0], expected_step, "step after other operations")
     calls = [x for x in store.list_tool_calls(ctx(W1), step.id) if x.id == tc.id]
-    assert len(calls) == 1
+    expect("TCALL-1", len(calls), 1, "len(calls)")
     expected_tc = stamp_child(full_tool_call(step.id, run.id, id=tc.id), c, created)
     assert_strict_equal(calls[0], expected_tc, "tool call after other operations")
 
@@ -2258,8 +2346,9 @@ def test_create_tool_call_stamps_and_reads_back(store, clock):
 def test_tool_name_accepted(store, name):
     c = ctx(W1)
     tc = store.create_tool_call(c, make_tool_call(tool_name=name))
-    assert tc.tool_name == name
-    assert store.list_tool_calls(c, tc.step_id)[0].tool_name == name
+    expect("TCALL-1", tc.tool_name, name, "tc.tool_name")
+    expect("TCALL-1", store.list_tool_calls(c, tc.step_id)[0].tool_name,
+           name, "store.list_tool_calls(c, tc.step_id)[0].tool_name")
 
 
 BAD_TOOL_CALL_FIELDS = [
@@ -2298,7 +2387,8 @@ def test_create_tool_call_refuses_invalid_field_and_writes_nothing(store, field,
     obj = attrs.evolve(make_tool_call(step_id, run_id), **{field: value})
     with pytest.raises(InvalidArgument):
         store.create_tool_call(c, obj)
-    assert view(store, run_ids=[run_id], step_ids=[step_id]) == before
+    expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
+           before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
     assert_strict_equal(store.list_tool_calls(c, step_id), [existing], "tool calls")
 
 
@@ -2310,7 +2400,7 @@ def test_create_tool_call_refuses_non_tool_call_object(store, obj):
     before = view(store)
     with pytest.raises(InvalidArgument):
         store.create_tool_call(c, obj)
-    assert view(store) == before
+    expect("TCALL-1", view(store), before, "the stored state, view(store)")
 
 
 @pytest.mark.clause("TCALL-1", "SCOPE-ID-1")
@@ -2324,7 +2414,8 @@ def test_duplicate_tool_call_id_in_any_scope_is_refused(store, clock, second):
     with pytest.raises(AlreadyExists):
         store.create_tool_call(ctx(second), full_tool_call(step_id, run_id, id=original.id,
                                                           tool_name="other"))
-    assert view(store, run_ids=[run_id], step_ids=[step_id]) == before
+    expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
+           before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
     assert_strict_equal(store.list_tool_calls(ctx(W1), step_id), [original], "original")
 
 
@@ -2338,10 +2429,13 @@ def test_tool_call_references_are_not_checked(store):
     linked = store.create_tool_call(c, make_tool_call(hidden_step.id, hidden_run.id))
     # mismatched pair: the step belongs to another run
     mixed = store.create_tool_call(c, make_tool_call(hidden_step.id, ids.new_id(ids.RUN)))
-    assert [x.id for x in store.list_tool_calls(c, absent.step_id)] == [absent.id]
-    assert sorted(x.id for x in store.list_tool_calls(c, hidden_step.id)) == sorted([linked.id, mixed.id])
-    assert store.list_tool_calls(ctx(W2), hidden_step.id) == []
-    assert store.list_steps(c, hidden_run.id) == []
+    expect("TCALL-1", [x.id for x in store.list_tool_calls(c, absent.step_id)],
+           [absent.id], "[x.id for x in store.list_tool_calls(c, absent.step_id)]")
+    expect("TCALL-1", sorted(x.id for x in store.list_tool_calls(c, hidden_step.id)),
+           sorted([linked.id, mixed.id]), "sorted(x.id for x in store.list_tool_calls(c, hidden_step.id))")
+    expect("SCOPE-ID-3", store.list_tool_calls(ctx(W2), hidden_step.id),
+           [], "store.list_tool_calls(ctx(W2), hidden_step.id)")
+    expect("SCOPE-ID-3", store.list_steps(c, hidden_run.id), [], "store.list_steps(c, hidden_run.id)")
 
 
 @pytest.mark.clause("TCALL-2", "RSC-GEN-11")
@@ -2356,7 +2450,8 @@ def test_list_tool_calls_order_created_at_then_id(store, clock):
     for tick, tid in plan:
         clock.set(t0 + timedelta(milliseconds=tick))
         store.create_tool_call(c, make_tool_call(step_id, id=tid))
-    assert [x.id for x in store.list_tool_calls(c, step_id)] == [t[1], t[3], t[0], t[4], t[2]]
+    expect("TCALL-2", [x.id for x in store.list_tool_calls(c, step_id)],
+           [t[1], t[3], t[0], t[4], t[2]], "[x.id for x in store.list_tool_calls(c, step_id)]")
 
 
 @pytest.mark.clause("TCALL-2")
@@ -2368,7 +2463,8 @@ def test_list_tool_calls_follows_created_at_not_insertion(store, clock):
     store.create_tool_call(c, make_tool_call(step_id, id=lo))
     clock.set(datetime(2026, 4, 1, tzinfo=UTC))
     store.create_tool_call(c, make_tool_call(step_id, id=hi))
-    assert [x.id for x in store.list_tool_calls(c, step_id)] == [hi, lo]
+    expect("TCALL-2", [x.id for x in store.list_tool_calls(c, step_id)],
+           [hi, lo], "[x.id for x in store.list_tool_calls(c, step_id)]")
 
 
 @pytest.mark.clause("TCALL-2")
@@ -2379,14 +2475,16 @@ def test_list_tool_calls_has_no_paging(store, clock):
     for _ in range(101):
         clock.advance(milliseconds=1)
         made.append(store.create_tool_call(c, make_tool_call(step_id)).id)
-    assert [x.id for x in store.list_tool_calls(c, step_id)] == made
+    expect("TCALL-2", [x.id for x in store.list_tool_calls(c, step_id)],
+           made, "[x.id for x in store.list_tool_calls(c, step_id)]")
 
 
 @pytest.mark.clause("TCALL-2")
 def test_list_tool_calls_of_unknown_step_is_empty(store):
     c = ctx(W1)
     store.create_tool_call(c, make_tool_call())
-    assert store.list_tool_calls(c, ids.new_id(ids.STEP)) == []
+    expect("TCALL-2", store.list_tool_calls(c, ids.new_id(ids.STEP)),
+           [], "store.list_tool_calls(c, ids.new_id(ids.STEP))")
 
 
 @pytest.mark.clause("TCALL-2", "SCOPE-VIS-1", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4",
@@ -2397,13 +2495,18 @@ def test_list_tool_calls_shows_only_visible_calls(store):
     placed = {W1: t[0], P1: t[1], W2: t[2], W1X: t[3], ORG: t[4]}
     for scope, tid in placed.items():
         store.create_tool_call(ctx(scope), make_tool_call(step_id, id=tid))
-    assert [x.id for x in store.list_tool_calls(ctx(W1), step_id)] == [t[0], t[1]]
-    assert [x.id for x in store.list_tool_calls(ctx(P1), step_id)] == [t[1]]
-    assert [x.id for x in store.list_tool_calls(ctx(W2), step_id)] == [t[2]]
-    assert [x.id for x in store.list_tool_calls(ctx(W1X), step_id)] == [t[3]]
-    assert [x.id for x in store.list_tool_calls(ctx(ORG), step_id)] == [t[4]]
-    assert store.list_tool_calls(ctx(W10), step_id) == []
-    assert store.list_tool_calls(ctx(P2), step_id) == []
+    expect("SCOPE-VIS-1", [x.id for x in store.list_tool_calls(ctx(W1), step_id)],
+           [t[0], t[1]], "[x.id for x in store.list_tool_calls(ctx(W1), step_id)]")
+    with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
+        assert [x.id for x in store.list_tool_calls(ctx(P1), step_id)] == [t[1]]
+    expect("SCOPE-VIS-3", [x.id for x in store.list_tool_calls(ctx(W2), step_id)],
+           [t[2]], "[x.id for x in store.list_tool_calls(ctx(W2), step_id)]")
+    expect("SCOPE-VIS-5", [x.id for x in store.list_tool_calls(ctx(W1X), step_id)],
+           [t[3]], "[x.id for x in store.list_tool_calls(ctx(W1X), step_id)]")
+    expect("SCOPE-VIS-4", [x.id for x in store.list_tool_calls(ctx(ORG), step_id)],
+           [t[4]], "[x.id for x in store.list_tool_calls(ctx(ORG), step_id)]")
+    expect("SCOPE-VIS-5", store.list_tool_calls(ctx(W10), step_id), [], "store.list_tool_calls(ctx(W10), step_id)")
+    expect("SCOPE-VIS-3", store.list_tool_calls(ctx(P2), step_id), [], "store.list_tool_calls(ctx(P2), step_id)")
 
 
 @pytest.mark.clause("TCALL-2", "RSC-GEN-5")

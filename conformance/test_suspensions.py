@@ -497,7 +497,7 @@ def test_suspension_claims_compare_and_write_one_clock_read(cortex_open):
     clock.set(deadline - timedelta(microseconds=600))
     store.claim_suspension(c, run_id)
     run = store.get_run(c, run_id)
-    assert run.state == RunState.RUNNING
+    expect("SUSP-CLAIM-2", run.state, RunState.RUNNING, "run.state")
     assert_instant(run.updated_at, deadline - MS, "run.updated_at after the resume claim")
     assert_instant(store.get_suspension(c, run_id).updated_at, _ms(T2), "suspension.updated_at")
     # the sweep claim: updated_at from the (truncated) clock read
@@ -541,11 +541,12 @@ def test_sweep_claim_compares_truncated_utc_instants(store, case, deadline, now,
     before = state_view(store, [HOME], run_ids=[run_id])
     if eligible:
         store.claim_expired_suspension(c, run_id, now)
-        assert store.get_run(c, run_id).state == RunState.RUNNING
+        expect("SUSP-XCLAIM-1", store.get_run(c, run_id).state, RunState.RUNNING, "store.get_run(c, run_id).state")
     else:
         with pytest.raises(NotSuspended):
             store.claim_expired_suspension(c, run_id, now)
-        assert state_view(store, [HOME], run_ids=[run_id]) == before
+        expect("SUSP-XCLAIM-3", state_view(store, [HOME], run_ids=[run_id]),
+               before, "the stored state, state_view(store, [HOME], run_ids=[run_id])")
 
 
 @pytest.mark.clause("RSC-GEN-2", "SUSP-LIST-1", "SUSP-XLIST-1")
@@ -554,8 +555,10 @@ def test_sweep_claim_compares_truncated_utc_instants(store, case, deadline, now,
 def test_expired_lists_compare_truncated_utc_instants(store, case, deadline, now, eligible):
     c = ctx(HOME)
     s = store.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=deadline))
-    assert (s.id in {x.id for x in store.list_expired(c, now)}) is eligible
-    assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
+    with clause("SUSP-LIST-1"):
+        assert (s.id in {x.id for x in store.list_expired(c, now)}) is eligible
+    with clause("SUSP-XLIST-1"):
+        assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
 
 
 @pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6", "SUSP-CLAIM-8")
@@ -580,7 +583,7 @@ def test_resume_claim_compares_truncated_clock_with_truncated_deadline(cortex_op
     clock.set(clock_at)
     if resumes:
         store.claim_suspension(c, run_id)
-        assert store.get_run(c, run_id).state == RunState.RUNNING
+        expect("SUSP-CLAIM-1", store.get_run(c, run_id).state, RunState.RUNNING, "store.get_run(c, run_id).state")
         assert_instant(store.get_run(c, run_id).updated_at, _ms(clock_at), "run.updated_at")
     else:
         before = state_view(store, [HOME], run_ids=[run_id])
@@ -605,7 +608,7 @@ def test_sweep_claim_writes_clock_now_whatever_the_now_argument(store, clock, no
     clock.advance(seconds=5, milliseconds=7)
     returned = store.claim_expired_suspension(c, run_id, now)
     run = store.get_run(c, run_id)
-    assert run.state == RunState.RUNNING
+    expect("SUSP-XCLAIM-2", run.state, RunState.RUNNING, "run.state")
     assert_instant(run.updated_at, clock.now(), "run.updated_at")
     assert_strict_equal(store.get_suspension(c, run_id), created, "suspension after the sweep claim")
     assert_strict_equal(returned, created, "suspension returned by the sweep claim")
@@ -621,7 +624,7 @@ def test_expired_lists_write_nothing(store, clock):
     for now in (FAR_FUTURE, PAST, EPOCH):
         store.list_expired(ctx(HOME), now)
         store.list_expired_across_scopes(ZERO, now)
-    assert view(store, w, SITE_VIEW_SCOPES) == before
+    expect("RSC-GEN-3", view(store, w, SITE_VIEW_SCOPES), before, "the stored state, view(store, w, SITE_VIEW_SCOPES)")
 
 
 @pytest.mark.clause("RSC-GEN-4", "SUSP-ENT-1", "SUSP-CLAIM-2", "SUSP-CLAIM-3")
@@ -646,10 +649,13 @@ def test_id_tie_breaks_use_code_point_order_suspensions(store):
     scopes = ["ws=w1", "ws=w1/proj=p1", "ws=w2"]
     for i, sid in enumerate(sus_ids):
         store.create_suspension(ctx(scopes[i % 3]), make_suspension(ids.new_id(ids.RUN), id=sid, expires_at=PAST))
-    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH)] == sorted(sus_ids)
-    assert [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH, limit=3)] == sorted(sus_ids)[:3]
+    expect("RSC-GEN-11", [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH)],
+           sorted(sus_ids), "[s.id for s in store.list_expired_across_scopes(ZERO, EPOCH)]")
+    expect("RSC-GEN-11", [s.id for s in store.list_expired_across_scopes(ZERO, EPOCH, limit=3)],
+           sorted(sus_ids)[:3], "[s.id for s in store.list_expired_across_scopes(ZERO, EPOCH, limit=3)]")
     mine = [sid for i, sid in enumerate(sus_ids) if scopes[i % 3] != "ws=w2"]
-    assert [s.id for s in store.list_expired(ctx("ws=w1"), EPOCH)] == sorted(mine)
+    expect("RSC-GEN-11", [s.id for s in store.list_expired(ctx("ws=w1"), EPOCH)],
+           sorted(mine), "[s.id for s in store.list_expired(ctx('ws=w1'), EPOCH)]")
 
 
 # -- scope clauses of suspensions (held by the scope suite until it read the examples) -------
@@ -666,7 +672,8 @@ def test_suspension_run_id_uniqueness_is_global_not_per_scope(store):
     before = state_view(store, ID_CALLERS, run_ids=[run_id])
     for caller in ID_CALLERS:
         raises(lambda: store.create_suspension(ctx(caller), make_suspension(run_id)), AlreadyExists)
-    assert state_view(store, ID_CALLERS, run_ids=[run_id]) == before
+    expect("SUSP-CREATE-2", state_view(store, ID_CALLERS, run_ids=[run_id]),
+           before, "the stored state, state_view(store, ID_CALLERS, run_ids=[run_id])")
 
 
 @pytest.mark.clause("SCOPE-ID-3", "SUSP-CREATE-4", "SUSP-CLAIM-7")
@@ -677,8 +684,10 @@ def test_suspension_referencing_an_invisible_run_does_not_reveal_it(store):
     before = state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id])
     raises(lambda: store.get_run(ctx("ws=w2"), run.id), RunNotFound)
     raises(lambda: store.claim_suspension(ctx("ws=w2"), run.id), NotSuspended)
-    assert state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id]) == before
-    assert store.get_run(ctx("ws=w1"), run.id).state == RunState.PAUSED
+    expect("SUSP-CLAIM-8", state_view(store, ["ws=w1", "ws=w2"], run_ids=[run.id]),
+           before, "the stored state, state_view(store, ['ws=w1', 'ws=w2'], run_ids=[run.id])")
+    expect("SUSP-CLAIM-8", store.get_run(ctx("ws=w1"), run.id).state,
+           RunState.PAUSED, "store.get_run(ctx('ws=w1'), run.id).state")
 
 
 @pytest.mark.clause("SCOPE-BYID-2", "SUSP-CLAIM-5", "SCOPE-VIS-3", "SCOPE-VIS-5", "SCOPE-IMM-4")
@@ -695,13 +704,15 @@ def test_race_exact_claimer_against_sibling_and_lookalike_claimers(store, profil
         store.create_suspension(ctx(HOME), make_suspension(run_id))
         contenders = [HOME] + [outsiders[i % len(outsiders)] for i in range(n_out)]
         outcomes = race([functools.partial(store.claim_suspension, ctx(sc), run_id) for sc in contenders])
-        assert outcomes[0].ok, repr(outcomes[0].error)
-        assert outcomes[0].value.run_id == run_id
+        with clause("SUSP-CLAIM-1"):
+            assert outcomes[0].ok, repr(outcomes[0].error)
+        expect("SUSP-CLAIM-4", outcomes[0].value.run_id, run_id, "outcomes[0].value.run_id")
         assert_scope(outcomes[0].value.scope, S(HOME))
         for sc, o in zip(contenders[1:], outcomes[1:]):
-            assert isinstance(o.error, NotSuspended), (sc, o)
+            with clause("SUSP-CLAIM-5"):
+                assert isinstance(o.error, NotSuspended), (sc, o)
         run = store.get_run(ctx(HOME), run_id)
-        assert run.state == RunState.RUNNING
+        expect("SUSP-CLAIM-2", run.state, RunState.RUNNING, "run.state")
         assert_scope(run.scope, S(HOME))
         assert_scope(store.get_suspension(ctx(HOME), run_id).scope, S(HOME))
 
@@ -733,9 +744,10 @@ def test_pending_and_continuation_round_trip_everywhere(store, clock):
     for got in reads:
         assert_strict_equal(got.pending, RICH_PENDING, "pending")
         assert_strict_equal(got.continuation, RICH_CONTINUATION, "continuation")
-        assert got.scope == Scope.parse(W1P1)
+        expect("SCOPE-CANON-5", got.scope, Scope.parse(W1P1), "got.scope")
         assert_strict_equal(got.reason, SuspensionReason.EXTERNAL_TOOL, "reason")
-    assert [p.id for p in reads[1].pending] == ["call_z", "call_a", "call_m", "call_u"]
+    expect("SUSP-ENT-2", [p.id for p in reads[1].pending],
+           ["call_z", "call_a", "call_m", "call_u"], "[p.id for p in reads[1].pending]")
 
 
 @pytest.mark.clause("SUSP-ENT-1", "SUSP-CLAIM-3", "SUSP-XCLAIM-2")
@@ -771,7 +783,8 @@ def test_no_method_modifies_a_suspension(store, clock):
     store.delete_suspension(c, run.id)
     with pytest.raises(NotSuspended):
         store.get_suspension(c, run.id)
-    assert store.list_expired_across_scopes(ZERO, FAR_FUTURE) == []
+    expect("SUSP-ENT-1", store.list_expired_across_scopes(ZERO, FAR_FUTURE),
+           [], "store.list_expired_across_scopes(ZERO, FAR_FUTURE)")
 
 
 # -- SUSP-CREATE ------------------------------------------------------------------------------
@@ -805,11 +818,12 @@ def test_create_stamps_scope_and_clock(store, clock, passed_scope):
     want_expires = datetime(2026, 3, 1, 12, 30, 15, 987000, tzinfo=timezone.utc)
     got = store.get_suspension(ctx(W1), run_id)
     for row in (created, got):
-        assert row.scope == Scope.parse(W1)
-        assert row.created_at == now and row.updated_at == now
-        assert row.expires_at == want_expires
-        assert row.expires_at.utcoffset() == timedelta(0)
-        assert row.run_id == run_id
+        expect("SCOPE-IMM-1", row.scope, Scope.parse(W1), "row.scope")
+        expect("RSC-GEN-4", row.created_at, now, "row.created_at")
+        expect("RSC-GEN-4", row.updated_at, now, "row.updated_at")
+        expect("RSC-GEN-2", row.expires_at, want_expires, "row.expires_at")
+        expect("RSC-GEN-2", row.expires_at.utcoffset(), timedelta(0), "row.expires_at.utcoffset()")
+        expect("SUSP-CREATE-1", row.run_id, run_id, "row.run_id")
         assert_strict_equal(row.reason, SuspensionReason.AGENT_REPLY, "reason")
     assert_strict_equal(got, created, "get after create")
 
@@ -885,7 +899,7 @@ def test_create_refuses_invalid_field(store, clock, build):
     before = _view(store, [run.id])
     with pytest.raises(InvalidArgument):
         store.create_suspension(ctx(W1), bad)
-    assert _view(store, [run.id]) == before
+    expect("SUSP-CREATE-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     # the run can still be suspended: the refused call reserved nothing
     _suspend(store, W1, run.id)
 
@@ -901,7 +915,7 @@ def test_second_suspension_for_a_run_is_refused_in_any_scope(store, clock, first
     second = make_suspension(run.id, expires_at=clock.now())
     with pytest.raises(AlreadyExists):
         store.create_suspension(ctx(second_scope), second)
-    assert _view(store, [run.id]) == before
+    expect("SUSP-CREATE-2", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     assert_strict_equal(store.get_suspension(ctx(first_scope), run.id), first, "first suspension")
     # the refused row's id was not taken: it can suspend another run
     other = _run(store, W1)
@@ -924,13 +938,16 @@ def test_concurrent_creates_for_one_run_have_one_winner(store, clock, profile):
             [lambda s=s, sus=sus: store.create_suspension(ctx(s), sus) for s, sus in attempts]
         )
         won = [i for i, o in enumerate(outcomes) if o.ok]
-        assert len(won) == 1, outcomes
+        with clause("SUSP-CREATE-2"):
+            assert len(won) == 1, outcomes
         for i, o in enumerate(outcomes):
             if i != won[0]:
-                assert isinstance(o.error, AlreadyExists), o.error
+                with clause("SUSP-CREATE-2"):
+                    assert isinstance(o.error, AlreadyExists), o.error
         scope, sus = attempts[won[0]]
         rows = [r for r in store.list_expired_across_scopes(ZERO, FAR_FUTURE) if r.run_id == run_id]
-        assert [(r.id, r.scope) for r in rows] == [(sus.id, Scope.parse(scope))]
+        expect("SUSP-CREATE-2", [(r.id, r.scope) for r in rows],
+               [(sus.id, Scope.parse(scope))], "[(r.id, r.scope) for r in rows]")
         assert_strict_equal(store.get_suspension(ctx(scope), run_id), outcomes[won[0]].value, "stored")
 
 
@@ -943,8 +960,9 @@ def test_duplicate_suspension_id_is_refused_in_any_scope(store, clock, second_sc
     before = _view(store, [run_a.id, run_b.id])
     with pytest.raises(AlreadyExists):
         store.create_suspension(ctx(second_scope), make_suspension(run_b.id, id=first.id))
-    assert _view(store, [run_a.id, run_b.id]) == before
-    assert _suspension_or_none(store, second_scope, run_b.id) is None
+    expect("SUSP-CREATE-3", _view(store, [run_a.id, run_b.id]), before, "the stored state, _view(store, [run_a.id, run_b.id])")
+    expect("SUSP-CREATE-3", _suspension_or_none(store, second_scope, run_b.id),
+           None, "_suspension_or_none(store, second_scope, run_b.id)")
     assert_strict_equal(store.get_suspension(ctx(W1), run_a.id), first, "first suspension")
 
 
@@ -964,7 +982,8 @@ def test_create_does_not_check_the_run(store, clock, run_setup):
     runs_before = {s: store.list_runs(ctx(s)) for s in ROOTS}
     created = _suspend(store, W1P1, run_id)
     assert_strict_equal(store.get_suspension(ctx(W1P1), run_id), created, "suspension")
-    assert {s: store.list_runs(ctx(s)) for s in ROOTS} == runs_before
+    expect("SUSP-CREATE-4", {s: store.list_runs(ctx(s)) for s in ROOTS},
+           runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
 
 @pytest.mark.clause("SUSP-CREATE-5", "SUSP-DEL-1")
@@ -975,9 +994,11 @@ def test_a_run_can_be_suspended_again_after_delete(store, clock):
     store.update_run(ctx(W1), attrs.evolve(run, state="paused"))
     clock.advance(milliseconds=10)
     second = _suspend(store, W1P1, run.id, clock.now() + timedelta(minutes=1))
-    assert second.id != first.id
+    if second.id == first.id:
+        raise RuntimeError("test setup: the second suspension reuses the first one's id")
     assert_strict_equal(store.get_suspension(ctx(W1), run.id), second, "second suspension")
-    assert store.claim_suspension(ctx(W1), run.id).id == second.id
+    expect("SUSP-CREATE-5", store.claim_suspension(ctx(W1), run.id).id,
+           second.id, "store.claim_suspension(ctx(W1), run.id).id")
 
 
 @pytest.mark.clause("SUSP-CREATE-6", "SUSP-LIST-1", "SUSP-CLAIM-6")
@@ -985,11 +1006,12 @@ def test_deadline_already_past_is_accepted(store, clock):
     now = clock.now()
     run = _run(store, W1)
     sus = _suspend(store, W1, run.id, expires_at=now - timedelta(days=3))
-    assert sus.expires_at == now - timedelta(days=3)
-    assert _ids(store.list_expired(ctx(W1), now)) == [sus.id]
+    expect("SUSP-CREATE-6", sus.expires_at, now - timedelta(days=3), "sus.expires_at")
+    expect("SUSP-LIST-1", _ids(store.list_expired(ctx(W1), now)), [sus.id], "_ids(store.list_expired(ctx(W1), now))")
     with pytest.raises(SuspensionExpired):
         store.claim_suspension(ctx(W1), run.id)
-    assert store.claim_expired_suspension(ctx(W1), run.id, now).id == sus.id
+    expect("SUSP-CREATE-6", store.claim_expired_suspension(ctx(W1), run.id, now).id,
+           sus.id, "store.claim_expired_suspension(ctx(W1), run.id, now).id")
 
 
 # -- SUSP-GET ----------------------------------------------------------------------------
@@ -1022,7 +1044,7 @@ def test_get_follows_visibility_and_writes_nothing(store, clock, row, caller, vi
     else:
         with pytest.raises(NotSuspended):
             store.get_suspension(ctx(caller), run.id)
-    assert _view(store, [run.id]) == before
+    expect("SUSP-GET-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 @pytest.mark.clause("SUSP-GET-1")
@@ -1050,7 +1072,7 @@ def test_by_run_methods_refuse_a_bad_run_id(store, clock, method, bad_run_id):
     args = (clock.now(),) if method == "claim_expired_suspension" else ()
     with pytest.raises(InvalidArgument):
         getattr(store, method)(ctx(W1), bad_run_id, *args)
-    assert _view(store, [run.id]) == before
+    expect("RSC-GEN-5", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 # -- SUSP-CLAIM: the resume claim -------------------------------------------------------------
@@ -1109,12 +1131,14 @@ def test_concurrent_resume_claims_have_exactly_one_winner(store, clock, profile,
         run, sus = _paused(store, W1, expires_at=None if deadline == "none" else now + MS)
         outcomes = race([lambda: store.claim_suspension(c, run.id)] * profile.race_threads)
         winners = [o for o in outcomes if o.ok]
-        assert len(winners) == 1, outcomes
+        with clause("SUSP-CLAIM-10"):
+            assert len(winners) == 1, outcomes
         assert_strict_equal(winners[0].value, sus, "winner's suspension")
         for o in outcomes:
             if not o.ok:
-                assert isinstance(o.error, NotSuspended), o.error
-                assert o.value is None
+                with clause("SUSP-CLAIM-7"):
+                    assert isinstance(o.error, NotSuspended), o.error
+                expect("SUSP-CLAIM-7", o.value, None, "o.value")
         assert_strict_equal(
             store.get_run(c, run.id),
             attrs.evolve(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1), "run"
@@ -1151,14 +1175,17 @@ def test_mixed_resume_and_sweep_race(store, clock, profile, when):
         sweep_side = when != "one_ms_before"
         winner_kind = "sweep" if sweep_side else "resume"
         won = [k for k, o in zip(kinds, outcomes) if o.ok]
-        assert won == [winner_kind], list(zip(kinds, outcomes))
+        with clause("SUSP-CLAIM-10"):
+            assert won == [winner_kind], list(zip(kinds, outcomes))
         for k, o in zip(kinds, outcomes):
             if o.ok:
                 assert_strict_equal(o.value, sus, "winner's suspension")
             elif k == "resume" and sweep_side:
-                assert isinstance(o.error, SuspensionExpired), o.error
+                with clause("SUSP-CLAIM-6"):
+                    assert isinstance(o.error, SuspensionExpired), o.error
             else:
-                assert isinstance(o.error, NotSuspended), o.error
+                with clause("SUSP-CLAIM-10"):
+                    assert isinstance(o.error, NotSuspended), o.error
         assert_strict_equal(
             store.get_run(c, run.id),
             attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run"
@@ -1222,8 +1249,9 @@ def _setup_claim_case(store, clock, s_scope, r_scope, r_state, deadline):
     return run_id, t
 
 
-def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
-    """Make the refused ``call`` and prove it wrote nothing at all."""
+def _unchanged_after(store, call, error, run_id, s_scope, r_scope, rule):
+    """Make the refused ``call`` and prove it wrote nothing at all (a write is
+    charged to ``rule``, the clause saying the refusal writes nothing)."""
     run = store.get_run(ctx(r_scope), run_id) if r_scope else None
     sus = store.get_suspension(ctx(s_scope), run_id) if s_scope else None
     before = _view(store, [run_id])
@@ -1231,11 +1259,14 @@ def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
         call()
     if run is not None:
         after = store.get_run(ctx(r_scope), run_id)
-        assert after.state == run.state and after.updated_at == run.updated_at
-        assert_strict_equal(after, run, "run")
+        expect(rule, after.state, run.state, "run state after the refused claim")
+        expect(rule, after.updated_at, run.updated_at, "run updated_at after the refused claim")
+        with clause(rule, what="the run after the refused claim"):
+            assert_strict_equal(after, run, "run")
     if sus is not None:
-        assert_strict_equal(store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
-    assert _view(store, [run_id]) == before
+        with clause(rule, what="the suspension after the refused claim"):
+            assert_strict_equal(store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
+    expect(rule, _view(store, [run_id]), before, "the stored state after the refused claim")
     return info.value
 
 
@@ -1247,11 +1278,14 @@ def _unchanged_after(store, call, error, run_id, s_scope, r_scope):
 def test_refused_resume_claim_raises_and_writes_nothing(store, clock, s_scope, r_scope, r_state, caller, deadline, error):
     run_id, _ = _setup_claim_case(store, clock, s_scope, r_scope, r_state, deadline)
     exc = _unchanged_after(
-        store, lambda: store.claim_suspension(ctx(caller), run_id), error, run_id, s_scope, r_scope
+        store, lambda: store.claim_suspension(ctx(caller), run_id), error, run_id, s_scope, r_scope,
+        "SUSP-CLAIM-8",
     )
     # NotSuspended and SuspensionExpired are distinct outcomes
     other = SuspensionExpired if error is NotSuspended else NotSuspended
-    assert not isinstance(exc, other)
+    with clause("SUSP-CLAIM-6" if error is SuspensionExpired else "SUSP-CLAIM-7",
+                what=f"the refused claim raised {error.__name__}, not also {other.__name__}"):
+        assert not isinstance(exc, other)
 
 
 @pytest.mark.clause("SUSP-CLAIM-11", "SCOPE-IMM-4", "SCOPE-BYID-1")
@@ -1263,10 +1297,11 @@ def test_claim_from_a_common_ancestor(store, clock, r_scope):
     claimed = store.claim_suspension(ctx(W1), run.id)
     assert_strict_equal(claimed, sus, "claimed")
     after_run = store.get_run(ctx(r_scope), run.id)
-    assert after_run.scope == Scope.parse(r_scope)
-    assert after_run.state == RunState.RUNNING and after_run.updated_at == clock.now()
+    expect("SCOPE-IMM-4", after_run.scope, Scope.parse(r_scope), "after_run.scope")
+    expect("SUSP-CLAIM-11", after_run.state, RunState.RUNNING, "after_run.state")
+    expect("SUSP-CLAIM-11", after_run.updated_at, clock.now(), "after_run.updated_at")
     after_sus = store.get_suspension(ctx(W1P1), run.id)
-    assert after_sus.scope == Scope.parse(W1P1)
+    expect("SCOPE-IMM-4", after_sus.scope, Scope.parse(W1P1), "after_sus.scope")
     assert_strict_equal(after_sus, sus, "suspension")
 
 
@@ -1289,7 +1324,9 @@ def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff)
     after = store.get_run(c, run.id)
     expect("SUSP-XCLAIM-2", after.principal, "alice",
            f"the principal of alice's run after a sweep claim by {SWEEPERS[cutoff]!r}")
-    assert after.updated_at == clock.now() != now_arg
+    expect("RSC-GEN-3", after.updated_at, clock.now(), "run.updated_at after the sweep claim")
+    if clock.now() == now_arg:
+        raise RuntimeError("test setup: the clock must differ from the now argument")
     assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now(),
                                             revision=run.revision + 1), "run")
 
@@ -1305,10 +1342,11 @@ def test_sweep_claim_compares_the_now_argument_not_the_clock(store, clock):
     before = _view(store, [run.id])
     with pytest.raises(NotSuspended):
         store.claim_expired_suspension(c, run.id, deadline - MS)
-    assert _view(store, [run.id]) == before
+    expect("SUSP-XCLAIM-3", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
     clock.set(deadline - timedelta(seconds=30))
-    assert store.claim_expired_suspension(c, run.id, deadline).id == sus.id
-    assert store.get_run(c, run.id).state == RunState.RUNNING
+    expect("SUSP-XCLAIM-1", store.claim_expired_suspension(c, run.id, deadline).id,
+           sus.id, "store.claim_expired_suspension(c, run.id, deadline).id")
+    expect("SUSP-XCLAIM-1", store.get_run(c, run.id).state, RunState.RUNNING, "store.get_run(c, run.id).state")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-1", "SCOPE-IMM-4", "SCOPE-BYID-1")
@@ -1318,8 +1356,10 @@ def test_sweep_claim_from_an_ancestor_keeps_scopes(store, clock):
     clock.advance(milliseconds=4)
     assert_strict_equal(store.claim_expired_suspension(ctx(W1), run.id, clock.now()), sus, "claimed")
     after = store.get_run(ctx(W1P2), run.id)
-    assert after.scope == Scope.parse(W1P2) and after.state == RunState.RUNNING
-    assert store.get_suspension(ctx(W1P1), run.id).scope == Scope.parse(W1P1)
+    expect("SCOPE-IMM-4", after.scope, Scope.parse(W1P2), "run scope after the sweep claim from an ancestor")
+    expect("SUSP-XCLAIM-1", after.state, RunState.RUNNING, "run state after the sweep claim from an ancestor")
+    expect("SCOPE-IMM-4", store.get_suspension(ctx(W1P1), run.id).scope,
+           Scope.parse(W1P1), "store.get_suspension(ctx(W1P1), run.id).scope")
 
 
 # (s_scope, r_scope, r_state, caller, deadline relative to the now argument)
@@ -1357,8 +1397,10 @@ def test_refused_sweep_claim_raises_not_suspended_and_writes_nothing(
         run_id,
         s_scope,
         r_scope,
+        "SUSP-XCLAIM-3",
     )
-    assert not isinstance(exc, SuspensionExpired)
+    with clause("SUSP-XCLAIM-3"):
+        assert not isinstance(exc, SuspensionExpired)
 
 
 @pytest.mark.clause("SUSP-XCLAIM-4", "SCOPE-ZERO-1", "SCOPE-ZERO-3")
@@ -1371,8 +1413,9 @@ def test_sweep_claim_with_zero_scope_raises_no_scope(store, clock):
         store.claim_expired_suspension(ZERO, "not-an-id", datetime(2026, 1, 1))
     with pytest.raises(InvalidArgument):  # a non-Context comes first of all
         store.claim_expired_suspension(Scope.parse(W1), run.id, clock.now())
-    assert _view(store, [run.id]) == before
-    assert store.get_run(ctx(W1), run.id).state == RunState.PAUSED
+    expect("SUSP-XCLAIM-4", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
+    expect("SUSP-XCLAIM-4", store.get_run(ctx(W1), run.id).state,
+           RunState.PAUSED, "store.get_run(ctx(W1), run.id).state")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-1", "RSC-GEN-2")
@@ -1386,7 +1429,7 @@ def test_sweep_claim_refuses_a_bad_now(store, clock, now_arg):
     before = _view(store, [run.id])
     with pytest.raises(InvalidArgument):
         store.claim_expired_suspension(ctx(W1), run.id, now_arg)
-    assert _view(store, [run.id]) == before
+    expect("RSC-GEN-2", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-1", "RSC-GEN-2")
@@ -1397,7 +1440,8 @@ def test_sweep_now_argument_is_truncated_to_milliseconds(store, clock):
         store.claim_expired_suspension(ctx(W1), run.id, deadline - timedelta(microseconds=1))
     # deadline + 0.999 ms is truncated to the deadline itself, in another zone
     later = (deadline + timedelta(microseconds=999)).astimezone(timezone(timedelta(hours=-5)))
-    assert store.claim_expired_suspension(ctx(W1), run.id, later).id == sus.id
+    expect("RSC-GEN-2", store.claim_expired_suspension(ctx(W1), run.id, later).id,
+           sus.id, "store.claim_expired_suspension(ctx(W1), run.id, later).id")
 
 
 # -- SUSP-PART: the deadline partition --------------------------------------------------------------
@@ -1426,8 +1470,10 @@ def test_deadline_partition_exactly_one_side_is_eligible(store, clock, offset):
     run, sus = _paused(store, W1, expires_at=None if offset is None else t + offset)
     clock.set(t)
     resume_side = offset is None or offset > timedelta(0)
-    assert (sus.id in _ids(store.list_expired(c, t))) is (not resume_side)
-    assert (sus.id in _ids(store.list_expired_across_scopes(ZERO, t))) is (not resume_side)
+    with clause("SUSP-LIST-1"):
+        assert (sus.id in _ids(store.list_expired(c, t))) is (not resume_side)
+    with clause("SUSP-XLIST-1"):
+        assert (sus.id in _ids(store.list_expired_across_scopes(ZERO, t))) is (not resume_side)
     before = _view(store, [run.id])
     if resume_side:
         with pytest.raises(NotSuspended):
@@ -1435,8 +1481,9 @@ def test_deadline_partition_exactly_one_side_is_eligible(store, clock, offset):
     else:
         with pytest.raises(SuspensionExpired):
             store.claim_suspension(c, run.id)
-    assert _view(store, [run.id]) == before
-    assert store.get_run(c, run.id).state == RunState.PAUSED
+    refusal = "SUSP-XCLAIM-3" if resume_side else "SUSP-CLAIM-8"  # the refused side writes nothing
+    expect(refusal, _view(store, [run.id]), before, "the stored state after the refused claim")
+    expect(refusal, store.get_run(c, run.id).state, RunState.PAUSED, "run state after the refused claim")
     if resume_side:
         claimed = store.claim_suspension(c, run.id)
     else:
@@ -1454,9 +1501,10 @@ def test_no_deadline_is_never_swept(store, clock):
         clock.set(t)
         with pytest.raises(NotSuspended):
             store.claim_expired_suspension(c, run.id, t)
-        assert store.list_expired(c, t) == []
-        assert store.list_expired_across_scopes(ZERO, t) == []
-    assert store.get_run(c, run.id).state == RunState.PAUSED
+        expect("SUSP-LIST-1", store.list_expired(c, t), [], "store.list_expired(c, t)")
+        expect("SUSP-LIST-1", store.list_expired_across_scopes(ZERO, t),
+               [], "store.list_expired_across_scopes(ZERO, t)")
+    expect("SUSP-XCLAIM-3", store.get_run(c, run.id).state, RunState.PAUSED, "store.get_run(c, run.id).state")
     assert_strict_equal(store.claim_suspension(c, run.id), sus, "claimed")
 
 
@@ -1477,12 +1525,14 @@ def test_after_a_resume_the_sweeper_never_takes_the_run(store, clock):
             store.claim_expired_suspension(c, run.id, t)
         with pytest.raises(SuspensionExpired):
             store.claim_suspension(c, run.id)
-        assert _ids(store.list_expired(c, t)) == [sus.id]
+        expect("SUSP-LIST-2", _ids(store.list_expired(c, t)), [sus.id], "_ids(store.list_expired(c, t))")
         assert_strict_equal(store.get_run(c, run.id), resumed, "run")
-    assert resumed.state == RunState.RUNNING and resumed.updated_at == deadline - MS
+    expect("SUSP-CLAIM-2", resumed.state, RunState.RUNNING, "resumed.state")
+    expect("SUSP-CLAIM-2", resumed.updated_at, deadline - MS, "resumed.updated_at")
     # paused again, the sweep side can take it
     store.update_run(c, attrs.evolve(run, state="paused"))
-    assert store.claim_expired_suspension(c, run.id, clock.now()).id == sus.id
+    expect("SUSP-PART-5", store.claim_expired_suspension(c, run.id, clock.now()).id,
+           sus.id, "store.claim_expired_suspension(c, run.id, clock.now()).id")
 
 
 @pytest.mark.clause("SUSP-PART-5", "SUSP-CLAIM-6", "SUSP-CLAIM-7", "SUSP-XCLAIM-3")
@@ -1496,7 +1546,8 @@ def test_after_a_sweep_no_resume_succeeds(store, clock):
     clock.set(deadline - MS)
     store.claim_expired_suspension(c, run.id, deadline)
     swept = store.get_run(c, run.id)
-    assert swept.state == RunState.RUNNING and swept.updated_at == deadline - MS
+    expect("SUSP-XCLAIM-2", swept.state, RunState.RUNNING, "swept.state")
+    expect("SUSP-XCLAIM-2", swept.updated_at, deadline - MS, "swept.updated_at")
     with pytest.raises(NotSuspended):
         store.claim_suspension(c, run.id)
     for t in (deadline, deadline + timedelta(hours=1)):
@@ -1517,20 +1568,23 @@ def test_after_a_sweep_no_resume_succeeds(store, clock):
 def test_delete_follows_visibility(store, clock, row, caller, visible):
     run, sus = _paused(store, row, expires_at=clock.now())
     if visible:
-        assert store.delete_suspension(ctx(caller), run.id) is None
+        expect("SUSP-DEL-1", store.delete_suspension(ctx(caller), run.id),
+               None, "store.delete_suspension(ctx(caller), run.id)")
         for s in (row, caller):
             with pytest.raises(NotSuspended):
                 store.get_suspension(ctx(s), run.id)
-        assert store.list_expired_across_scopes(ZERO, FAR_FUTURE) == []
+        expect("SUSP-DEL-1", store.list_expired_across_scopes(ZERO, FAR_FUTURE),
+               [], "store.list_expired_across_scopes(ZERO, FAR_FUTURE)")
         with pytest.raises(NotSuspended):
             store.delete_suspension(ctx(caller), run.id)
     else:
         before = _view(store, [run.id])
         with pytest.raises(NotSuspended):
             store.delete_suspension(ctx(caller), run.id)
-        assert _view(store, [run.id]) == before
+        expect("SUSP-DEL-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
         assert_strict_equal(store.get_suspension(ctx(row), run.id), sus, "suspension")
-        assert store.get_run(ctx(row), run.id).state == RunState.PAUSED
+        expect("SUSP-DEL-2", store.get_run(ctx(row), run.id).state,
+               RunState.PAUSED, "store.get_run(ctx(row), run.id).state")
 
 
 @pytest.mark.clause("SUSP-DEL-1")
@@ -1542,7 +1596,7 @@ def test_delete_of_a_missing_row_in_own_scope(store, clock):
         store.delete_suspension(ctx(W1), run.id)
     with pytest.raises(NotSuspended):
         store.delete_suspension(ctx(W1), ids.new_id(ids.RUN))
-    assert _view(store, [run.id, other.id]) == before
+    expect("SUSP-DEL-1", _view(store, [run.id, other.id]), before, "the stored state, _view(store, [run.id, other.id])")
 
 
 @pytest.mark.clause("SUSP-DEL-2")
@@ -1557,7 +1611,8 @@ def test_delete_never_changes_a_run(store, clock, state, caller):
     store.delete_suspension(ctx(caller), run.id)
     assert_strict_equal(store.get_run(ctx(W1P1), run.id), run, "run")
     assert_strict_equal(store.get_run(ctx(W1P1), bystander.id), bystander, "bystander")
-    assert {s: store.list_runs(ctx(s)) for s in ROOTS} == runs_before
+    expect("SUSP-DEL-2", {s: store.list_runs(ctx(s)) for s in ROOTS},
+           runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
 
 # -- SUSP-LIST / SUSP-XLIST ---------------------------------------------------------------------
@@ -1602,7 +1657,7 @@ def _expired_fixture(store, clock):
 def test_list_expired_selects_visible_rows_at_or_before_now(store, clock, caller, expected):
     now, rows = _expired_fixture(store, clock)
     got = store.list_expired(ctx(caller), now)
-    assert _ids(got) == [rows[n].id for n in expected]
+    expect("SUSP-LIST-1", _ids(got), [rows[n].id for n in expected], "_ids(got)")
     for g in got:
         assert_strict_equal(g, next(r for r in rows.values() if r.id == g.id), "row")
 
@@ -1612,12 +1667,16 @@ def test_list_expired_boundary_and_truncated_now(store, clock):
     c = ctx(W1)
     deadline = clock.now() + timedelta(seconds=3)
     run, sus = _paused(store, W1, expires_at=deadline)
-    assert store.list_expired(c, deadline - MS) == []
-    assert store.list_expired(c, deadline - timedelta(microseconds=1)) == []
-    assert _ids(store.list_expired(c, deadline)) == [sus.id]
-    assert _ids(store.list_expired(c, deadline + timedelta(microseconds=999))) == [sus.id]
-    assert _ids(store.list_expired_across_scopes(ZERO, deadline)) == [sus.id]
-    assert store.list_expired_across_scopes(ZERO, deadline - MS) == []
+    expect("SUSP-LIST-1", store.list_expired(c, deadline - MS), [], "store.list_expired(c, deadline - MS)")
+    expect("RSC-GEN-2", store.list_expired(c, deadline - timedelta(microseconds=1)),
+           [], "store.list_expired(c, deadline - timedelta(microseconds=1))")
+    expect("SUSP-LIST-1", _ids(store.list_expired(c, deadline)), [sus.id], "_ids(store.list_expired(c, deadline))")
+    expect("RSC-GEN-2", _ids(store.list_expired(c, deadline + timedelta(microseconds=999))),
+           [sus.id], "_ids(store.list_expired(c, deadline + timedelta(microseconds=999)))")
+    expect("SUSP-LIST-1", _ids(store.list_expired_across_scopes(ZERO, deadline)),
+           [sus.id], "_ids(store.list_expired_across_scopes(ZERO, deadline))")
+    expect("SUSP-LIST-1", store.list_expired_across_scopes(ZERO, deadline - MS),
+           [], "store.list_expired_across_scopes(ZERO, deadline - MS)")
 
 
 @pytest.mark.clause("SUSP-LIST-2", "SUSP-XLIST-1")
@@ -1633,8 +1692,10 @@ def test_list_expired_ignores_the_run(store, clock):
     hidden = _run(store, W2)
     expected.append(_suspend(store, W1, hidden.id, now - timedelta(seconds=40)))  # run invisible
     want = sorted(expected, key=lambda s: (s.expires_at, s.id))
-    assert _ids(store.list_expired(ctx(W1), now)) == _ids(want)
-    assert _ids(store.list_expired_across_scopes(ZERO, now)) == _ids(want)
+    expect("SUSP-LIST-2", _ids(store.list_expired(ctx(W1), now)),
+           _ids(want), "_ids(store.list_expired(ctx(W1), now))")
+    expect("SUSP-XLIST-1", _ids(store.list_expired_across_scopes(ZERO, now)),
+           _ids(want), "_ids(store.list_expired_across_scopes(ZERO, now))")
 
 
 def _ordering_fixture(store, clock, scopes):
@@ -1680,7 +1741,8 @@ def test_list_expired_order_and_limit(store, clock, limit):
     expect("SUSP-LIST-3", _ids(got), _ids(want),
            f"list_expired from {W1} with limit={limit}, expired rows of look-alike and other scopes present")
     assert_strict_equal(got, want, "rows")
-    assert _ids(store.list_expired(ctx(W1), now)) == _ids(ordered)  # default: no maximum
+    expect("SUSP-LIST-3", _ids(store.list_expired(ctx(W1), now)),
+           _ids(ordered), "_ids(store.list_expired(ctx(W1), now))")  # default: no maximum
 
 
 @pytest.mark.clause("SUSP-XLIST-1", "SUSP-LIST-3", "SCOPE-XS-1", "SCOPE-XS-3", "SCOPE-XS-4", "RSC-GEN-11")
@@ -1706,16 +1768,20 @@ def test_sweeper_reads_rows_of_every_scope_and_acts_with_their_scope(store, cloc
     live = _run(store, W1)
     _suspend(store, W1, live.id, now + timedelta(minutes=1))
     results = [store.list_expired_across_scopes(c, now) for c in (ZERO, ctx(W1), ctx("q=nobody"))]
-    assert results[0] == results[1] == results[2]
+    with clause("SCOPE-XS-3"):
+        assert results[0] == results[1] == results[2]
     rows = results[0]
-    assert {r.run_id for r in rows} == set(made)
+    expect("SUSP-XLIST-1", {r.run_id for r in rows}, set(made), "{r.run_id for r in rows}")
     for row in rows:
         scope, sus = made[row.run_id]
-        assert row.scope == Scope.parse(scope)
+        expect("SCOPE-XS-4", row.scope, Scope.parse(scope), "row.scope")
         assert_strict_equal(row, sus, "row")
-        assert store.claim_expired_suspension(Context(scope=row.scope), row.run_id, now).id == row.id
-        assert store.get_run(Context(scope=row.scope), row.run_id).state == RunState.RUNNING
-    assert store.get_run(ctx(W1), live.id).state == RunState.PAUSED
+        expect("SCOPE-XS-4", store.claim_expired_suspension(Context(scope=row.scope), row.run_id, now).id,
+               row.id, "store.claim_expired_suspension(Context(scope=row.scope), row.run_id, now).id")
+        expect("SCOPE-XS-4", store.get_run(Context(scope=row.scope), row.run_id).state,
+               RunState.RUNNING, "store.get_run(Context(scope=row.scope), row.run_id).state")
+    expect("SUSP-XLIST-1", store.get_run(ctx(W1), live.id).state,
+           RunState.PAUSED, "store.get_run(ctx(W1), live.id).state")
 
 
 @pytest.mark.clause("SUSP-LIST-1", "SUSP-XLIST-1", "SCOPE-XS-5", "RSC-GEN-2", "RSC-GEN-9")
@@ -1741,7 +1807,8 @@ def test_expired_lists_refuse_bad_arguments(store, clock, method, now_arg, limit
 @pytest.mark.clause("SUSP-XLIST-1", "SCOPE-XS-2", "SCOPE-ZERO-1", "SCOPE-ZERO-3")
 def test_zero_scope_lists_across_scopes_but_not_scoped(store, clock):
     _, sus = _paused(store, W1, expires_at=clock.now())
-    assert _ids(store.list_expired_across_scopes(ZERO, clock.now())) == [sus.id]
+    expect("SCOPE-XS-2", _ids(store.list_expired_across_scopes(ZERO, clock.now())),
+           [sus.id], "_ids(store.list_expired_across_scopes(ZERO, clock.now()))")
     with pytest.raises(NoScope):
         store.list_expired(ZERO, clock.now())
     with pytest.raises(InvalidArgument):
@@ -1851,29 +1918,37 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
         outcomes = race(
             [writer_script(n, store, clock, c, run, p.id if p else None, with_p) for n in names]
         )
-        assert clock.now() == t
+        if clock.now() != t:
+            raise RuntimeError("test setup: the clock moved during the race")
         unexpected = [o.error for o in outcomes if not o.ok]
-        assert not unexpected, unexpected  # only claim losses are expected, and they are caught
+        with clause("FOUR-5"):
+            assert not unexpected, unexpected  # only claim losses are expected, and they are caught
         results = [o.value for o in outcomes]
         winners = [r for r in results if r.won]
 
         # FOUR-1 / FOUR-2
         if eligible:
-            assert len(winners) == 1, results
-            assert winners[0].name in eligible, results
+            with clause("FOUR-2"):
+                assert len(winners) == 1, results
+            with clause("FOUR-2"):
+                assert winners[0].name in eligible, results
         else:
-            assert winners == [], results
+            with clause("FOUR-2"):
+                assert winners == [], results
 
         # FOUR-5: what the losers saw
         for r in results:
             if r.won:
                 continue
             if r.name == "sweep" or not sweep_side:
-                assert isinstance(r.error, NotSuspended), r
+                with clause("FOUR-5"):
+                    assert isinstance(r.error, NotSuspended), r
             elif winners:
-                assert isinstance(r.error, (NotSuspended, SuspensionExpired)), r
+                with clause("FOUR-5"):
+                    assert isinstance(r.error, (NotSuspended, SuspensionExpired)), r
             else:
-                assert isinstance(r.error, SuspensionExpired), r
+                with clause("FOUR-5"):
+                    assert isinstance(r.error, SuspensionExpired), r
 
         after = store.get_run(c, run.id)
         if winners:
@@ -1885,14 +1960,18 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
                                                     revision=run.revision + writes), "run")
             with pytest.raises(NotSuspended):
                 store.get_suspension(c, run.id)
-            assert sus.id not in _ids(store.list_expired_across_scopes(ZERO, FAR_FUTURE))
+            with clause("FOUR-3"):
+                assert sus.id not in _ids(store.list_expired_across_scopes(ZERO, FAR_FUTURE))
             if p is not None:
                 # FOUR-4: P decided once, by the winner
                 got = store.get_checkpoint(c, p.id)
-                assert got.state == CheckpointState.RESOLVED
-                assert _decision_fields(got.decision) == _decision_fields(DECISIONS[w])
-                assert got.decision.decided_at == t and got.updated_at == t
-                assert p.id not in _ids(store.list_pending(c))
+                expect("FOUR-4", got.state, CheckpointState.RESOLVED, "got.state")
+                expect("FOUR-4", _decision_fields(got.decision),
+                       _decision_fields(DECISIONS[w]), "_decision_fields(got.decision)")
+                expect("FOUR-4", got.decision.decided_at, t, "got.decision.decided_at")
+                expect("FOUR-4", got.updated_at, t, "got.updated_at")
+                with clause("FOUR-4"):
+                    assert p.id not in _ids(store.list_pending(c))
                 with pytest.raises(InvalidState):
                     store.resolve(c, p.id, approve(by="latecomer"))
                 with pytest.raises(InvalidState):
@@ -1900,13 +1979,14 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
                 assert_strict_equal(store.get_checkpoint(c, p.id), got, "checkpoint after late resolves")
         else:
             # FOUR-2 / FOUR-6: nobody won, nothing moved
-            assert after.state == RunState.PAUSED
+            expect("FOUR-6", after.state, RunState.PAUSED, "after.state")
             assert_strict_equal(after, run, "run")
             assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
             if p is not None:
                 assert_strict_equal(store.get_checkpoint(c, p.id), p, "checkpoint")
         # FOUR-6
-        assert after.state != RunState.RUNNING or [r.name for r in winners] == ["resume"]
+        with clause("FOUR-6"):
+            assert after.state != RunState.RUNNING or [r.name for r in winners] == ["resume"]
         clock.advance(milliseconds=3)
 
     assert_strict_equal(store.get_run(c, b_run.id), b_run, "bystander run")
@@ -1931,11 +2011,13 @@ def test_sweep_and_cancel_writers_reject_every_pending_checkpoint(store, clock, 
     done = store.resolve(c, done.id, approve(by="earlier"))
     other = store.create_checkpoint(c, make_checkpoint(ids.new_id(ids.RUN)))
     result = writer_script(name, store, clock, c, run, None, True)()
-    assert result.won
+    with clause("FOUR-3"):
+        assert result.won
     for cp in pending:
         got = store.get_checkpoint(c, cp.id)
-        assert got.state == CheckpointState.RESOLVED
-        assert _decision_fields(got.decision) == _decision_fields(DECISIONS[name])
+        expect("FOUR-4", got.state, CheckpointState.RESOLVED, "got.state")
+        expect("FOUR-4", _decision_fields(got.decision),
+               _decision_fields(DECISIONS[name]), "_decision_fields(got.decision)")
     assert_strict_equal(store.get_checkpoint(c, done.id), done, "earlier decision")
     assert_strict_equal(store.get_checkpoint(c, other.id), other, "other run's checkpoint")
-    assert store.get_run(c, run.id).state == WINNER_STATE[name]
+    expect("FOUR-3", store.get_run(c, run.id).state, WINNER_STATE[name], "store.get_run(c, run.id).state")
