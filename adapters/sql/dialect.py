@@ -374,6 +374,12 @@ class _Postgres(Dialect):
             return ErrorKind.BUSY
         if code is not None and code.startswith(("08", "57P")):  # connection, admin shutdown
             return ErrorKind.DISCONNECT
+        if code is None and isinstance(exc, sa.exc.OperationalError):
+            # psycopg's own connection failures carry no SQLSTATE ("consuming
+            # input failed: server closed the connection unexpectedly", "the
+            # connection is closed"): the connection is gone, nothing the
+            # server answered
+            return ErrorKind.DISCONNECT
         return ErrorKind.OTHER
 
 
