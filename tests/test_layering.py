@@ -17,7 +17,14 @@ What is checked: every NAME token, and every word of every STRING token
 (f-strings included), of the code; comments and docstrings are not checked
 (they may say what a class gives, as prose).  A whole identifier or word
 must not be a forbidden word; no part of it between underscores may be a
-class name, whatever its case (``_GATEWAY_OPENER``, ``open_gateway``).
+class name, whatever its case (``_GATEWAY_OPENER``, ``open_gateway``).  The
+one exception is a paging argument of the common contract (``offset``,
+``limit``), allowed as an argument but not as an attribute (the gateway's
+``offset`` method).
+
+The same holds for the test helpers (``cortex_spec/testing.py``: a class's
+builders live in the class's module) and for the machines' generic modules
+of ``stateful/`` (a class's rules, world and races are in its own files).
 """
 
 from __future__ import annotations
@@ -34,15 +41,33 @@ import pytest
 
 from cortex_spec import errors, ids
 from cortex_spec.classes import CLASSES
+from cortex_spec.kinds import PAGE_ARGUMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The files that must stay generic.
+#: The files that must stay generic: the cross-class suites, the test
+#: helpers, and every module of ``stateful/`` but a class's own files
+#: (``stateful/<class>.py`` and its companions, e.g. ``gateway_driver.py``).
 GENERIC = [
     "conformance/test_scope.py",
     "conformance/test_common.py",
     "conformance/examples.py",
     "conformance/helpers.py",
+    "cortex_spec/testing.py",
+    "stateful/classes.py",
+    "stateful/concurrent.py",
+    "stateful/crash.py",
+    "stateful/differential.py",
+    "stateful/history.py",
+    "stateful/kinds.py",
+    "stateful/linearizability.py",
+    "stateful/model.py",
+    "stateful/ops.py",
+    "stateful/plugin.py",
+    "stateful/runner.py",
+    "stateful/stats.py",
+    "stateful/test_machines.py",
+    "stateful/world.py",
 ]
 
 #: Errors of the common contract (common.md, scope.md), raised by every class alike.
@@ -50,6 +75,12 @@ COMMON_ERRORS = frozenset({
     "CortexError", "NoScope", "InvalidArgument", "AlreadyExists", "NotFound", "InvalidState",
     "StoreClosed", "StoreError", "BackendUnavailable",
 })
+
+#: Words of the common contract that a class also uses as a name: the paging
+#: arguments (``offset`` is a gateway method too).  Such a word is allowed as
+#: an argument (a keyword, a key, a string, a variable), never as an
+#: attribute (``gateway.offset(...)``, ``store.offset``).
+COMMON_ARGUMENTS = frozenset(PAGE_ARGUMENTS)
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -98,14 +129,21 @@ def violations(source: str) -> list[tuple[int, str, str]]:
     skip = _docstrings(source)
     string_kinds = {tokenize.STRING} | ({getattr(tokenize, "FSTRING_MIDDLE")} if sys.version_info >= (3, 12) else set())
     found = []
+    previous = None
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        attribute = previous is not None and previous.type == tokenize.OP and previous.string == "."
+        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            previous = tok
         if tok.type == tokenize.NAME:
             candidates = [tok.string]
         elif tok.type in string_kinds and tok.start not in skip:
             candidates = _WORD.findall(tok.string)
+            attribute = False
         else:
             continue
         for word in candidates:
+            if word in COMMON_ARGUMENTS and not attribute:
+                continue
             if word in words:
                 found.append((tok.start[0], word, words[word]))
                 continue
@@ -126,8 +164,10 @@ def test_generic_suites_name_no_class(path):
 
 def test_the_check_sees_every_kind_of_name():
     """The check is not vacuous: a class, a method, an entity, an error, an
-    opener, a prefix constant and a class name inside an identifier or a
-    string are each caught; a comment and a docstring are not checked."""
+    opener, a prefix constant, a builder of a class and a class name inside
+    an identifier or a string are each caught, and so is a paging argument
+    of the common contract used as a class's method (an attribute); a
+    comment, a docstring and a paging argument as an argument are not."""
     snippets = {
         'x = "runs"': "runs",
         "store.create_run(c, obj)": "create_run",
@@ -141,12 +181,22 @@ def test_the_check_sees_every_kind_of_name():
         'f"{x} of list_agents"': "list_agents",
         "get_overlay_for_agent_at(c, a, s)": "get_overlay_for_agent_at",
         "Agent(name='x')": "Agent",
+        # a common paging argument used as a class's method, and the class's builders
+        "w.offset(ZERO, 'telegram')": "offset",
+        "store.pending(c)": "pending",
+        "from cortex_spec.runs import make_run": "make_run",
+        "testing.make_envelope(conversation_id)": "make_envelope",
+        "store.create_session(c, Session(agent_id=a))": "Session",
+        "for r in store.list_runs(c, offset=2): pass": "list_runs",
     }
     for snippet, word in snippets.items():
         assert word in [w for _, w, _ in violations(snippet + "\n")], snippet
     clean = '"""The runs class, its create_run and RunNotFound."""\n# gateway, checkpoints\nx = 1\n'
     assert violations(clean) == []
+    # the paging arguments of the common contract, as arguments
+    paging = 'args["offset"] = 1\nf(limit=2, offset=3)\noffset, limit = 0, 0\nx = {"offset": offset}\n'
+    assert violations(paging) == []
     words, _ = forbidden_words()
     assert {"runs", "catalog", "resolve", "list_pending_across_scopes", "Overlay", "RunNotFound",
-            "open_gateway"} <= set(words)
+            "open_gateway", "make_run", "make_message", "approve", "gateway_view"} <= set(words)
     assert not COMMON_ERRORS & set(words)
