@@ -991,6 +991,7 @@ def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
 # -- builders for tests ------------------------------------------------------------------------
 # A valid conversation, envelope, delivery or pending ask, fresh ids and the fields given; cortex_spec.testing re-exports them.
 
+
 def make_conversation(**fields: Any) -> Conversation:
     """An open conversation between ``planner`` and ``worker`` (8 hops)."""
     fields.setdefault("id", ids.new_id(ids.CONVERSATION))

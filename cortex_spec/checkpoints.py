@@ -194,13 +194,12 @@ def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
 # -- builders for tests ------------------------------------------------------------------------
 # A valid checkpoint (fresh ids, the fields given) or decision; cortex_spec.testing re-exports them.
 
+
 def make_checkpoint(run_id: str | None = None, **fields: Any) -> Checkpoint:
     fields.setdefault("id", ids.new_id(ids.CHECKPOINT))
     fields.setdefault("agent_id", ids.new_id(ids.AGENT))
     fields.setdefault("reason", "approve the deployment")
     return Checkpoint(run_id=run_id or ids.new_id(ids.RUN), **fields)
-
-
 
 
 def approve(by: str = "alice", reason: str = "looks good") -> Decision:

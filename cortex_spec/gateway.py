@@ -351,6 +351,7 @@ class GatewayOpener(Protocol):
 # A valid inbound message (fresh id, the fields given) and what a gateway shows;
 # cortex_spec.testing re-exports them.
 
+
 #: A context for the gateway's calls (its rows carry no scope, GW-SCOPE-1).
 _ANY = Context(Scope())
 

@@ -370,6 +370,7 @@ def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
 # -- builders for tests ------------------------------------------------------------------------
 # A valid run, step or tool call, fresh ids and the fields given; cortex_spec.testing re-exports them.
 
+
 def make_run(state: RunState | str = RunState.CREATED, **fields: Any) -> Run:
     fields.setdefault("id", ids.new_id(ids.RUN))
     fields.setdefault("agent_id", ids.new_id(ids.AGENT))

@@ -187,6 +187,7 @@ def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
 # -- builders for tests ------------------------------------------------------------------------
 # A valid suspension, fresh ids and the fields given; cortex_spec.testing re-exports them.
 
+
 def make_suspension(run_id: str, **fields: Any) -> Suspension:
     fields.setdefault("id", ids.new_id(ids.SUSPENSION))
     fields.setdefault("reason", SuspensionReason.APPROVAL)

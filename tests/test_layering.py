@@ -200,3 +200,24 @@ def test_the_check_sees_every_kind_of_name():
     assert {"runs", "catalog", "resolve", "list_pending_across_scopes", "Overlay", "RunNotFound",
             "open_gateway", "make_run", "make_message", "approve", "gateway_view"} <= set(words)
     assert not COMMON_ERRORS & set(words)
+
+
+def test_the_builders_of_each_class_are_reexported_by_the_test_helpers():
+    """``cortex_spec.testing`` names no class but still gives every class's
+    builders (``from cortex_spec.testing import make_run``): each name of a
+    class module's ``BUILDERS`` is there, the same object, and in
+    ``__all__``; a name no class builds is an AttributeError."""
+    import cortex_spec.testing as testing
+
+    seen = 0
+    for cls in CLASSES.values():
+        module = importlib.import_module(cls.protocol.__module__)
+        for name in getattr(module, "BUILDERS", ()):
+            assert getattr(testing, name) is getattr(module, name), name
+            assert name in testing.__all__ and name in module.__all__, name
+            seen += 1
+    assert seen >= 12, seen  # runs 3, suspensions 1, checkpoints 3, a2a 4, gateway 2
+    from cortex_spec.testing import make_run  # noqa: F401 - the documented import
+
+    with pytest.raises(AttributeError):
+        getattr(testing, "make_nothing")
