@@ -20,7 +20,9 @@ must not be a forbidden word; no part of it between underscores may be a
 class name, whatever its case (``_GATEWAY_OPENER``, ``open_gateway``).  The
 one exception is a paging argument of the common contract (``offset``,
 ``limit``), allowed as an argument but not as an attribute (the gateway's
-``offset`` method).
+``offset`` method); and a public function or class the generic layer
+defines itself (``kinds.visible``) is not a class's word because a class
+module exports a helper of that name.
 
 The same holds for the test helpers (``cortex_spec/testing.py``: a class's
 builders live in the class's module) and for the machines' generic modules
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex_spec import errors, ids
+from cortex_spec import context, errors, ids, kinds, scope, validation, views
 from cortex_spec.classes import CLASSES
 from cortex_spec.kinds import PAGE_ARGUMENTS
 
@@ -53,6 +55,7 @@ GENERIC = [
     "conformance/test_common.py",
     "conformance/examples.py",
     "conformance/helpers.py",
+    "conformance/test_kinds.py",
     "cortex_spec/testing.py",
     "stateful/classes.py",
     "stateful/concurrent.py",
@@ -76,6 +79,15 @@ COMMON_ERRORS = frozenset({
     "StoreClosed", "StoreError", "BackendUnavailable",
 })
 
+#: The public functions and classes the generic layer defines itself
+#: (:mod:`cortex_spec.kinds`'s ``visible``, …): a class module that exports a
+#: helper of the same name does not make the generic word a name of the
+#: class (its helper is still caught where it is imported: the import names
+#: the class's module).
+GENERIC_NAMES = frozenset(
+    name for module in (kinds, context, scope, validation, views) for name, value in vars(module).items()
+    if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__)
+
 #: Words of the common contract that a class also uses as a name: the paging
 #: arguments (``offset`` is a gateway method too).  Such a word is allowed as
 #: an argument (a keyword, a key, a string, a variable), never as an
@@ -96,7 +108,8 @@ def forbidden_words() -> tuple[dict[str, str], frozenset[str]]:
             words.setdefault(cls.opened_by, f"the opener of class {cls.name}")
         module = importlib.import_module(cls.protocol.__module__)
         for name in module.__all__:
-            words.setdefault(name, f"a public name of {module.__name__} (class {cls.name})")
+            if name not in GENERIC_NAMES:
+                words.setdefault(name, f"a public name of {module.__name__} (class {cls.name})")
         for table in cls.tables:
             for name in (table.name, table.singular, table.plural, table.entity.__name__, table.not_found.__name__):
                 words.setdefault(name, f"stored kind {table.name} of class {cls.name}")
@@ -196,6 +209,10 @@ def test_the_check_sees_every_kind_of_name():
     # the paging arguments of the common contract, as arguments
     paging = 'args["offset"] = 1\nf(limit=2, offset=3)\noffset, limit = 0, 0\nx = {"offset": offset}\n'
     assert violations(paging) == []
+    # the generic layer's own visible, but not a class's helper through its module
+    assert violations("k.visible(c.scope, exact, r.scope)\n") == []
+    assert "a2a" in [w for _, w, _ in violations("from cortex_spec.a2a import visible\n")]
+    assert "check_address" in [w for _, w, _ in violations("check_address(x)\n")]
     words, _ = forbidden_words()
     assert {"runs", "catalog", "resolve", "list_pending_across_scopes", "Overlay", "RunNotFound",
             "open_gateway", "make_run", "make_message", "approve", "gateway_view"} <= set(words)
