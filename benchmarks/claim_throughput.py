@@ -61,13 +61,11 @@ from cortex_spec.adapters.sql import SqlStore
 
 from cortex_spec import ManualClock, errors
 from cortex_spec.clock import to_millis
-from cortex_spec.testing import (
-    ctx,
-    make_delivery,
-    make_message,
-    make_run,
-    make_suspension,
-)
+from cortex_spec.testing import ctx
+from cortex_spec.a2a import make_delivery
+from cortex_spec.gateway import make_message
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 SCOPE = ctx("ws=bench")
 SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}
