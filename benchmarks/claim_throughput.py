@@ -23,10 +23,18 @@ in autocommit and the gateway's transaction explicitly, as the store does.
 
 Adapter and driver runs alternate (adapter, driver, adapter, …) for
 ``--repeats`` pairs on fresh rows; the table shows, per dialect and
-operation, the medians over the repeats of attempts/s and of each run's p50
-and p99 attempt latency, and the median of the per-pair SqlStore/driver
-throughput ratios.  Then it says whether the targets are met: ratio at
-least 0.8 everywhere, and on SQLite the store's p99 within 3× the driver's.
+operation, the medians over the repeats of attempts/s, of each run's p50
+and p99 attempt latency and of its process CPU time per attempt, the lock
+retries past SQLite's busy timeout (summed; both paths count theirs), and
+the median of the per-pair SqlStore/driver throughput ratios.  It checks
+that both paths run the same SQL text (the driver's compiled statements
+against the adapter's prepared ones) and prints the load average before and
+after.  Then it says whether the targets are met: ratio at least 0.8
+everywhere, and on SQLite the store's p99 within 3× the driver's (exit
+status 1 when one is not).  ``--contract`` adds a third path, not a target:
+the driver's statements with the contract's own Python around them (the
+store's entry checks, clock read and refusals), which tells how much of the
+store's extra latency is the contract's rather than the adapter's.
 
 Run from a checkout with the ``postgres`` extra installed::
 
