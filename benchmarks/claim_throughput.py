@@ -23,10 +23,18 @@ in autocommit and the gateway's transaction explicitly, as the store does.
 
 Adapter and driver runs alternate (adapter, driver, adapter, …) for
 ``--repeats`` pairs on fresh rows; the table shows, per dialect and
-operation, the medians over the repeats of attempts/s and of each run's p50
-and p99 attempt latency, and the median of the per-pair SqlStore/driver
-throughput ratios.  Then it says whether the targets are met: ratio at
-least 0.8 everywhere, and on SQLite the store's p99 within 3× the driver's.
+operation, the medians over the repeats of attempts/s, of each run's p50
+and p99 attempt latency and of its process CPU time per attempt, the lock
+retries past SQLite's busy timeout (summed; both paths count theirs), and
+the median of the per-pair SqlStore/driver throughput ratios.  It checks
+that both paths run the same SQL text (the driver's compiled statements
+against the adapter's prepared ones) and prints the load average before and
+after.  Then it says whether the targets are met: ratio at least 0.8
+everywhere, and on SQLite the store's p99 within 3× the driver's (exit
+status 1 when one is not).  ``--contract`` adds a third path, not a target:
+the driver's statements with the contract's own Python around them (the
+store's entry checks, clock read and refusals), which tells how much of the
+store's extra latency is the contract's rather than the adapter's.
 
 Run from a checkout with the ``postgres`` extra installed::
 
@@ -61,13 +69,11 @@ from cortex_spec.adapters.sql import SqlStore
 
 from cortex_spec import ManualClock, errors
 from cortex_spec.clock import to_millis
-from cortex_spec.testing import (
-    ctx,
-    make_delivery,
-    make_message,
-    make_run,
-    make_suspension,
-)
+from cortex_spec.testing import ctx
+from cortex_spec.a2a import make_delivery
+from cortex_spec.gateway import make_message
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 SCOPE = ctx("ws=bench")
 SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}
@@ -134,16 +140,16 @@ def _race(keys: list[str], threads: int, workers: list[Worker]) -> dict[str, Any
     for t in ts:
         t.start()
     barrier.wait()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for t in ts:
         t.join()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     if failures:
         raise failures[0]
     every = sorted(x for lat in latencies for x in lat)
     return {"seconds": elapsed, "attempts": len(every), "wins": sum(wins), "runs": len(keys),
             "rate": len(every) / elapsed, "p50": _quantile(every, 0.50),
-            "p99": _quantile(every, 0.99)}
+            "p99": _quantile(every, 0.99), "cpu": cpu / max(1, len(every))}
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -209,15 +215,33 @@ class _Statements:
 
         ops = POSTGRES if dialect_name == "postgresql" else SQLITE
         claim, probe = suspensions._claim_statements(1, "resume", ops)
-        self.claim, self.probe = driver_sql(claim, dialect), driver_sql(probe, dialect)
         table = a2a.a2a_deliveries.name
-        self.deliver = driver_sql(a2a._conditional_update(table, 1, "claim"), dialect)
         read = a2a._classify_read(table, 1, "claim")
+        #: the adapter's statements: run by the store on its own engine, by
+        #: the driver path as compiled here (see same_sql)
+        self.store_sources = {"claim": claim, "probe": probe,
+                              "deliver": a2a._conditional_update(table, 1, "claim"), "reread": read}
+        self.gateway_sources = {"accept": gateway._accept(dialect_name), "bump": gateway._BUMP}
+        self.claim, self.probe = driver_sql(claim, dialect), driver_sql(probe, dialect)
+        self.deliver = driver_sql(self.store_sources["deliver"], dialect)
         self.reread = driver_sql(read, dialect)
         self.state_at = [c.key for c in read.selected_columns].index("state")
-        self.accept = driver_sql(gateway._accept(dialect_name), dialect, gateway_schema)
-        self.bump = driver_sql(gateway._BUMP, dialect, gateway_schema)
+        self.accept = driver_sql(self.gateway_sources["accept"], dialect, gateway_schema)
+        self.bump = driver_sql(self.gateway_sources["bump"], dialect, gateway_schema)
         self.sql_dialect = sql_dialect
+
+    def same_sql(self, store: Any, gateway: Any) -> list[str]:
+        """The statements whose SQL text differs between this driver path and
+        the adapter (``store`` / ``gateway`` as opened for the measurement):
+        none, or the comparison is not of the same database work."""
+        differ = []
+        for sources, owner in ((self.store_sources, store), (self.gateway_sources, gateway)):
+            if owner is None:
+                continue
+            for name, stmt in sources.items():
+                if owner._statements.get(stmt, None).sql != getattr(self, name)[0]:
+                    differ.append(name)
+        return differ
 
 
 def _accept_values(message: Any, now_ms: int) -> dict[str, Any]:
@@ -272,7 +296,53 @@ def _driver_workers(stmts: _Statements, execute: Callable[[str, dict[str, Any]],
     return {"suspension claim": suspension, "delivery claim": delivery, "gateway accept": accept}
 
 
-def _sqlite_driver(path: str, stmts: _Statements, now_ms: int, messages: dict[str, Any]) -> dict[str, Worker]:
+def _with_contract(op: str, worker: Worker, clock: Any, messages: dict[str, Any]) -> Worker:
+    """``worker`` (a driver path) plus the contract's own Python that the
+    store runs around the same statements: the entry checks and the clock
+    read before them, the refusal raised (and caught) after a loss, as the
+    store's callers see it.  Not the decoding of a win's row into the
+    returned entity.  Only for ``--contract``: it tells how much of the
+    store's extra time is the contract's and how much the adapter's."""
+    from cortex_spec import ids
+    from cortex_spec.clock import truncate_ms
+    from cortex_spec.context import require_scope
+    from cortex_spec.gateway import validate_message
+
+    if op == "gateway accept":
+        now = clock.now()
+
+        def accept(key: str) -> bool:
+            validate_message(SCOPE, messages[key], now)
+            return worker(key)
+
+        return accept
+    kind, refusal = ((ids.RUN, errors.NotSuspended) if op == "suspension claim"
+                     else (ids.DELIVERY, errors.DeliveryAlreadyClaimed))
+
+    def claim(key: str) -> bool:
+        require_scope(SCOPE)
+        ids.check_id(key, kind, "id")
+        to_millis(truncate_ms(clock.now()))
+        if worker(key):
+            return True
+        try:
+            raise refusal(f"{key} is taken")
+        except refusal:
+            return False
+
+    return claim
+
+
+def _sqlite_driver(path: str, stmts: _Statements, now_ms: int, messages: dict[str, Any],
+                   retries: list[int]) -> dict[str, Worker]:
+    """The driver path on SQLite: the adapter's connection settings (WAL,
+    ``synchronous=FULL``, a 5 s busy timeout, autocommit with ``BEGIN
+    IMMEDIATE`` for the transaction) and the adapter's policy past the busy
+    timeout: try again (the adapter backs off 2-100 ms; the driver path
+    1 ms).  Both count those retries (``retries[0]`` here, the store's
+    ``lock_retries``), and the report prints them: with the busy timeout of
+    5 s neither path normally retries at all, so the waiting is SQLite's
+    busy handler on both."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=5.0, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL").fetchall()
     conn.execute("PRAGMA synchronous=FULL")  # the store's default
@@ -284,6 +354,7 @@ def _sqlite_driver(path: str, stmts: _Statements, now_ms: int, messages: dict[st
             except sqlite3.OperationalError as exc:  # busy past the timeout: try again
                 if "locked" not in str(exc):
                     raise
+                retries[0] += 1
                 time.sleep(0.001)
 
     @contextmanager
@@ -337,16 +408,29 @@ def _messages(n: int) -> dict[str, Any]:
 
 
 def _measure(op: str, path: str, seed: Callable[[str], tuple[list[str], Callable[[], list[Worker]],
-                                                              Callable[[], None]]]) -> dict[str, Any]:
+                                                              Callable[[], dict[str, Any]]]]) -> dict[str, Any]:
+    """One race; ``done()`` closes what ``seed`` opened and tells the lock
+    retries past the busy timeout and the statements whose SQL differed."""
     keys, make_workers, done = seed(path)
+    finished = False
     try:
         workers = make_workers()
-        return _race(keys, len(workers), workers)
+        row = _race(keys, len(workers), workers)
+        finished = True
     finally:
-        done()
+        extra = done()
+    return {**row, **extra} if finished else row
 
 
-def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str]) -> list[dict[str, Any]]:
+def _adapter_extra(stmts: _Statements, store: SqlStore, gateway: Any) -> dict[str, Any]:
+    """After an adapter race: its lock retries, and which statements' SQL
+    differs from the driver path's."""
+    retries = store.lock_retries + (gateway.lock_retries if gateway is not None else 0)
+    return {"retries": retries, "differ": stmts.same_sql(store, gateway)}
+
+
+def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
+                 paths: tuple[str, ...] = ("adapter", "driver")) -> list[dict[str, Any]]:
     clock = ManualClock()
     now = clock.now()
     now_ms = to_millis(now)
@@ -374,6 +458,8 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str]) -> l
             gateway = store.open_gateway(base + ".gw") if op == "gateway accept" and path == "adapter" \
                 else None
 
+            retries = [0]
+
             def workers() -> list[Worker]:
                 if path == "adapter":
                     one = {"suspension claim": lambda: _adapter_claim(store),
@@ -381,24 +467,28 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str]) -> l
                            "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
                     return [one() for _ in range(threads)]
                 target = os.path.join(base + ".gw", "gateway.db") if op == "gateway accept" else db
-                return [_sqlite_driver(target, stmts, now_ms, messages)[op] for _ in range(threads)]
+                ws = [_sqlite_driver(target, stmts, now_ms, messages, retries)[op] for _ in range(threads)]
+                return ws if path == "driver" else [_with_contract(op, w, clock, messages) for w in ws]
 
-            def done() -> None:
+            def done() -> dict[str, Any]:
+                extra = _adapter_extra(stmts, store, gateway) if path == "adapter" else {"retries": retries[0]}
                 if gateway is not None:
                     gateway.close()
                 store.close()
+                return extra
 
             return keys, workers, done
 
         for op in operations:
             for r in range(repeats):
-                for path in ("adapter", "driver"):
+                for path in paths:
                     row = _measure(op, path, lambda p, op=op: seed(op, p))
                     results.append({"dialect": "sqlite", "operation": op, "path": path, "repeat": r, **row})
     return results
 
 
-def bench_postgres(n: int, threads: int, repeats: int, operations: list[str]) -> list[dict[str, Any]]:
+def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
+                   paths: tuple[str, ...] = ("adapter", "driver")) -> list[dict[str, Any]]:
     from cortex_spec.adapters.sql.harness import PostgresHarness
 
     harness = PostgresHarness()
@@ -436,20 +526,24 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str]) ->
                            "delivery claim": lambda: _adapter_delivery(store),
                            "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
                     return [one() for _ in range(threads)]
-                return [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
+                ws = [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
+                return ws if path == "driver" else [_with_contract(op, w, clock, messages) for w in ws]
 
-            def done() -> None:
+            def done() -> dict[str, Any]:
+                # PostgreSQL's lock waits are the server's; nothing is retried
+                extra = _adapter_extra(stmts, store, gateway) if path == "adapter" else {"retries": 0}
                 if gateway is not None:
                     gateway.close()
                 store.close()
                 harness.discard_gateway_location(namespace)
                 harness.discard(location)
+                return extra
 
             return keys, workers, done
 
         for op in operations:
             for r in range(repeats):
-                for path in ("adapter", "driver"):
+                for path in paths:
                     row = _measure(op, path, lambda p, op=op: seed(op, p))
                     results.append({"dialect": "postgresql", "operation": op, "path": path,
                                     "repeat": r, **row})
@@ -469,34 +563,58 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in results:
         groups.setdefault((r["dialect"], r["operation"]), []).append(r)
     for (dialect, op), rs in groups.items():
-        by = {p: sorted((r for r in rs if r["path"] == p), key=lambda r: r["repeat"])
-              for p in ("adapter", "driver")}
+        paths = [p for p in ("adapter", "driver", "contract") if any(r["path"] == p for r in rs)]
+        by = {p: sorted((r for r in rs if r["path"] == p), key=lambda r: r["repeat"]) for p in paths}
         ratios = [a["rate"] / d["rate"] for a, d in zip(by["adapter"], by["driver"])]
         row: dict[str, Any] = {"dialect": dialect, "operation": op, "repeats": len(ratios),
                                "ratio": statistics.median(ratios), "ratios": ratios,
-                               "exact": all(r["wins"] == r["runs"] for r in rs)}
-        for p in ("adapter", "driver"):
-            for k in ("rate", "p50", "p99"):
+                               "exact": all(r["wins"] == r["runs"] for r in rs), "paths": paths}
+        for p in paths:
+            for k in ("rate", "p50", "p99", "cpu"):
                 row[f"{p}_{k}"] = statistics.median(r[k] for r in by[p])
+            row[f"{p}_retries"] = sum(r.get("retries", 0) for r in by[p])
+        row["differ"] = sorted({name for r in by["adapter"] for name in r.get("differ", ())})
         row["p99_factor"] = row["adapter_p99"] / row["driver_p99"]
         rows.append(row)
     return rows
 
 
-def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int) -> bool:
+FAIRNESS = """\
+the comparison: both paths run the adapter's own statements (SQL text checked
+equal below), on connections with the adapter's settings (SQLite: WAL,
+synchronous=FULL, 5 s busy timeout, autocommit, BEGIN IMMEDIATE for the
+gateway's transaction; PostgreSQL: READ COMMITTED, autocommit for one
+statement), and wait for locks the same way (SQLite's busy handler; past the
+busy timeout both try again, the counts are the "lock retries" column).
+What the driver path leaves out is the contract's own Python around the
+statements: argument validation, the clock, building the returned entity and
+the refusal; "CPU us" (process CPU time per attempt, all threads) shows it."""
+
+
+def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
+           load: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> bool:
     print(f"claim throughput: {threads} threads racing for {runs} keys per operation "
           f"({threads * runs} attempts, {runs} must win); medians of {repeats} interleaved repeats")
+    if load is not None:
+        print("load average: " + " -> ".join(" ".join(f"{x:.2f}" for x in la) for la in load)
+              + f" ({os.cpu_count()} cores)")
+    print(FAIRNESS)
     print(f"{'dialect':<11} {'operation':<17} {'path':<9} {'attempts/s':>10} {'p50 ms':>8} "
-          f"{'p99 ms':>8}  {'SqlStore/driver':>15}  per repeat")
+          f"{'p99 ms':>8} {'CPU us':>7} {'lock retries':>12}  {'SqlStore/driver':>15}  per repeat")
     for row in rows:
-        for p, label in (("adapter", "SqlStore"), ("driver", "driver")):
+        for p, label in (("adapter", "SqlStore"), ("driver", "driver"), ("contract", "+contract")):
+            if p not in row["paths"]:
+                continue
             tail = ""
             if p == "adapter":
                 tail = f"  {row['ratio']:>15.2f}  " + " ".join(f"{x:.2f}" for x in row["ratios"])
             print(f"{row['dialect']:<11} {row['operation']:<17} {label:<9} {row[p + '_rate']:>10.0f} "
-                  f"{row[p + '_p50'] * 1e3:>8.2f} {row[p + '_p99'] * 1e3:>8.2f}{tail}")
+                  f"{row[p + '_p50'] * 1e3:>8.2f} {row[p + '_p99'] * 1e3:>8.2f} "
+                  f"{row[p + '_cpu'] * 1e6:>7.0f} {row[p + '_retries']:>12}{tail}")
+    differ = [f"{row['dialect']} {row['operation']}: {', '.join(row['differ'])}" for row in rows if row["differ"]]
+    print("same SQL on both paths: " + ("yes" if not differ else "NO (" + "; ".join(differ) + ")"))
     print("targets:")
-    ok = True
+    ok = not differ
     for row in rows:
         met = row["ratio"] >= RATIO_TARGET
         ok &= met
@@ -508,6 +626,9 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int) ->
             print(f"  {'':<11} {'':<17} p99 {row['adapter_p99'] * 1e3:.2f} ms = "
                   f"{row['p99_factor']:.2f}x the driver's (<= {P99_FACTOR:g}x): "
                   f"{'met' if met else 'NOT MET'}")
+            if "contract" in row["paths"]:
+                print(f"  {'':<11} {'':<17} (not a target: {row['adapter_p99'] / row['contract_p99']:.2f}x "
+                      f"the p99 of the driver path with the contract's Python, +contract)")
     print("all targets met" if ok else "some targets NOT met")
     return ok
 
@@ -520,26 +641,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dialects", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
     parser.add_argument("--operations", default=",".join(OPERATIONS),
                         help="comma-separated: " + ", ".join(OPERATIONS))
+    parser.add_argument("--contract", action="store_true",
+                        help="also race the driver path with the contract's own Python around it "
+                             "(+contract: validation, clock, refusals; not a target)")
     args = parser.parse_args(argv)
     operations = [o.strip() for o in args.operations.split(",") if o.strip()]
     for o in operations:
         if o not in OPERATIONS:
             parser.error(f"unknown operation {o!r}")
     results: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    paths = ("adapter", "driver", "contract") if args.contract else ("adapter", "driver")
     for d in args.dialects.split(","):
         d = d.strip()
         if d == "sqlite":
-            results += bench_sqlite(args.runs, args.threads, args.repeats, operations)
+            results += bench_sqlite(args.runs, args.threads, args.repeats, operations, paths)
         elif d in ("postgres", "postgresql"):
-            results += bench_postgres(args.runs, args.threads, args.repeats, operations)
+            results += bench_postgres(args.runs, args.threads, args.repeats, operations, paths)
         else:
             parser.error(f"unknown dialect {d!r}")
     rows = summarize(results)
-    report(rows, args.runs, args.threads, args.repeats)
+    ok = report(rows, args.runs, args.threads, args.repeats, (load_before, os.getloadavg()))
     if not all(row["exact"] for row in rows):
         print("ERROR: some measurement did not have exactly one winner per key", file=sys.stderr)
         return 1
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from cortex_spec import Context
-from cortex_spec.testing import ctx, make_conversation
+from cortex_spec.testing import ctx
+from cortex_spec.a2a import make_conversation
 
 HOME = "ws=w1/proj=p1"
 #: callers that must not see a row stored at HOME in partition "": an

@@ -63,20 +63,8 @@ from cortex_spec.errors import (
     NoSender,
     SelfAddressed,
 )
-from cortex_spec.testing import (
-    FAR_FUTURE,
-    ZERO,
-    assert_strict_equal,
-    clause,
-    ctx,
-    expect,
-    make_ask,
-    make_conversation,
-    make_delivery,
-    make_envelope,
-    race,
-    state_view,
-)
+from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race, state_view
+from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
 
 from .examples import PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, Keyed, Kind, XsMethod
 from .helpers import assert_scope

@@ -16,17 +16,8 @@ import pytest
 
 from cortex_spec import Context, ids
 from cortex_spec.errors import InvalidArgument, NoScope
-from cortex_spec.testing import (
-    FAR_FUTURE,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    expect_result,
-    make_ask,
-    make_delivery,
-    state_view,
-)
+from cortex_spec.testing import FAR_FUTURE, clause, ctx, expect, expect_raises, expect_result, state_view
+from cortex_spec.a2a import make_ask, make_delivery
 
 from .a2a_world import HOME, MS
 from .examples import Examples, Fixture

@@ -42,14 +42,12 @@ from cortex_spec.testing import (
     expect,
     expect_raises,
     expect_result,
-    make_ask,
-    make_delivery,
-    make_envelope,
-    make_run,
-    make_suspension,
     race,
     state_view,
 )
+from cortex_spec.a2a import make_ask, make_delivery, make_envelope
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture

@@ -43,12 +43,10 @@ from cortex_spec.testing import (
     expect,
     expect_raises,
     expect_result,
-    make_conversation,
-    make_delivery,
-    make_envelope,
     race,
     state_view,
 )
+from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture

@@ -39,10 +39,10 @@ from cortex_spec.testing import (
     expect,
     expect_raises,
     expect_result,
-    make_ask,
     race,
     state_view,
 )
+from cortex_spec.a2a import make_ask
 
 from .a2a_world import HOME, MS, OUTSIDERS, ConversationWorld, place, read_each, view_places
 from .examples import Examples, Fixture

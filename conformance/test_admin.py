@@ -25,26 +25,11 @@ from cortex_spec.errors import InvalidArgument, SchemaMismatch, StoreClosed
 from cortex_spec.memory import Session
 from cortex_spec.progress import Progress, progress_key
 from cortex_spec.runs import RunState
-from cortex_spec.testing import (
-    FAR_FUTURE,
-    ZERO,
-    approve,
-    clause,
-    ctx,
-    example,
-    expect,
-    expect_raises,
-    make_ask,
-    make_checkpoint,
-    make_conversation,
-    make_delivery,
-    make_envelope,
-    make_run,
-    make_step,
-    make_suspension,
-    make_tool_call,
-    race,
-)
+from cortex_spec.testing import FAR_FUTURE, ZERO, clause, ctx, example, expect, expect_raises, race
+from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
+from cortex_spec.checkpoints import approve, make_checkpoint
+from cortex_spec.runs import make_run, make_step, make_tool_call
+from cortex_spec.suspensions import make_suspension
 
 from .examples import HOME, Examples, examples
 

@@ -41,19 +41,17 @@ from cortex_spec.scope import Scope
 from cortex_spec.testing import (
     FAR_FUTURE,
     ZERO,
-    approve,
     assert_strict_equal,
     clause,
     ctx,
     expect,
     expect_raises,
-    make_checkpoint,
-    make_run,
-    make_suspension,
     race,
-    reject,
     state_view,
 )
+from cortex_spec.checkpoints import approve, make_checkpoint, reject
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
 from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises

@@ -30,7 +30,8 @@ from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
 from cortex_spec.gateway_child import GatewayChild
-from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, gateway_view, make_message, race
+from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race
+from cortex_spec.gateway import gateway_view, make_message
 from cortex_spec.validation import MAX_ENTITY_BYTES
 
 from .examples import HOME, Examples

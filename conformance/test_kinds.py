@@ -45,7 +45,7 @@ S = Scope.parse
 MS = timedelta(milliseconds=1)
 
 #: the kinds callers create (internal tables are the class's own business)
-TABLES = [t for cls in CLASSES.values() for t in cls.tables if not t.internal]
+ALL_TABLES = [t for cls in CLASSES.values() for t in cls.tables if not t.internal]
 
 
 def _params(only: Any = lambda t: True, rules: tuple[str, ...] = ()) -> list:
@@ -53,7 +53,7 @@ def _params(only: Any = lambda t: True, rules: tuple[str, ...] = ()) -> list:
     clauses for ``rules`` (a case is charged to its table's clauses, and a
     store that declares the table's class alone runs it)."""
     return [pytest.param(t, marks=[pytest.mark.cortex_classes(t.cls), _clause_marks(t, rules)], id=t.name)
-            for t in TABLES if only(t)]
+            for t in ALL_TABLES if only(t)]
 
 
 def _has(op: str) -> Any:
@@ -339,7 +339,7 @@ def _listing_params() -> list:
     return [pytest.param(t, li, marks=[pytest.mark.cortex_classes(t.cls),
                                        _clause_marks(t, ("list", "count") if li.count else ("list",))],
                          id=f"{t.name}.{li.method}")
-            for t in TABLES for li in t.listings]
+            for t in ALL_TABLES for li in t.listings]
 
 
 def _partition(table: k.Table, listing: k.Listing, i: int) -> dict[str, Any]:
@@ -435,7 +435,7 @@ def _search_params() -> list:
     return [pytest.param(t, li, marks=[pytest.mark.cortex_classes(t.cls),
                                        pytest.mark.clause(t.clause("search"), t.clause("list"))],
                          id=f"{t.name}.{li.method}")
-            for t in TABLES for li in t.listings if li.search]
+            for t in ALL_TABLES for li in t.listings if li.search]
 
 
 @pytest.mark.clause("MC-GEN-10")
@@ -464,7 +464,7 @@ def test_search_is_a_literal_ascii_folded_substring(store, table, listing):
 
 def _field_params(rules: tuple[str, ...] = ("fields",)) -> list:
     out = []
-    for t in TABLES:
+    for t in ALL_TABLES:
         for name in _data_fields(t):
             out.append(pytest.param(t, name, marks=[pytest.mark.cortex_classes(t.cls), _clause_marks(t, rules)],
                                     id=f"{t.name}.{name}"))

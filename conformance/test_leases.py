@@ -26,16 +26,9 @@ from cortex_spec.errors import (
     RunNotFound,
 )
 from cortex_spec.runs import Run, RunFilter
-from cortex_spec.testing import (
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    make_run,
-    make_suspension,
-    race,
-    state_view,
-)
+from cortex_spec.testing import clause, ctx, expect, expect_raises, race, state_view
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 from .examples import HOME, OUTSIDERS_OF_HOME, PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, StateError, XsMethod
 from .helpers import PLUS_0530, assert_scope

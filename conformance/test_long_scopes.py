@@ -25,21 +25,11 @@ from cortex_spec import CLASSES, Context, Scope, ids
 from cortex_spec.a2a import DeliveryState
 from cortex_spec.clock import EPOCH
 from cortex_spec.runs import RunState
-from cortex_spec.testing import (
-    approve,
-    clause,
-    ctx,
-    example,
-    make_ask,
-    make_checkpoint,
-    make_conversation,
-    make_delivery,
-    make_envelope,
-    make_run,
-    make_step,
-    make_suspension,
-    make_tool_call,
-)
+from cortex_spec.testing import clause, ctx, example
+from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
+from cortex_spec.checkpoints import approve, make_checkpoint
+from cortex_spec.runs import make_run, make_step, make_tool_call
+from cortex_spec.suspensions import make_suspension
 
 FAR = EPOCH + timedelta(days=365 * 100)
 PAST = EPOCH - timedelta(hours=1)

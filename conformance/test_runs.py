@@ -50,18 +50,8 @@ from cortex_spec.runs import (
 )
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import SuspensionReason
-from cortex_spec.testing import (
-    assert_strict_equal,
-    clause,
-    ctx,
-    expect,
-    make_run,
-    make_step,
-    make_tool_call,
-    race,
-    state_view,
-    strict_equal,
-)
+from cortex_spec.testing import assert_strict_equal, clause, ctx, expect, race, state_view, strict_equal
+from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
 from .examples import HOME, ByIdOp, Examples, Kind, Site

@@ -39,24 +39,12 @@ from cortex_spec.a2a import Address, DeliveryState
 from cortex_spec.checkpoints import Decision
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import (
-    clause,
-    ctx,
-    example,
-    expect,
-    expect_raises,
-    gateway_view,
-    make_checkpoint,
-    make_conversation,
-    make_delivery,
-    make_envelope,
-    make_message,
-    make_run,
-    make_step,
-    make_suspension,
-    make_tool_call,
-    state_view,
-)
+from cortex_spec.testing import clause, ctx, example, expect, expect_raises, state_view
+from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
+from cortex_spec.checkpoints import make_checkpoint
+from cortex_spec.gateway import gateway_view, make_message
+from cortex_spec.runs import make_run, make_step, make_tool_call
+from cortex_spec.suspensions import make_suspension
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
 from .examples import HOME, examples

@@ -40,21 +40,10 @@ from cortex_spec.errors import (
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import PendingCall, SuspensionReason
-from cortex_spec.testing import (
-    FAR_FUTURE,
-    ZERO,
-    approve,
-    assert_strict_equal,
-    clause,
-    ctx,
-    expect,
-    make_checkpoint,
-    make_run,
-    make_suspension,
-    race,
-    reject,
-    state_view,
-)
+from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race, state_view
+from cortex_spec.checkpoints import approve, make_checkpoint, reject
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 from .examples import (
     HOME,

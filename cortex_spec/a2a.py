@@ -986,3 +986,50 @@ def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
         out[f"queued@*#{partition}"] = store.list_queued_deliveries(anywhere)
         out[f"expired_asks@*#{partition}"] = store.list_expired_asks_across_scopes(anywhere, FAR_FUTURE)
     return out
+
+
+# -- builders for tests ------------------------------------------------------------------------
+# A valid conversation, envelope, delivery or pending ask, fresh ids and the fields given; cortex_spec.testing re-exports them.
+
+
+def make_conversation(**fields: Any) -> Conversation:
+    """An open conversation between ``planner`` and ``worker`` (8 hops)."""
+    fields.setdefault("id", ids.new_id(ids.CONVERSATION))
+    fields.setdefault("protocol", "fipa-request")
+    fields.setdefault("initiator", Address("planner"))
+    fields.setdefault("participants", (Address("planner"),))
+    return Conversation(**fields)
+
+
+def make_envelope(conversation_id: str, **fields: Any) -> Envelope:
+    """A request from ``planner`` to ``worker`` on ``conversation_id``."""
+    fields.setdefault("id", ids.new_id(ids.MESSAGE))
+    fields.setdefault("performative", Performative.REQUEST)
+    fields.setdefault("sender", Address("planner"))
+    fields.setdefault("receivers", (Address("worker"),))
+    fields.setdefault("content", "summarise the report")
+    fields.setdefault("metadata", {"priority": 1, "ratio": 0.5, "urgent": True})
+    return Envelope(conversation_id=conversation_id, **fields)
+
+
+def make_delivery(message_id: str | None = None, **fields: Any) -> Delivery:
+    """A delivery of ``message_id`` (a fresh id by default) to local ``worker``."""
+    fields.setdefault("id", ids.new_id(ids.DELIVERY))
+    fields.setdefault("receiver", Address("worker"))
+    return Delivery(message_id=message_id or ids.new_id(ids.MESSAGE), **fields)
+
+
+def make_ask(conversation_id: str | None = None, **fields: Any) -> PendingAsk:
+    """A pending ask with a fresh ``reply_with`` token and no deadline."""
+    fields.setdefault("reply_with", "rw-" + ids.new_id(ids.MESSAGE)[4:])
+    fields.setdefault("message_id", ids.new_id(ids.MESSAGE))
+    fields.setdefault("asker_run_id", ids.new_id(ids.RUN))
+    fields.setdefault("asker_agent", "planner")
+    fields.setdefault("tool_call_id", "call_1")
+    fields.setdefault("expected", Address("worker"))
+    return PendingAsk(conversation_id=conversation_id or ids.new_id(ids.CONVERSATION), **fields)
+
+
+#: The builders of this module (:mod:`cortex_spec.testing` re-exports them).
+BUILDERS: tuple[str, ...] = ("make_conversation", "make_envelope", "make_delivery", "make_ask")
+__all__ += BUILDERS

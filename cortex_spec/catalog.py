@@ -14,7 +14,7 @@ modes) are stored verbatim as short strings (CAT-GEN-13).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import ids
 from .context import Context, require_scope
@@ -358,7 +358,13 @@ TABLES = (AGENTS, SKILLS, TRAITS, BEHAVIORS, PERSONAS, OVERLAYS)
 # -- the overlay reads (CAT-OVL-3..6), once for every backend ------------------------------------
 
 
-class CatalogMethods:
+if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
+    from .generated import GeneratedCatalogMethods as _Generated
+else:
+    _Generated = object
+
+
+class CatalogMethods(_Generated):
     """The class's store methods: the generic ones of :data:`TABLES` and
     the two overlay reads, all on ``self._crud`` (a :class:`~.kinds.Crud`
     over the backend's storage).  A backend's catalog mixin inherits this."""

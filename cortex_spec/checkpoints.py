@@ -189,3 +189,27 @@ def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
 
 def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
     return {"pending@*": store.list_pending_across_scopes(Context(Scope()))}
+
+
+# -- builders for tests ------------------------------------------------------------------------
+# A valid checkpoint (fresh ids, the fields given) or decision; cortex_spec.testing re-exports them.
+
+
+def make_checkpoint(run_id: str | None = None, **fields: Any) -> Checkpoint:
+    fields.setdefault("id", ids.new_id(ids.CHECKPOINT))
+    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
+    fields.setdefault("reason", "approve the deployment")
+    return Checkpoint(run_id=run_id or ids.new_id(ids.RUN), **fields)
+
+
+def approve(by: str = "alice", reason: str = "looks good") -> Decision:
+    return Decision(approved=True, decided_by=by, reason=reason)
+
+
+def reject(by: str = "bob", reason: str = "not now") -> Decision:
+    return Decision(approved=False, decided_by=by, reason=reason)
+
+
+#: The builders of this module (:mod:`cortex_spec.testing` re-exports them).
+BUILDERS: tuple[str, ...] = ("make_checkpoint", "approve", "reject")
+__all__ += BUILDERS

@@ -39,11 +39,13 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
+from . import ids
 from .context import Context, require_context
 from .entities import entity, replace
 from .errors import InvalidArgument
+from .scope import Scope
 from .validation import (
     INT64_MAX,
     INT64_MIN,
@@ -343,3 +345,53 @@ class GatewayOpener(Protocol):
         holds it (GW-OPEN-2/3), ``StoreError`` for any other failure, with no
         lock left held (GW-OPEN-8)."""
         ...
+
+
+# -- builders for tests ------------------------------------------------------------------------
+# A valid inbound message (fresh id, the fields given) and what a gateway shows;
+# cortex_spec.testing re-exports them.
+
+
+#: A context for the gateway's calls (its rows carry no scope, GW-SCOPE-1).
+_ANY = Context(Scope())
+
+
+def make_message(channel: str = "telegram", message_id: str | None = None, **fields: Any) -> InboundMessage:
+    """An :class:`InboundMessage` with every field set to something distinct."""
+    if message_id is None:
+        message_id = ids.new_id(ids.MESSAGE)
+    fields.setdefault("conversation", "chat-42")
+    fields.setdefault("principal", "user:alice")
+    fields.setdefault("text", "deploy the staging branch, please")
+    fields.setdefault("trusted", True)
+    fields.setdefault("agent", "helper")
+    fields.setdefault("project", "proj-7")
+    return InboundMessage(channel=channel, message_id=message_id, **fields)
+
+
+def gateway_view(
+    gateway: Any,
+    keys: Sequence[tuple[str, str]] = (),
+    channels: Sequence[str] = (),
+    conversations: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """Everything observable through a gateway store: both queues, the row of
+    each of ``keys``, the offset of each of ``channels`` and the selection of
+    each of ``conversations``.  Compare views before and after a call to
+    prove it wrote nothing."""
+    view: dict[str, Any] = {
+        "pending": gateway.pending(_ANY),
+        "pending_replies": gateway.pending_replies(_ANY),
+    }
+    for channel, message_id in keys:
+        view[f"item[{channel!r},{message_id!r}]"] = gateway.get_item(_ANY, channel, message_id)
+    for channel in channels:
+        view[f"offset[{channel!r}]"] = gateway.offset(_ANY, channel)
+    for channel, conversation in conversations:
+        view[f"selection[{channel!r},{conversation!r}]"] = gateway.conversation(_ANY, channel, conversation)
+    return view
+
+
+#: The builders of this module (:mod:`cortex_spec.testing` re-exports them).
+BUILDERS: tuple[str, ...] = ("make_message", "gateway_view")
+__all__ += BUILDERS

@@ -872,12 +872,17 @@ class Crud:
 def install(cls: type, tables: Iterable[Table], crud: str = "_crud") -> type:
     """Give ``cls`` (a store class) the generated methods of ``tables``: each
     calls ``getattr(self, crud)`` (a :class:`Crud`) with its table.  A
-    method the class defines itself is left alone."""
+    method the class defines itself is left alone.  The names it gives are
+    recorded in ``cls.__cortex_installed__`` (:mod:`cortex_spec.stubs`
+    declares them to type checkers)."""
+    installed = list(getattr(cls, "__cortex_installed__", ()))
     for table in tables:
         for name, op in table.methods().items():
             if name in cls.__dict__:
                 continue
             setattr(cls, name, _method(table, op, crud, name))
+            installed.append(name)
+    type.__setattr__(cls, "__cortex_installed__", tuple(installed))
     return cls
 
 
@@ -934,7 +939,8 @@ def check_protocol(protocol: type, tables: Iterable[Table], methods: type) -> No
     """The protocol declares exactly the generated methods of ``tables`` and
     the methods ``methods`` (the class's shared implementation) writes by
     hand; raises ``TypeError`` at import time otherwise, so the typed
-    interface and the description cannot drift apart."""
+    interface and the description cannot drift apart.  The pair is
+    recorded (:func:`checked_protocols`) for :mod:`cortex_spec.stubs`."""
     declared = set(protocol_methods(protocol))
     generated = {n for t in tables for n in t.methods()}
     hand = {n for n, v in methods.__dict__.items() if callable(v) and not n.startswith("_")} - generated
@@ -943,6 +949,17 @@ def check_protocol(protocol: type, tables: Iterable[Table], methods: type) -> No
         extra = sorted(declared - generated - hand)
         raise TypeError(f"{protocol.__name__} and the tables disagree: not declared {missing}, "
                         f"not implemented {extra}")
+    _CHECKED[methods] = protocol
+
+
+#: ``methods class -> protocol`` of every :func:`check_protocol` call so far.
+_CHECKED: dict[type, type] = {}
+
+
+def checked_protocols() -> list[tuple[type, type]]:
+    """``(methods class, protocol)`` of every class whose protocol
+    :func:`check_protocol` has checked (in the order of the checks)."""
+    return list(_CHECKED.items())
 
 
 def require(ctx: object) -> Context:

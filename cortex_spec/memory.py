@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from . import ids
 from .context import Context, require_scope
@@ -215,7 +215,13 @@ _RETRIES = 100
 # -- the methods, once for every backend ---------------------------------------------------------
 
 
-class MemoryMethods:
+if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
+    from .generated import GeneratedMemoryMethods as _Generated
+else:
+    _Generated = object
+
+
+class MemoryMethods(_Generated):
     """The class's store methods on ``self._crud`` (a :class:`~.kinds.Crud`
     over the backend's storage).  A backend's memory mixin inherits this."""
 

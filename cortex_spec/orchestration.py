@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import ids
 from .context import Context, require_scope
@@ -182,7 +182,13 @@ TEAM_RUNS = Table(
 TABLES = (CONFIGS, TEAM_RUNS)
 
 
-class OrchestrationMethods:
+if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
+    from .generated import GeneratedOrchestrationMethods as _Generated
+else:
+    _Generated = object
+
+
+class OrchestrationMethods(_Generated):
     """The class's store methods: the generic ones of :data:`TABLES` and the
     two coordination primitives, on ``self._crud`` (a :class:`~.kinds.Crud`
     over the backend's storage).  Every store inherits this as it is."""

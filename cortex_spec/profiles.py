@@ -46,7 +46,7 @@ class Profile:
     #: Hypothesis examples of the concurrent machine (scenarios)
     concurrent_examples: int
     #: how many times each scenario is executed (thread schedules vary)
-    concurrent_runs: int
+    concurrent_rounds: int
     #: scenarios of each storm kind the mixed family races before its
     #: random search (see ``stateful.concurrent.storm_census``)
     census_examples: int
@@ -70,7 +70,7 @@ PROFILES = {
         differential_examples=60,
         differential_steps=40,
         concurrent_examples=60,
-        concurrent_runs=4,
+        concurrent_rounds=4,
         census_examples=2,
         crash_examples=20,
         crash_steps=25,
@@ -85,7 +85,7 @@ PROFILES = {
         differential_examples=600,
         differential_steps=80,
         concurrent_examples=500,
-        concurrent_runs=12,
+        concurrent_rounds=12,
         census_examples=6,
         crash_examples=200,
         crash_steps=80,

@@ -365,3 +365,31 @@ def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
         for sid in refs.get("step_ids", ()):
             out[f"tool_calls[{sid}]@{key}"] = store.list_tool_calls(c, sid)
     return out
+
+
+# -- builders for tests ------------------------------------------------------------------------
+# A valid run, step or tool call, fresh ids and the fields given; cortex_spec.testing re-exports them.
+
+
+def make_run(state: RunState | str = RunState.CREATED, **fields: Any) -> Run:
+    fields.setdefault("id", ids.new_id(ids.RUN))
+    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
+    return Run(state=state, **fields)
+
+
+def make_step(run_id: str | None = None, **fields: Any) -> Step:
+    fields.setdefault("id", ids.new_id(ids.STEP))
+    return Step(run_id=run_id or ids.new_id(ids.RUN), **fields)
+
+
+def make_tool_call(step_id: str | None = None, run_id: str | None = None, **fields: Any) -> ToolCall:
+    fields.setdefault("id", ids.new_id(ids.TOOL_CALL))
+    fields.setdefault("tool_name", "search")
+    return ToolCall(
+        step_id=step_id or ids.new_id(ids.STEP), run_id=run_id or ids.new_id(ids.RUN), **fields
+    )
+
+
+#: The builders of this module (:mod:`cortex_spec.testing` re-exports them).
+BUILDERS: tuple[str, ...] = ("make_run", "make_step", "make_tool_call")
+__all__ += BUILDERS

@@ -182,3 +182,22 @@ def view(store: Any, contexts: Sequence[Context], refs: Refs) -> dict[str, Any]:
 
 def view_across(store: Any, contexts: Sequence[Context]) -> dict[str, Any]:
     return {"expired@*": store.list_expired_across_scopes(Context(Scope()), FAR_FUTURE)}
+
+
+# -- builders for tests ------------------------------------------------------------------------
+# A valid suspension, fresh ids and the fields given; cortex_spec.testing re-exports them.
+
+
+def make_suspension(run_id: str, **fields: Any) -> Suspension:
+    fields.setdefault("id", ids.new_id(ids.SUSPENSION))
+    fields.setdefault("reason", SuspensionReason.APPROVAL)
+    fields.setdefault(
+        "pending", (PendingCall(id="call_1", name="deploy", arguments='{"env": "prod"}'),)
+    )
+    fields.setdefault("continuation", {"step": 3, "resume_token": "abc"})
+    return Suspension(run_id=run_id, **fields)
+
+
+#: The builders of this module (:mod:`cortex_spec.testing` re-exports them).
+BUILDERS: tuple[str, ...] = ("make_suspension",)
+__all__ += BUILDERS

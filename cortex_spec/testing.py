@@ -1,17 +1,26 @@
-"""Helpers for writing certification tests: contexts, builders, races.
+"""Helpers for writing certification tests: contexts, checks, races, views.
 
 These are what the clause suite is written with, and they are public so a
 backend author can write extra tests in the same style::
 
-    from cortex_spec.testing import ctx, make_run, race
+    from cortex_spec.runs import make_run
+    from cortex_spec.testing import ctx, race
 
     def test_my_extra(cortex_store):
         c = ctx("workspace=w1")
         cortex_store.create_run(c, make_run(state="paused"))
+
+This module names no class: the builders of a class's entities (a run, a
+suspension, an envelope, …) live at the end of the class's own module,
+listed in its ``BUILDERS``.  They are re-exported here, as before
+(``from cortex_spec.testing import make_run`` still works): the module's
+``__getattr__`` finds a name in the ``BUILDERS`` of the module of each
+class of :data:`cortex_spec.classes.CLASSES`.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import threading
 import time
@@ -23,13 +32,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import attrs
 
 from . import ids
-from .a2a import Address, Conversation, Delivery, Envelope, PendingAsk, Performative
-from .checkpoints import Checkpoint, Decision
 from .context import Context
-from .gateway import InboundMessage
-from .runs import Run, RunState, Step, ToolCall
 from .scope import Scope
-from .suspensions import PendingCall, Suspension, SuspensionReason
 from .views import FAR_FUTURE
 
 __all__ = [
@@ -41,26 +45,44 @@ __all__ = [
     "shorten",
     "ctx",
     "ZERO",
-    "make_run",
-    "make_step",
-    "make_tool_call",
-    "make_suspension",
-    "make_checkpoint",
-    "approve",
-    "reject",
-    "make_conversation",
-    "make_envelope",
-    "make_delivery",
-    "make_ask",
     "Outcome",
     "race",
     "strict_equal",
     "assert_strict_equal",
     "FAR_FUTURE",
     "state_view",
-    "make_message",
-    "gateway_view",
 ]
+
+
+def _builders() -> dict[str, Any]:
+    """Every class's builders (the ``BUILDERS`` of the module of its
+    protocol), by name."""
+    from .classes import CLASSES
+
+    out: dict[str, Any] = {}
+    for cls in CLASSES.values():
+        module = importlib.import_module(cls.protocol.__module__)
+        for name in getattr(module, "BUILDERS", ()):
+            out[name] = getattr(module, name)
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    """A class's builder, re-exported (see the module's docstring)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    found = _builders()
+    if name in found:
+        return found[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_builders()))
+
+
+# ``from cortex_spec.testing import *`` gives every class's builders too
+__all__ += sorted(_builders())
 
 #: A context with the zero scope.
 ZERO = Context(Scope())
@@ -240,88 +262,6 @@ def ctx(scope: str | Scope, partition: str = "", principal: str | None = None) -
     return Context.of(scope, partition, principal)
 
 
-def make_run(state: RunState | str = RunState.CREATED, **fields: Any) -> Run:
-    fields.setdefault("id", ids.new_id(ids.RUN))
-    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
-    return Run(state=state, **fields)
-
-
-def make_step(run_id: str | None = None, **fields: Any) -> Step:
-    fields.setdefault("id", ids.new_id(ids.STEP))
-    return Step(run_id=run_id or ids.new_id(ids.RUN), **fields)
-
-
-def make_tool_call(step_id: str | None = None, run_id: str | None = None, **fields: Any) -> ToolCall:
-    fields.setdefault("id", ids.new_id(ids.TOOL_CALL))
-    fields.setdefault("tool_name", "search")
-    return ToolCall(
-        step_id=step_id or ids.new_id(ids.STEP), run_id=run_id or ids.new_id(ids.RUN), **fields
-    )
-
-
-def make_suspension(run_id: str, **fields: Any) -> Suspension:
-    fields.setdefault("id", ids.new_id(ids.SUSPENSION))
-    fields.setdefault("reason", SuspensionReason.APPROVAL)
-    fields.setdefault(
-        "pending", (PendingCall(id="call_1", name="deploy", arguments='{"env": "prod"}'),)
-    )
-    fields.setdefault("continuation", {"step": 3, "resume_token": "abc"})
-    return Suspension(run_id=run_id, **fields)
-
-
-def make_checkpoint(run_id: str | None = None, **fields: Any) -> Checkpoint:
-    fields.setdefault("id", ids.new_id(ids.CHECKPOINT))
-    fields.setdefault("agent_id", ids.new_id(ids.AGENT))
-    fields.setdefault("reason", "approve the deployment")
-    return Checkpoint(run_id=run_id or ids.new_id(ids.RUN), **fields)
-
-
-def make_conversation(**fields: Any) -> Conversation:
-    """An open conversation between ``planner`` and ``worker`` (8 hops)."""
-    fields.setdefault("id", ids.new_id(ids.CONVERSATION))
-    fields.setdefault("protocol", "fipa-request")
-    fields.setdefault("initiator", Address("planner"))
-    fields.setdefault("participants", (Address("planner"),))
-    return Conversation(**fields)
-
-
-def make_envelope(conversation_id: str, **fields: Any) -> Envelope:
-    """A request from ``planner`` to ``worker`` on ``conversation_id``."""
-    fields.setdefault("id", ids.new_id(ids.MESSAGE))
-    fields.setdefault("performative", Performative.REQUEST)
-    fields.setdefault("sender", Address("planner"))
-    fields.setdefault("receivers", (Address("worker"),))
-    fields.setdefault("content", "summarise the report")
-    fields.setdefault("metadata", {"priority": 1, "ratio": 0.5, "urgent": True})
-    return Envelope(conversation_id=conversation_id, **fields)
-
-
-def make_delivery(message_id: str | None = None, **fields: Any) -> Delivery:
-    """A delivery of ``message_id`` (a fresh id by default) to local ``worker``."""
-    fields.setdefault("id", ids.new_id(ids.DELIVERY))
-    fields.setdefault("receiver", Address("worker"))
-    return Delivery(message_id=message_id or ids.new_id(ids.MESSAGE), **fields)
-
-
-def make_ask(conversation_id: str | None = None, **fields: Any) -> PendingAsk:
-    """A pending ask with a fresh ``reply_with`` token and no deadline."""
-    fields.setdefault("reply_with", "rw-" + ids.new_id(ids.MESSAGE)[4:])
-    fields.setdefault("message_id", ids.new_id(ids.MESSAGE))
-    fields.setdefault("asker_run_id", ids.new_id(ids.RUN))
-    fields.setdefault("asker_agent", "planner")
-    fields.setdefault("tool_call_id", "call_1")
-    fields.setdefault("expected", Address("worker"))
-    return PendingAsk(conversation_id=conversation_id or ids.new_id(ids.CONVERSATION), **fields)
-
-
-def approve(by: str = "alice", reason: str = "looks good") -> Decision:
-    return Decision(approved=True, decided_by=by, reason=reason)
-
-
-def reject(by: str = "bob", reason: str = "not now") -> Decision:
-    return Decision(approved=False, decided_by=by, reason=reason)
-
-
 @attrs.frozen
 class Outcome:
     """What one racing call did: a value, or an exception."""
@@ -431,40 +371,4 @@ def state_view(
     for cls in CLASSES.values():
         if cls.name in caps and cls.view_across is not None:
             view.update(cls.view_across(store, contexts))
-    return view
-
-
-def make_message(channel: str = "telegram", message_id: str | None = None, **fields: Any) -> InboundMessage:
-    """An :class:`InboundMessage` with every field set to something distinct."""
-    if message_id is None:
-        message_id = ids.new_id(ids.MESSAGE)
-    fields.setdefault("conversation", "chat-42")
-    fields.setdefault("principal", "user:alice")
-    fields.setdefault("text", "deploy the staging branch, please")
-    fields.setdefault("trusted", True)
-    fields.setdefault("agent", "helper")
-    fields.setdefault("project", "proj-7")
-    return InboundMessage(channel=channel, message_id=message_id, **fields)
-
-
-def gateway_view(
-    gateway: Any,
-    keys: Sequence[tuple[str, str]] = (),
-    channels: Sequence[str] = (),
-    conversations: Sequence[tuple[str, str]] = (),
-) -> dict[str, Any]:
-    """Everything observable through a gateway store: both queues, the row of
-    each of ``keys``, the offset of each of ``channels`` and the selection of
-    each of ``conversations``.  Compare views before and after a call to
-    prove it wrote nothing."""
-    view: dict[str, Any] = {
-        "pending": gateway.pending(ZERO),
-        "pending_replies": gateway.pending_replies(ZERO),
-    }
-    for channel, message_id in keys:
-        view[f"item[{channel!r},{message_id!r}]"] = gateway.get_item(ZERO, channel, message_id)
-    for channel in channels:
-        view[f"offset[{channel!r}]"] = gateway.offset(ZERO, channel)
-    for channel, conversation in conversations:
-        view[f"selection[{channel!r},{conversation!r}]"] = gateway.conversation(ZERO, channel, conversation)
     return view

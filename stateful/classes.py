@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from cortex_spec.classes import CLASSES, closure
 
-from .ops import Session
+from .ops import StoreSession
 from .plugin import ClassMachines
 
 __all__ = [
@@ -73,7 +73,7 @@ def classes_with_targets(targets: Iterable[str]) -> frozenset[str]:
     return frozenset(m.name for m in plugins().values() if m.target is not None and m.target.name in wanted)
 
 
-def open_session(harness: Any, store: Any, classes: Iterable[str]) -> Session:
+def open_session(harness: Any, store: Any, classes: Iterable[str]) -> StoreSession:
     """``store`` with the objects the classes' targets open on it."""
     handles = {}
     try:
@@ -84,33 +84,33 @@ def open_session(harness: Any, store: Any, classes: Iterable[str]) -> Session:
         for handle in handles.values():
             handle.close()
         raise
-    return Session(store, handles)
+    return StoreSession(store, handles)
 
 
-def close_session(session: Any) -> None:
+def close_session(opened: Any) -> None:
     """Close what :func:`open_session` opened (discarding its locations) and the store."""
     try:
-        for handle in getattr(session, "handles", {}).values():
+        for handle in getattr(opened, "handles", {}).values():
             handle.close()
     finally:
-        session.close()
+        opened.close()
 
 
-def reopen_session(session: Session, open_store: Callable[[], Any]) -> Session:
+def reopen_session(opened: StoreSession, open_store: Callable[[], Any]) -> StoreSession:
     """A restart: close the targets and the store, open a new store with
     ``open_store()`` and reopen every target on the same location."""
-    for handle in session.handles.values():
+    for handle in opened.handles.values():
         handle.close(discard=False)
-    session.store.close()
+    opened.store.close()
     store = open_store()
-    for handle in session.handles.values():
+    for handle in opened.handles.values():
         handle.reopen(store)
-    return Session(store, session.handles)
+    return StoreSession(store, opened.handles)
 
 
-def reference_session(store: Any) -> Session:
+def reference_session(store: Any) -> StoreSession:
     """A reference store with every class's target on its own medium."""
     handles = {
         m.target.name: m.target.reference(store) for m in plugins().values() if m.target is not None
     }
-    return Session(store, handles)
+    return StoreSession(store, handles)

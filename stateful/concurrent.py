@@ -16,7 +16,7 @@ the class on a world where the claim can still win (:func:`storm_census`),
 so no claim race is left to chance.  A class may add families of its own
 (:attr:`~.plugin.ClassMachines.families`).
 
-Each scenario is executed ``profile.concurrent_runs`` times on fresh storage
+Each scenario is executed ``profile.concurrent_rounds`` times on fresh storage
 (thread schedules differ from run to run) and every history is checked.  On
 a violation Hypothesis shrinks the scenario; the failure shows the minimal
 scenario as runnable Python, the history as a per-branch timeline, which
@@ -79,7 +79,7 @@ CALL_TIMEOUT = 30.0
 #: The instant the branches race at.
 T0 = EPOCH + timedelta(days=1)
 
-Step = Op | Script
+LaneStep = Op | Script
 
 
 @attrs.frozen
@@ -87,7 +87,7 @@ class Scenario:
     family: str
     world: World
     prefix: tuple[Op | Tick, ...]
-    branches: tuple[tuple[Step, ...], ...]
+    branches: tuple[tuple[LaneStep, ...], ...]
     #: clauses this scenario exercises besides the run's (a family's races)
     clauses: tuple[str, ...] = ()
 
@@ -258,7 +258,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
     bindings = Bindings()  # claim tokens seen, for HeldToken placeholders
 
     def call(op: Op, index: int) -> Outcome:
-        op = bindings.resolve(attrs.evolve(op, at=clock.now()), index)
+        op = bindings.fill(attrs.evolve(op, at=clock.now()), index)
         outcome = recorder.call(store, op, index)
         bindings.observe(outcome, index)
         return outcome
@@ -273,7 +273,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
         clock.set(scenario.world.t0)
         barrier = threading.Barrier(len(scenario.branches))
 
-        def lane(index: int, steps: tuple[Step, ...]) -> None:
+        def lane(index: int, steps: tuple[LaneStep, ...]) -> None:
             barrier.wait()
             for step in steps:
                 if isinstance(step, Script):
@@ -298,7 +298,7 @@ def execute(harness: Harness, scenario: Scenario, timeout: float = CALL_TIMEOUT)
     return Execution(recorder.snapshot(), lanes, hung)
 
 
-def _lane_name(branch: tuple[Step, ...]) -> str:
+def _lane_name(branch: tuple[LaneStep, ...]) -> str:
     first = branch[0]
     return first.name if isinstance(first, Script) else "branch"
 
@@ -309,11 +309,11 @@ def _lane_name(branch: tuple[Step, ...]) -> str:
 class ScenarioFailure(AssertionError):
     """A scenario broke a clause; ``cortex_clauses`` names which."""
 
-    def __init__(self, message: str, clauses: tuple[str, ...]) -> None:
-        super().__init__(message)
+    def __init__(self, text: str, clauses: tuple[str, ...]) -> None:
+        super().__init__(text)
         self.cortex_clauses = clauses
         #: the report's expected and observed: the results no order explains
-        lines = message.splitlines()
+        lines = text.splitlines()
         after = lines[lines.index("Results no order explains:") + 1:] if "Results no order explains:" in lines else []
         unexplained = [ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith("  #"), after)]
         self.expected = "; ".join(u.split("; the reference would give ", 1)[-1] for u in unexplained
@@ -402,7 +402,7 @@ def run_concurrent(
     limit_shrinking(profile.shrink_seconds)
     declared = frozenset(declared) if declared is not None else declared_of(harness)
     stats = stats or MachineStats("concurrent")
-    runs = profile.concurrent_runs
+    rounds = profile.concurrent_rounds
     splits = {k: v for m in plugins_for(declared) for k, v in m.splits.items()}
 
     def model() -> ReferenceModel:
@@ -416,7 +416,7 @@ def run_concurrent(
         stats.examples += 1
         key = scenario.render()
         failures: list[tuple[Execution, Verdict | None]] = []
-        for _ in range(runs):
+        for _ in range(rounds):
             ex = execute(harness, scenario)
             stats.histories += 1
             stats.operations += len(ex.calls)
@@ -438,8 +438,8 @@ def run_concurrent(
                 refuted: tuple[str, ...] = ("MACH-LIN-2",)
             else:
                 refuted = tuple(dict.fromkeys(scenario.clauses + tuple(clauses)))
-            message = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
-            remembered[key] = (scenario, message, refuted)
+            report = _explain(scenario, ex, verdict, refuted, harness.name, seed_value)
+            remembered[key] = (scenario, report, refuted)
             highlight = {u.call for u in verdict.unexplained} if verdict else set()
             pictures[key] = {
                 "clauses": ", ".join(refuted),
@@ -448,7 +448,7 @@ def run_concurrent(
                 **timeline_data(ex.calls, ex.lanes, highlight),
             }
             last.append(key)
-            raise ScenarioFailure(message, refuted)
+            raise ScenarioFailure(report, refuted)
         if key in remembered:
             # Hypothesis replays the shrunk example once more; a race need not
             # reproduce on demand, so the failure already observed stands.
@@ -457,8 +457,8 @@ def run_concurrent(
 
     def replay(key: str) -> ScenarioFailure:
         """Re-run the minimal scenario and say in how many runs it fails."""
-        scenario, message, refuted = remembered[key]
-        n = max(2 * runs, 8)
+        scenario, report, refuted = remembered[key]
+        n = max(2 * rounds, 8)
         stats.violation = pictures.get(key)
         k = 0
         for _ in range(n):
@@ -466,9 +466,9 @@ def run_concurrent(
             if (ex.hung or any(c.outcome.kind == "crash" for c in ex.calls)
                     or not check(model(), ex.calls, profile.checker_budget).ok):
                 k += 1
-        note = (f"Replayed {n} times: {k} of {n} runs failed"
+        note = (f"Replayed {n} times: {k} of {n} executions failed"
                 + ("" if k else " (the race did not recur, but the violation above was observed)"))
-        return ScenarioFailure(message.replace("{replay}", note), refuted)
+        return ScenarioFailure(report.replace("{replay}", note), refuted)
 
     def search(strategy: st.SearchStrategy[Scenario], examples: int) -> None:
         @seed(seed_value)

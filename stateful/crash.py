@@ -11,7 +11,7 @@ the claims and sweeps the classes declare (:attr:`~.plugin.ClassMachines.claims`
   storage where the harness can reopen, else the shared one) wins a claim
   and is abandoned without finishing; no second claim of that row may
   succeed while the dead worker's claim stands (MACH-CRASH-1);
-* ``clock_jumps_and_sweeper_runs`` — the clock jumps past every instant the
+* ``clock_jumps_and_sweeper_passes`` — the clock jumps past every instant the
   machine has used, or lands exactly on one of them (a deadline) or 1 ms
   either side, and a sweeper runs: it lists what is due across scopes
   and acts on each row under its own scope, and must take exactly what is
@@ -148,8 +148,8 @@ class CrashMachineBase(DifferentialMachineBase):
 
     @precondition(lambda self: bool(self.sweeps))
     @rule(data=st.data())
-    def clock_jumps_and_sweeper_runs(self, data: st.DataObject) -> None:
-        self.stats.rules["clock_jumps_and_sweeper_runs"] += 1
+    def clock_jumps_and_sweeper_passes(self, data: st.DataObject) -> None:
+        self.stats.rules["clock_jumps_and_sweeper_passes"] += 1
         sweep = data.draw(st.sampled_from(tuple(self.sweeps)), "sweeper")
         if data.draw(st.booleans(), "onto an instant"):
             # exactly onto a deadline (or another instant the rows use) or 1 ms either
@@ -280,7 +280,7 @@ def run_crash(
         if not any(m.redos for m in plugged):
             skip.add("worker_commits_and_dies")
         if not any(m.sweeps for m in plugged):
-            skip.add("clock_jumps_and_sweeper_runs")
+            skip.add("clock_jumps_and_sweeper_passes")
         budget = share(profile.crash_examples, machines.weight)
         run_machine(machine, machine_settings(budget, profile.crash_steps, profile), stats, skip)
     return stats

@@ -57,8 +57,8 @@ class Mismatch(AssertionError):
     ``cortex_clauses`` names the clause(s) refuted (the certification report
     fails exactly those)."""
 
-    def __init__(self, message: str, *clauses: str, expected: str = "", observed: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, text: str, *clauses: str, expected: str = "", observed: str = "") -> None:
+        super().__init__(text)
         self.cortex_clauses = clauses or ("MACH-DIFF-1",)
         #: what the reference gave and the backend gave (the report shows them)
         self.expected = expected
@@ -113,7 +113,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock(EPOCH)
         self.location = self.harness.new_location()
-        # a Session: the store plus the objects it opened (the gateway)
+        # a StoreSession: the store plus the objects it opened (the gateway)
         self.sut = open_session(self.harness, self.harness.open(self.location, self.clock),
                                 self.declared)
         self.ref = reference_session(MemoryStore(self.clock))

@@ -2,7 +2,7 @@
 
 Gateway methods live on the object ``open_gateway(location)`` returns, not
 on the store, so every op built here has ``target = "gateway"`` and runs on
-the session's gateway (:class:`.ops.Session`); :class:`GatewayHandle` opens
+the session's gateway (:class:`.ops.StoreSession`); :class:`GatewayHandle` opens
 it on a fresh location of the harness and reopens it after a restart, and
 the reference model's gateway keeps its tables on the same
 :class:`MemoryMedium` as the rest of the reference state (so the

@@ -92,7 +92,7 @@ class SplitModel(Model, Protocol):
     def is_split(self, op: Op) -> bool: ...
 
     def step_part(
-        self, state: Any, op: Op, observed: Outcome, progress: Any
+        self, state: Any, op: Op, observed: Outcome, partial: Any
     ) -> tuple[bool, Any, Outcome | None, Any, bool]: ...
 
 
@@ -482,7 +482,7 @@ class _Search:
     def _run_split(self) -> Generator[None, None, None]:
         """The search with split calls: a configuration also records the
         progress of the split calls that have taken some but not all of their
-        steps (``inflight``; ``pending`` is its canonical, hashable form)."""
+        steps (``inflight``; ``unfinished`` is its canonical, hashable form)."""
         calls = self.calls
         n = len(calls)
         model: Any = self.model
@@ -492,8 +492,8 @@ class _Search:
         state = model.init()
         lin = 0
         inflight: dict[int, Any] = {}
-        pending: tuple[tuple[int, Any], ...] = ()
-        #: per step taken: (call, state, lin, pending and the call's progress
+        unfinished: tuple[tuple[int, Any], ...] = ()
+        #: per step taken: (call, state, lin, unfinished and the call's progress
         #: before it, whether it completed the call)
         stack: list[tuple[int, Any, int, tuple[tuple[int, Any], ...], Any, bool]] = []
         order: list[int] = []  # the completed calls, in order
@@ -512,7 +512,7 @@ class _Search:
                     self.result = self._violation(best, rejected)
                     return
                 steps += 1
-                x, state, lin, pending, before, done = stack.pop()
+                x, state, lin, unfinished, before, done = stack.pop()
                 if splits[x]:
                     if before is None:
                         inflight.pop(x, None)
@@ -534,12 +534,12 @@ class _Search:
                 before = inflight.get(x)
                 steps += 1
                 if splits[x]:
-                    accepted, new_state, expected, progress, done = model.step_part(
+                    accepted, new_state, expected, partial, done = model.step_part(
                         state, call.op, call.outcome, before
                     )
                 else:
                     accepted, new_state, expected = model.step(state, call.op, call.outcome)
-                    progress, done = None, True
+                    partial, done = None, True
                 if not accepted:
                     if len(order) == best_len == agree and expected is not None:
                         rejected[x] = expected
@@ -550,19 +550,19 @@ class _Search:
                     if done:
                         after.pop(x, None)
                     else:
-                        after[x] = progress
-                    new_pending = tuple(sorted(after.items()))
+                        after[x] = partial
+                    new_unfinished = tuple(sorted(after.items()))
                 else:
-                    new_pending = pending
+                    new_unfinished = unfinished
                 new_lin = lin | (1 << x) if done else lin
-                key = (new_lin, new_pending, new_state)
+                key = (new_lin, new_unfinished, new_state)
                 if key in seen:
                     p = nxt[p]
                     continue
                 seen.add(key)
                 # a configuration not seen before: take the step
-                stack.append((x, state, lin, pending, before, done))
-                state, lin, pending = new_state, new_lin, new_pending
+                stack.append((x, state, lin, unfinished, before, done))
+                state, lin, unfinished = new_state, new_lin, new_unfinished
                 if splits[x]:
                     inflight = after
                 if done:

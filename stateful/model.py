@@ -103,13 +103,13 @@ class Split(Protocol):
 
     def first(self, store: Any, op: Op) -> Hashable: ...
 
-    def next(self, store: Any, op: Op, progress: Any) -> Hashable: ...
+    def next(self, store: Any, op: Op, partial: Any) -> Hashable: ...
 
-    def done(self, progress: Any) -> bool: ...
+    def done(self, partial: Any) -> bool: ...
 
-    def result(self, progress: Any) -> Any: ...
+    def result(self, partial: Any) -> Any: ...
 
-    def viable(self, progress: Any, observed: Outcome) -> bool: ...
+    def viable(self, partial: Any, observed: Outcome) -> bool: ...
 
 
 _fallback_tokens = itertools.count(1)
@@ -166,25 +166,25 @@ class ReferenceModel:
         return op.method in self._splits
 
     def step_part(
-        self, state: RefState, op: Op, observed: Outcome, progress: Any
+        self, state: RefState, op: Op, observed: Outcome, partial: Any
     ) -> tuple[bool, Any, Outcome | None, Any, bool]:
         """One step of a split call: ``(accepted, next state, expected outcome
         when the call is complete, new progress, complete)``."""
         split = self._splits[op.method]
         store = self._store(state, op, observed)
-        if progress is None:
+        if partial is None:
             first = outcome_of(lambda: split.first(store, op))
             if first.kind != "ok":  # refused (or broken): one step that wrote nothing
                 accepted = observed.kind == "unknown" or self._matches(first, observed)
                 return accepted, state, first, None, True
-            progress, next_state = first.raw, state  # selecting writes nothing
+            partial, next_state = first.raw, state  # selecting writes nothing
         else:
-            progress = split.next(store, op, progress)
+            partial = split.next(store, op, partial)
             next_state = RefState(store.medium, self._memo)
-        if split.done(progress):
-            value = split.result(progress)
+        if split.done(partial):
+            value = split.result(partial)
             expected = Outcome("ok", normalize(value), raw=value)
             accepted = observed.kind == "unknown" or self._matches(expected, observed)
-            return accepted, next_state, expected, progress, True
-        accepted = observed.kind == "unknown" or split.viable(progress, observed)
-        return accepted, next_state, None, progress, False
+            return accepted, next_state, expected, partial, True
+        accepted = observed.kind == "unknown" or split.viable(partial, observed)
+        return accepted, next_state, None, partial, False

@@ -25,7 +25,7 @@ from cortex_spec.scope import Scope
 __all__ = [
     "Op",
     "Outcome",
-    "Session",
+    "StoreSession",
     "normalize",
     "outcome_of",
     "run_op",
@@ -54,7 +54,7 @@ class Op:
     kwargs: tuple[tuple[str, Any], ...] = ()
     #: "" for a method of the store itself; else the name of the object the
     #: store opened that the method belongs to (``"gateway"``), found through
-    #: :meth:`Session.target`
+    #: :meth:`StoreSession.target`
     target: str = ""
     #: the opaque field of the result that later calls of a scenario refer
     #: to (a claim's ``claim_token``, see :class:`HeldToken`), or ""
@@ -78,7 +78,7 @@ class Op:
         return f"{prefix}{self.method}[{scope}]({args})"
 
 
-class Session:
+class StoreSession:
     """A store together with the objects it opened for the classes whose
     methods do not live on the store itself (class ``gateway``: the object
     ``open_gateway`` returns).  Ops with a ``target`` run on those objects;
@@ -100,7 +100,7 @@ class Session:
         return getattr(self.store, name)
 
     def __repr__(self) -> str:
-        return f"Session({self.store!r}, {sorted(self.handles)})"
+        return f"StoreSession({self.store!r}, {sorted(self.handles)})"
 
 
 @attrs.frozen
@@ -297,7 +297,7 @@ class HeldToken:
 
     delivery_id: str
 
-    def resolve(self, bindings: "Bindings", lane: int) -> str:
+    def fill(self, bindings: "Bindings", lane: int) -> str:
         return bindings.token(self.delivery_id, lane)
 
     def render_py(self) -> str:
@@ -327,14 +327,14 @@ class Bindings:
                 return self._tokens[(where, delivery_id)]
         return NEVER_ISSUED
 
-    def resolve(self, op: Op, lane: int) -> Op:
+    def fill(self, op: Op, lane: int) -> Op:
         """``op`` with every placeholder argument replaced by its value."""
-        if not any(hasattr(a, "resolve") for a in op.args) and not any(
-            hasattr(v, "resolve") for _, v in op.kwargs
+        if not any(hasattr(a, "fill") for a in op.args) and not any(
+            hasattr(v, "fill") for _, v in op.kwargs
         ):
             return op
-        args = tuple(a.resolve(self, lane) if hasattr(a, "resolve") else a for a in op.args)
-        kwargs = tuple((k, v.resolve(self, lane) if hasattr(v, "resolve") else v) for k, v in op.kwargs)
+        args = tuple(a.fill(self, lane) if hasattr(a, "fill") else a for a in op.args)
+        kwargs = tuple((k, v.fill(self, lane) if hasattr(v, "fill") else v) for k, v in op.kwargs)
         return attrs.evolve(op, args=args, kwargs=kwargs)
 
 

@@ -20,7 +20,8 @@ from cortex_spec.stateful.gateway import gw_op
 from cortex_spec.stateful.gateway_driver import CrashViolation
 from cortex_spec.stateful.gateway_races import race_clauses
 from cortex_spec.stateful.ops import run_op
-from cortex_spec.testing import ZERO, make_message
+from cortex_spec.testing import ZERO
+from cortex_spec.gateway import make_message
 
 UTC = timezone.utc
 

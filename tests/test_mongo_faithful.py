@@ -45,7 +45,9 @@ from cortex_spec.errors import (  # noqa: E402
     NotSuspended,
     SuspensionExpired,
 )
-from cortex_spec.testing import ctx, make_run, make_suspension, race  # noqa: E402
+from cortex_spec.testing import ctx, race  # noqa: E402
+from cortex_spec.runs import make_run  # noqa: E402
+from cortex_spec.suspensions import make_suspension  # noqa: E402
 from mongo_mutants import ReadThenWriteStore  # noqa: E402
 
 THREADS = 8

@@ -29,15 +29,10 @@ from cortex_spec.errors import (  # noqa: E402
     SuspensionExpired,
 )
 from cortex_spec.reference import MemoryStore  # noqa: E402
-from cortex_spec.testing import (  # noqa: E402
-    approve,
-    assert_strict_equal,
-    ctx,
-    make_checkpoint,
-    make_run,
-    make_suspension,
-    state_view,
-)
+from cortex_spec.testing import assert_strict_equal, ctx, state_view  # noqa: E402
+from cortex_spec.checkpoints import approve, make_checkpoint  # noqa: E402
+from cortex_spec.runs import make_run  # noqa: E402
+from cortex_spec.suspensions import make_suspension  # noqa: E402
 
 
 def outcome(fn, *args):
@@ -172,7 +167,7 @@ def test_duplicate_ids_are_already_exists_everywhere(pair):
     for method, entity in (("create_run", run), ("create_checkpoint", make_checkpoint()),):
         both(pair, method, c, entity)
         both(pair, method, ctx("ws=w2"), entity)
-    from cortex_spec.testing import make_step, make_tool_call
+    from cortex_spec.runs import make_step, make_tool_call
 
     step, tc = make_step(run.id), make_tool_call()
     for method, entity in (("create_step", step), ("create_tool_call", tc)):
@@ -414,7 +409,7 @@ def test_hop_admission_is_all_or_nothing(pair):
     transaction puts the charge back, nothing is written."""
     from pymongo.errors import PyMongoError
 
-    from cortex_spec.testing import make_conversation, make_envelope
+    from cortex_spec.a2a import make_conversation, make_envelope
 
     mongo, _, _ = pair
     c = ctx("ws=w1")

@@ -10,7 +10,10 @@ import pytest
 from cortex_spec import ManualClock, RunFilter
 from cortex_spec.errors import StoreClosed
 from cortex_spec.reference import MemoryMedium, MemoryStore
-from cortex_spec.testing import ctx, make_checkpoint, make_run, make_suspension
+from cortex_spec.testing import ctx
+from cortex_spec.checkpoints import make_checkpoint
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 C = ctx("ws=a")
 

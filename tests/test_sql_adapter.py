@@ -34,14 +34,10 @@ from cortex_spec import ManualClock, Scope, errors
 from cortex_spec.checkpoints import CheckpointFilter
 from cortex_spec.clock import from_millis, to_millis
 from cortex_spec.runs import RunFilter
-from cortex_spec.testing import (
-    ZERO,
-    ctx,
-    make_checkpoint,
-    make_run,
-    make_suspension,
-    race,
-)
+from cortex_spec.testing import ZERO, ctx, race
+from cortex_spec.checkpoints import make_checkpoint
+from cortex_spec.runs import make_run
+from cortex_spec.suspensions import make_suspension
 
 # -- fixtures (the harnesses come from sql_harnesses.py, through conftest) ------------------
 
@@ -511,7 +507,7 @@ def test_a2a_hop_admission_is_one_transaction(store, monkeypatch):
     transaction rolls the charge back, nothing is written (both dialects)."""
     from cortex_spec.adapters.sql import a2a as sql_a2a
 
-    from cortex_spec.testing import make_conversation, make_envelope
+    from cortex_spec.a2a import make_conversation, make_envelope
 
     c = ctx("ws=w1")
     conv = store.create_conversation(c, make_conversation(hop_ceiling=3))
@@ -527,7 +523,7 @@ def test_a2a_hop_admission_is_one_transaction(store, monkeypatch):
 
 def test_a2a_peer_key_allows_any_number_of_conversations_without_a_pair(store):
     """NULL peer keys never collide; a taken pair is AlreadyExists, also on update."""
-    from cortex_spec.testing import make_conversation
+    from cortex_spec.a2a import make_conversation
 
     c = ctx("ws=w1")
     for _ in range(3):
@@ -605,7 +601,7 @@ def test_racing_sweep_claims_on_many_runs_have_exactly_one_winner_each(store, cl
 
 
 def test_racing_delivery_claims_have_exactly_one_winner_each_with_the_row_it_wrote(store):
-    from cortex_spec.testing import make_delivery
+    from cortex_spec.a2a import make_delivery
 
     c = ctx("ws=w1")
     keys = [store.create_delivery(c, make_delivery()).id for _ in range(_ROWS)]
@@ -618,7 +614,7 @@ def test_racing_delivery_claims_have_exactly_one_winner_each_with_the_row_it_wro
 
 def test_racing_ask_claims_and_resolves_have_exactly_one_winner_each(store):
     from cortex_spec.checkpoints import Decision
-    from cortex_spec.testing import make_ask
+    from cortex_spec.a2a import make_ask
 
     c = ctx("ws=w1")
     asks = [store.create_pending_ask(c, make_ask()).reply_with for _ in range(_ROWS)]
@@ -633,7 +629,7 @@ def test_racing_ask_claims_and_resolves_have_exactly_one_winner_each(store):
 
 def test_racing_gateway_accepts_store_each_message_exactly_once(backend, clock):
     from cortex_spec.clock import EPOCH
-    from cortex_spec.testing import make_message
+    from cortex_spec.gateway import make_message
 
     harness, location = backend
     s = harness.open(location, clock)

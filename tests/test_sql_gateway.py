@@ -16,7 +16,8 @@ pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra"
 
 from cortex_spec.clock import EPOCH, ManualClock  # noqa: E402
 from cortex_spec.errors import InvalidArgument, StoreError, StoreLocked  # noqa: E402
-from cortex_spec.testing import ZERO, make_message  # noqa: E402
+from cortex_spec.testing import ZERO  # noqa: E402
+from cortex_spec.gateway import make_message  # noqa: E402
 
 
 def _opener(harness):

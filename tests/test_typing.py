@@ -6,6 +6,7 @@ spells one method differently and lacks another (an error for each)."""
 
 from __future__ import annotations
 
+import builtins
 import subprocess
 import sys
 import textwrap
@@ -30,7 +31,27 @@ def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_package_ships_py_typed():
     assert (REPO / "cortex_spec" / "py.typed").is_file()
-    assert '"cortex_spec" = ["py.typed"]' in (REPO / "pyproject.toml").read_text()
+    assert '"cortex_spec" = ["py.typed", "*.pyi"]' in (REPO / "pyproject.toml").read_text()
+
+
+def test_the_stub_of_the_generated_methods_is_current():
+    """``cortex_spec/generated.pyi`` is what :mod:`cortex_spec.stubs`
+    derives from the protocols and tables as they are now, and declares
+    every method :func:`cortex_spec.kinds.install` generated."""
+    from cortex_spec import stubs
+    from cortex_spec.kinds import checked_protocols
+
+    assert stubs.PATH == REPO / "cortex_spec" / "generated.pyi", stubs.PATH
+    current = stubs.render()
+    assert stubs.PATH.read_text(encoding="utf-8") == current, (
+        "cortex_spec/generated.pyi is stale: run `python -m cortex_spec.stubs`")
+    installed = [(m, getattr(m, "__cortex_installed__", ())) for m, _ in checked_protocols()]
+    assert sum(len(names) for _, names in installed) > 0, installed
+    for methods, names in installed:
+        if names:
+            assert f"class Generated{methods.__name__}:" in current, methods
+        for name in names:
+            assert f"    def {name}(self, ctx: Context" in current, name
 
 
 def test_a_conforming_store_type_checks_against_the_protocols(tmp_path):
@@ -46,7 +67,7 @@ def test_a_conforming_store_type_checks_against_the_protocols(tmp_path):
 
 
 def test_a_store_that_does_not_conform_is_refused_by_the_type_checker(tmp_path):
-    done = _mypy(tmp_path, """
+    done = _mypy(tmp_path, textwrap.dedent("""
         from cortex_spec import CheckpointStore, ManualClock
         from cortex_spec.checkpoints import Checkpoint, Decision
         from cortex_spec.context import Context
@@ -70,12 +91,62 @@ def test_a_store_that_does_not_conform_is_refused_by_the_type_checker(tmp_path):
 
         misspelt: CheckpointStore = Misspelt(ManualClock())
         partial: CheckpointStore = Partial()
-    """)
+    """) + _generated_method_stores())
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if ": error:" in line]
-    assert any('"Misspelt"' in line and "Incompatible types in assignment" in line for line in lines), lines
-    assert any('"Partial"' in line and "Incompatible types in assignment" in line for line in lines), lines
-    assert len(lines) == 2, lines  # those two, and nothing in the package itself
+    refused = ("Misspelt", "Partial", "DropsGenerated", "MisspellsGenerated", "MistypesGenerated")
+    for name in refused:
+        assert any(f'"{name}"' in line and "Incompatible types in assignment" in line for line in lines), (name, lines)
+    assert len(lines) == len(refused), lines  # those, and nothing in the package itself (nor Complete)
+
+
+def _generated_method_stores() -> str:
+    """Stores of class ``memory`` written out from its protocol's own
+    declarations: one complete (accepted), one without a generated method
+    (``count_sessions``), one with a generated method misspelt
+    (``list_session``); and the class's shared methods with a generated
+    method overridden by an incompatible one (its ``agent_id`` an int)."""
+    from cortex_spec.kinds import protocol_methods
+    from cortex_spec.memory import AgentMemoryStore, MemoryMethods
+    from cortex_spec.stubs import method_declarations
+
+    names = protocol_methods(AgentMemoryStore)
+    generated = set(getattr(MemoryMethods, "__cortex_installed__"))
+    assert {"count_sessions", "list_sessions"} <= generated, generated
+
+    def store(cls: str, declarations: list[str]) -> str:
+        body = "".join(f"    {d.removesuffix(': ...')}:\n        raise NotImplementedError\n" for d in declarations)
+        return f"class {cls}:\n    capabilities = frozenset({{'memory'}})\n\n    def close(self) -> None:\n" \
+               f"        pass\n\n{body}\n\n{cls.lower()}: AgentMemoryStore = {cls}()\n\n\n"
+
+    every, used = method_declarations(AgentMemoryStore, names)
+    dropped, _ = method_declarations(AgentMemoryStore, [n for n in names if n != "count_sessions"])
+    misspelt = [d.replace("def list_sessions(", "def list_session(") for d in every]
+    assert misspelt != every
+    imports = ", ".join(sorted(used - set(dir(builtins)) - {"Any", "Sequence", "Context"}))
+    return textwrap.dedent(f"""
+
+        from typing import Any, Sequence
+
+        from cortex_spec.context import Context
+        from cortex_spec.memory import AgentMemoryStore, MemoryMethods, {imports}
+
+
+        class MistypesGenerated(MemoryMethods):
+            capabilities = frozenset({{"memory"}})
+
+            def close(self) -> None:
+                pass
+
+            def count_sessions(self, ctx: Context, *, agent_id: int | None = None,  # type: ignore[override]
+                               default_only: bool = False, search: str | None = None, exact: bool = False) -> int:
+                raise NotImplementedError
+
+
+        mistypesgenerated: AgentMemoryStore = MistypesGenerated()
+
+
+    """) + store("Complete", every) + store("DropsGenerated", dropped) + store("MisspellsGenerated", misspelt)
 
 
 
@@ -184,9 +255,6 @@ def test_the_reference_and_the_adapters_type_check_against_their_protocols(store
     assert static and not any(static.values()), static
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the methods cortex_spec.kinds.install generates from a class's tables exist only at run time: "
-    "a type checker finds them missing from every store"))
 def test_the_generated_methods_type_check_against_their_protocols(store_errors):
     generated = {name: found for name, found in store_errors.items() if name.startswith("generated_")}
     assert generated and not any(generated.values()), generated

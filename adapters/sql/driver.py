@@ -115,6 +115,7 @@ class Prepared:
         "checked",
         "column_names",
         "defaults",
+        "passthrough",
         "processors",
         "reads_only",
         "result_processors",
@@ -162,6 +163,9 @@ class Prepared:
         self.row_type: Any = namedtuple("Row", self.column_names, rename=True) if columns else None
         #: the driver's result columns were compared with the statement's once
         self.checked = False
+        #: a call's parameters are the driver's as they are (nothing to merge
+        #: or convert)
+        self.passthrough = not self.defaults and not self.processors
 
     def parameters(self, params: dict[str, Any] | None) -> dict[str, Any]:
         """The driver's parameters: the call's, over the statement's own."""
@@ -338,6 +342,10 @@ def idle_of(engine: Engine) -> IdleConnections | None:
     return getattr(engine.pool, _IDLE, None)
 
 
+#: The rows of a statement that returns none (never changed: Result copies in ``all``).
+_NO_ROWS: list[Any] = []
+
+
 class Result:
     """The outcome of one statement: its rows (fetched at once, so the
     statement is finished and, outside a transaction, committed) and its
@@ -408,31 +416,39 @@ class DriverConnection:
         self.writing = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
-        prepared = self._statements.get(stmt, params)
-        args = prepared.parameters(params)
-        self.last_sql, self.last_params = prepared.sql, args
+        # the hot path of every call: plain lookups, no helper calls where a
+        # statement needs none (no constants, no bind or result processors)
+        prepared = self._statements._plain.get(stmt)
+        if prepared is None:
+            prepared = self._statements.get(stmt, params)
+        args = params if prepared.passthrough and params is not None else prepared.parameters(params)
+        sql = prepared.sql
+        self.last_sql, self.last_params = sql, args
         if self._log is not None:
-            self._log.info("%s %r", prepared.sql, args)
+            self._log.info("%s %r", sql, args)
         cursor = self._cursor
         if cursor is None:
             cursor = self._cursor = self.dbapi.cursor()
-        self.writing = not prepared.reads_only
-        cursor.execute(prepared.sql, args)
-        if prepared.returns_rows:
-            fetched = cursor.fetchall()
-            rowcount = len(fetched)
-        else:
-            fetched, rowcount = None, cursor.rowcount
-        if self.writing and rowcount != 0:
-            self.changed = True  # -1 (unknown) counts as a change
+        writing = self.writing = not prepared.reads_only
+        cursor.execute(sql, args)
+        if not prepared.returns_rows:
+            rowcount = cursor.rowcount
+            if writing and rowcount != 0:
+                self.changed = True  # -1 (unknown) counts as a change
+            self.writing = False
+            return Result(_NO_ROWS, rowcount)
+        fetched = cursor.fetchall()
+        if writing and fetched:
+            self.changed = True
         self.writing = False
-        if fetched is None:
-            return Result([], rowcount)
         if not prepared.checked:  # once: psycopg builds ``description`` anew on every access
             if len(cursor.description or ()) != len(prepared.column_names):
-                raise StoreError(f"unexpected result columns from: {prepared.sql}")
+                raise StoreError(f"unexpected result columns from: {sql}")
             prepared.checked = True
-        return Result(prepared.rows(fetched), rowcount)
+        if prepared.result_processors is None:
+            make = prepared.row_type._make
+            return Result([make(r) for r in fetched], len(fetched))
+        return Result(prepared.rows(fetched), len(fetched))
 
     @property
     def cursor(self) -> Any:

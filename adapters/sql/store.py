@@ -108,6 +108,11 @@ class SqlStoreBase:
     #: The schema version this adapter writes and reads.
     schema_version: int = SCHEMA_VERSION
 
+    #: How many times a call of this store was retried after the database
+    #: stayed locked past the busy timeout (a diagnostic; the benchmark
+    #: reports it beside the driver path's own retries).
+    lock_retries: int = 0
+
     def __init__(
         self,
         url_or_engine: str | URL | Engine,
@@ -173,6 +178,9 @@ class SqlStoreBase:
         """The driver path's state: prepared statements, the driver's errors."""
         self._statements = Statements.of(self._engine)
         self._dbapi_error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
+        #: whether the dialect switches a connection into and out of its
+        #: single-statement mode (PostgreSQL autocommit); SQLite's is a no-op
+        self._single_switch = type(self._dialect).driver_single is not dialects.Dialect.driver_single
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -314,8 +322,10 @@ class SqlStoreBase:
         return self._call(fn, SNAPSHOT)
 
     def _call(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
-        self._check_open()
-        self.ensure_schema()
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        if not self._schema_ready:
+            self.ensure_schema()
         return self._run(fn, mode)
 
     def _run(self, fn: Callable[[Any], T], mode: str) -> T:
@@ -378,14 +388,22 @@ class SqlStoreBase:
                                 ops.driver_snapshot(dbapi, False)
                             except Exception:  # noqa: BLE001 - a broken connection: never reused
                                 fairy.invalidate()
-                else:
-                    ops.driver_single(dbapi, True)
+                elif not self._single_switch:
+                    # SQLite: the connection is always in the single mode (a
+                    # statement outside BEGIN is its own transaction)
                     try:
                         result = fn(conn)
                     except BaseException:
                         # a writing statement is its own commit: it may have
                         # happened if it was running, or changed a row earlier
                         committing = conn.writing or conn.changed
+                        raise
+                else:
+                    ops.driver_single(dbapi, True)
+                    try:
+                        result = fn(conn)
+                    except BaseException:
+                        committing = conn.writing or conn.changed  # as above
                         raise
                     finally:
                         try:
@@ -487,6 +505,7 @@ class SqlStoreBase:
         if kind is ErrorKind.BUSY:
             # SQLite: the busy handler already waited busy_timeout for the lock
             tries[0] += 1
+            self.lock_retries += 1
             waited = time.monotonic() - started
             if waited < self._lock_timeout:
                 delay = min(0.002 * 2 ** min(tries[0], 6), 0.1)
