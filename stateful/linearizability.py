@@ -181,7 +181,6 @@ _TURN = 16
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
 _EXACT_CALLS = 256
 
-_INF = float("inf")
 _start = attrgetter("start")
 _end = attrgetter("end")
 _keys_of = attrgetter("op.keys")
@@ -225,8 +224,9 @@ class _Search:
     call ``i`` and ``n + i`` for its response.  Invocations sort before
     responses at equal times: calls that touch overlap (the conservative
     choice: more orders are legal, no false alarm).  Calls that never
-    completed respond at +∞.  The list always ends with a response, so a
-    scan from the head stops at one before it reaches the tail.
+    completed respond at +∞ (after every other entry).  The list always ends
+    with a response, so a scan from the head stops at one before it reaches
+    the tail.
     """
 
     def __init__(self, model: Model, calls: list[Call]) -> None:
@@ -239,15 +239,20 @@ class _Search:
         ends = list(map(_end, calls))
         #: calls that never completed (in call order)
         self.open = [i for i, c in enumerate(calls) if c.end is None or c.outcome.kind == "unknown"]
-        for i in self.open:
-            ends[i] = _INF
+        if self.open:
+            # +∞: a time after every other one, of the same type (a sort
+            # compares keys of one type faster than ints against a float)
+            infinity = max(max(times), max([e for e in ends if e is not None], default=0)) + 1
+            for i in self.open:
+                ends[i] = infinity
         times += ends
         m = 2 * n
         # A stable sort of invocations-then-responses by time breaks ties as
-        # required: invocations first, each kind in call order.  Sorting the
-        # positions by entry inverts the permutation (faster than a loop).
+        # required: invocations first, each kind in call order.
         self.entry = entry = sorted(range(m), key=times.__getitem__)
-        position = sorted(range(m), key=entry.__getitem__)
+        position = [0] * m
+        for p, e in enumerate(entry):
+            position[e] = p
         self.inv_pos = position[:n]
         self.ret_pos = position[n:]
         self.head, self.tail = m, m + 1
