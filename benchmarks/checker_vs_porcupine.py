@@ -75,13 +75,27 @@ class Absent(Exception):
 
 OK_NONE = Outcome("ok", None)
 OK_EMPTY = Outcome("ok", "")
+OK_TRUE, OK_FALSE = Outcome("ok", True), Outcome("ok", False)
+
+
+def _returned(outcomes: dict[Any, Outcome], value: Any) -> Outcome:
+    """``Outcome("ok", value)``, built once per value (a model's expected
+    outcomes are compared by value; building one is most of a step's cost)."""
+    outcome = outcomes.get(value)
+    if outcome is None:
+        outcome = outcomes[value] = Outcome("ok", value)
+    return outcome
 
 
 class EtcdRegister:
     """Porcupine's etcd model: one register (``None`` = no value) with read,
     write and compare-and-set.  A call whose outcome is not ``ok`` (it timed
     out, or never returned) accepts whatever the register did.  The expected
-    outcome is the observed one when they agree (no new object per step)."""
+    outcome is the observed one when they agree, else built once per value
+    (no new object per step)."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[Any, Outcome] = {}
 
     def init(self) -> Hashable:
         return None
@@ -91,19 +105,22 @@ class EtcdRegister:
         if method == "read":
             if observed.kind != "ok" or observed.value == state:
                 return True, state, observed
-            return False, state, Outcome("ok", state)
+            return False, state, _returned(self._outcomes, state)
         if method == "write":
             return True, op.args[0], OK_NONE
         expect, new = op.args
         hit = state == expect
         if observed.kind != "ok" or observed.value is hit:
             return True, (new if hit else state), observed
-        return False, (new if hit else state), Outcome("ok", hit)
+        return False, (new if hit else state), OK_TRUE if hit else OK_FALSE
 
 
 class KeyValue:
     """Porcupine's kv model: one string per key (the history is partitioned
     by key) with get, put and append."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[Any, Outcome] = {}
 
     def init(self) -> Hashable:
         return ""
@@ -113,7 +130,7 @@ class KeyValue:
         if method == "get":
             if observed.value == state:
                 return True, state, observed
-            return False, state, Outcome("ok", state)
+            return False, state, _returned(self._outcomes, state)
         if method == "put":
             return True, op.args[0], OK_EMPTY
         return True, state + op.args[0], OK_EMPTY
