@@ -281,18 +281,25 @@ class _Search:
         if len(self.open) < 2:
             return twin, entry
         # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
-        # its context, in Python), then compared in full within a group.
+        # its context, in Python) and by the outcome's compared fields, then
+        # their operations are compared in full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
         calls = self.calls
         for i in self.open:
             op, outcome = calls[i].op, calls[i].outcome
+            key = (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value)
             try:
-                group = alike.setdefault(
-                    (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value), []
-                )
+                group = alike.get(key)
             except TypeError:  # unhashable arguments or value: no twins
                 continue
-            earlier = next((j for j in reversed(group) if calls[j].op == op and calls[j].outcome == outcome), -1)
+            if group is None:
+                alike[key] = [i]
+                continue
+            earlier = -1
+            for j in reversed(group):  # most often the first one is equal
+                if calls[j].op == op:
+                    earlier = j
+                    break
             group.append(i)
             if earlier >= 0:
                 if entry is self.entry:
@@ -351,8 +358,10 @@ class _Search:
         head, tail = self.head, self.tail
         state = self.model.init()
         lin = z = 0
-        #: per linearized call: (call, state, lin, z) before it
-        stack: list[tuple[int, Any, int, int]] = []
+        #: per linearized call, flat: the call, and the state, lin and z before
+        #: it (four items a call: no tuple per step that the garbage collector
+        #: would count and traverse while it lives)
+        stack: list[Any] = []
         depth = 0
         # The deepest point so far: its depth, its order (``best``, copied from
         # the stack when the search first backtracks from it, ``stale`` until
@@ -375,10 +384,13 @@ class _Search:
                     return
                 if stale:  # leaving the deepest point: keep its order
                     del best[agree:]
-                    best.extend([s[0] for s in stack[agree:]])
+                    best.extend(stack[4 * agree :: 4])
                     agree = depth
                     stale = False
-                x, state, lin, z = stack.pop()  # backtrack
+                z = stack.pop()  # backtrack
+                lin = stack.pop()
+                state = stack.pop()
+                x = stack.pop()
                 depth -= 1
                 if not backtracked:
                     backtracked = caching = True
@@ -454,7 +466,7 @@ class _Search:
                     clashes.add(key)
             # a configuration not seen before: linearize x
             steps += 1
-            stack.append((x, state, lin, z))
+            stack += (x, state, lin, z)
             state, lin = new_state, new_lin
             if not exact:
                 z = new_z
