@@ -492,7 +492,7 @@ class _Search:
                 self.steps = steps
                 yield
                 turn = steps + _SLICE
-                if caching and misses * 3 > steps > 8 * _SLICE:
+                if caching and misses * 3 > steps > 2 * _SLICE:
                     caching = False  # most steps ran the model anyway
                     results = []
 
