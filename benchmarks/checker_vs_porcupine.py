@@ -20,8 +20,10 @@ compared are both in-process check times (Porcupine with ``GOMAXPROCS=1``,
 as ours uses one core); per history the ratio is median(ours) /
 median(Porcupine) (``--statistic min``: the fastest check of each, which
 on a loaded machine is the least preempted one; the first line gives the
-load average).  The loaded corpus is frozen out of the garbage
-collector's sight (``gc.freeze``), as ``timeit`` switches it off.  The table
+load average).  The loaded corpus and the histories converted for our
+checker (before any check) are frozen out of the garbage collector's sight
+(``gc.freeze``), as ``timeit`` switches it off: they are the benchmark's, as
+Porcupine's are converted when gocheck starts.  The table
 gives, per family and size, verdict agreement and the median ratio; the last
 lines say whether the targets are met: identical verdicts, median ratio
 <= 2x overall and <= 5x in every family and size, and no ``unknown`` where
@@ -292,17 +294,17 @@ DESCRIBED = {
 
 
 def measure(
-    histories: list[dict[str, Any]], selected: list[int], porcupine: Porcupine, check: Callable[..., Any],
-    rounds: int, block: int, budget: float, per_history_s: float, progress: bool,
+    histories: list[dict[str, Any]], selected: dict[int, list[Call]], porcupine: Porcupine,
+    check: Callable[..., Any], rounds: int, block: int, budget: float, per_history_s: float, progress: bool,
 ) -> Iterator[dict[str, Any]]:
     """Per history, ``rounds`` rounds of ``block`` checks by each checker (the
     first to go alternates); each timed in-process, in wall-clock and CPU
     time (ours: ``time.thread_time``; Porcupine's: its process's CPU clock,
-    with ``GOMAXPROCS=1``); per statistic of :data:`STATISTICS`, the ratio."""
+    with ``GOMAXPROCS=1``); per statistic of :data:`STATISTICS`, the ratio.
+    ``selected`` maps the index of each history to check to its calls."""
     models = {"etcd": EtcdRegister, "kv": KeyValue, "claim": _claim_register()}
-    for n, index in enumerate(selected):
+    for n, (index, calls) in enumerate(selected.items()):
         h = histories[index]
-        calls = to_calls(h["ops"])
         times: dict[str, dict[str, list[float]]] = {"ours": {"wall": [], "cpu": []},
                                                       "theirs": {"wall": [], "cpu": []}}
         ours_v: set[str] = set()
@@ -463,15 +465,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checker_vs_porcupine: cannot run: {exc}", file=sys.stderr)
         return 2
     histories = json.loads(path.read_text())["histories"]
-    # The corpus is the benchmark's, not a checker's: keep the garbage
-    # collector from walking it at every full collection during a check.
-    gc.collect()
-    gc.freeze()
     if porcupine.count != len(histories):
         print(f"checker_vs_porcupine: gocheck loaded {porcupine.count} histories, {path} has {len(histories)}",
               file=sys.stderr)
         return 2
-    selected = [i for i, h in enumerate(histories) if not args.only or re.search(args.only, h["name"])]
+    selected = {i: to_calls(h["ops"]) for i, h in enumerate(histories)
+                if not args.only or re.search(args.only, h["name"])}
+    # The corpus and the converted histories are the benchmark's, not a
+    # checker's: keep the garbage collector from walking them at every full
+    # collection during a check.
+    gc.collect()
+    gc.freeze()
     check = load_checker(args.checker)
     print(f"linearizability checker ({args.checker or 'stateful/linearizability.py'}) vs Porcupine "
           f"(GOMAXPROCS={args.gomaxprocs}): {len(selected)} histories, up to {args.rounds} rounds of "
