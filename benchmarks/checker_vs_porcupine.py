@@ -17,10 +17,13 @@ repository; build products go to ``--out`` (a temporary folder by default).
 Each history is checked by both checkers in turn: ``--rounds`` rounds of
 ``--block`` checks by each (which one goes first alternates); the times
 compared are both in-process check times (Porcupine with ``GOMAXPROCS=1``,
-as ours uses one core); per history the ratio is median(ours) /
-median(Porcupine) (``--statistic min``: the fastest check of each, which
-on a loaded machine is the least preempted one; the first line gives the
-load average).  The loaded corpus and the histories converted for our
+as ours uses one core), in CPU time and in wall-clock time (this folder's
+``gocheck/main.go`` reports Porcupine's CPU time); per history the ratio is
+median(ours) / median(Porcupine) of CPU times, on which the targets are
+judged (``--statistic median``: of wall-clock times; ``--statistic min``:
+the fastest wall-clock check of each, which on a loaded machine is the
+least preempted one; every statistic is reported, and the first line gives
+the load average).  The loaded corpus and the histories converted for our
 checker (before any check) are frozen out of the garbage collector's sight
 (``gc.freeze``), as ``timeit`` switches it off: they are the benchmark's, as
 Porcupine's are converted when gocheck starts.  The table
