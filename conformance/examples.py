@@ -376,15 +376,52 @@ class Examples:
 #: A value no field kind accepts (an object of no type a kind checks for).
 _NOT_A_VALUE = object()
 
+#: The parent every generated row of a table holds, by (table, field): a
+#: listing by parent (``list_steps(ctx, run_id)``) then sees the rows the
+#: generated tests write.
+_PARENTS: dict[tuple[str, str], Any] = {}
+
+
+def parent_value(table: k.Table, listing: k.Listing) -> Any:
+    """The value of ``listing``'s parent field the generated rows hold."""
+    assert listing.parent is not None
+    found = _PARENTS.get((table.name, listing.parent))
+    if found is None:
+        found = _PARENTS[(table.name, listing.parent)] = example_value(table.fields[listing.parent].kind)
+    return found
+
+
+def sample(table: k.Table, variant: int = 0, **fields: Any) -> Any:
+    """``example(table.entity, …)`` holding each listing's parent value
+    (unless ``fields`` gives one)."""
+    parents = {li.parent: parent_value(table, li) for li in table.listings
+               if li.parent is not None and li.parent not in fields}
+    return example(table.entity, variant=variant, **parents, **fields)
+
+
+def call_listing(store: Any, table: k.Table, listing: k.Listing, c: Any, count: bool = False,
+                 **args: Any) -> Any:
+    """``listing``'s list (or its count) with ``args``: keywords, or its
+    filter object; a parent by position (the generated rows' one unless
+    ``args`` names another)."""
+    method = listing.count if count else listing.method
+    assert method is not None
+    given: tuple[Any, ...] = ()
+    if listing.parent is not None:
+        given = (args.pop(listing.parent, parent_value(table, listing)),)
+    if listing.filter_class is not None:
+        return getattr(store, method)(c, listing.filter_class(**args))
+    return getattr(store, method)(c, *given, **args)
+
 
 def _seed_table(table: k.Table) -> Callable[[Any, Fixture], SimpleNamespace]:
     def seed(store: Any, fixture: Fixture) -> SimpleNamespace:
-        row = getattr(store, table.method("create"))(ctx(HOME), example(table.entity))
+        row = getattr(store, table.method("create"))(ctx(HOME), sample(table))
         return SimpleNamespace(**{f"{table.name}_row": row})
     return seed
 
 
-def _listing_call(listing: k.Listing, count: bool, garbage: bool) -> Call:
+def _listing_call(table: k.Table, listing: k.Listing, count: bool, garbage: bool) -> Call:
     method = listing.count if count else listing.method
     assert method is not None
 
@@ -392,12 +429,14 @@ def _listing_call(listing: k.Listing, count: bool, garbage: bool) -> Call:
         if listing.filter_class is not None:
             return getattr(store, method)(c, "not a filter" if garbage else None)
         if garbage:
+            if listing.parent is not None:
+                return call_listing(store, table, listing, c, count, **{listing.parent: 3.5})
             bad = {"limit": "x"} if listing.paged and not count else (
                 {"exact": "yes"} if listing.exact else {"search": 5} if listing.search else None)
             if bad is None:
                 bad = {listing.filters[0].arg: 3.5} if listing.filters else {}
             return getattr(store, method)(c, **bad)
-        return getattr(store, method)(c)
+        return call_listing(store, table, listing, c, count)
     return call
 
 
@@ -410,7 +449,7 @@ def _table_view(store: Any, table: k.Table, scopes: Sequence[Any], keys: Iterabl
         c = sc if isinstance(sc, Context) else ctx(sc)
         where = c.scope.canonical()
         for listing in table.listings:
-            out[f"{listing.method}@{where}"] = getattr(store, listing.method)(c)
+            out[f"{listing.method}@{where}"] = call_listing(store, table, listing, c)
         if "get" in table.ops:
             for key in keys:
                 try:
@@ -437,11 +476,11 @@ def table_examples(table: k.Table) -> Examples:
 
     for op in table.ops:
         if op == "create":
-            good[table.method(op)] = lambda s, c, w: m("create")(s)(c, example(table.entity, **held))
-            bad[table.method(op)] = lambda s, c, w: m("create")(s)(c, example(table.entity, id="bad-id"))
+            good[table.method(op)] = lambda s, c, w: m("create")(s)(c, sample(table, **held))
+            bad[table.method(op)] = lambda s, c, w: m("create")(s)(c, sample(table, id="bad-id"))
         elif op == "update":
             good[table.method(op)] = lambda s, c, w: m("update")(s)(
-                c, attrs.evolve(example(table.entity, variant=1, **held), id=getattr(w, row_of).id))
+                c, attrs.evolve(sample(table, variant=1, **held), id=getattr(w, row_of).id))
             bad[table.method(op)] = lambda s, c, w: m("update")(s)(c, attrs.evolve(getattr(w, row_of), id=7))
         elif op == "get_by_name":
             good[table.method(op)] = lambda s, c, w: m("get_by_name")(s)(c, getattr(getattr(w, row_of),
@@ -451,23 +490,22 @@ def table_examples(table: k.Table) -> Examples:
             good[table.method(op)] = lambda s, c, w, op=op: m(op)(s)(c, getattr(w, row_of).id)
             bad[table.method(op)] = lambda s, c, w, op=op: m(op)(s)(c, ids.new_id("zzz"))
     for listing in table.listings:
-        good[listing.method] = _listing_call(listing, False, False)
-        bad[listing.method] = _listing_call(listing, False, True)
+        good[listing.method] = _listing_call(table, listing, False, False)
+        bad[listing.method] = _listing_call(table, listing, False, True)
         if listing.count:
-            good[listing.count] = _listing_call(listing, True, False)
-            bad[listing.count] = _listing_call(listing, True, True)
+            good[listing.count] = _listing_call(table, listing, True, False)
+            bad[listing.count] = _listing_call(table, listing, True, True)
 
-    lists = tuple((lambda s, c, sh, li=li: getattr(s, li.method)(c)) for li in table.listings)
-    counts = tuple((lambda s, c, sh, li=li: getattr(s, li.count)(c)) for li in table.listings if li.count)
+    lists = tuple((lambda s, c, sh, li=li: call_listing(s, table, li, c)) for li in table.listings)
+    counts = tuple((lambda s, c, sh, li=li: call_listing(s, table, li, c, True)) for li in table.listings
+                   if li.count)
     first = table.listings[0] if table.listings else None
     paged = None
     if first is not None and first.paged:
         def paged(s: Any, c: Context, sh: SimpleNamespace, start: int, size: int) -> list:
             assert first is not None
             window = dict(zip(k.PAGE_ARGUMENTS, (start, size)))
-            if first.filter_class is not None:
-                return getattr(s, first.method)(c, first.filter_class(**window))  # type: ignore[no-any-return]
-            return getattr(s, first.method)(c, **window)  # type: ignore[no-any-return]
+            return call_listing(s, table, first, c, **window)  # type: ignore[no-any-return]
     mutable = [f for f in table.mutable if f not in held]
     updates = "update" in table.ops and bool(mutable)
     #: the field the examples' updates write: one in no unique key when there
@@ -476,16 +514,16 @@ def table_examples(table: k.Table) -> Examples:
         if mutable else None
     kind = Kind(
         table.name, table.cls,
-        new=lambda sh, **f: example(table.entity, **{**held, **f}),
+        new=lambda sh, **f: sample(table, **{**held, **f}),
         create=lambda s, c, o: m("create")(s)(c, o),
         get=(lambda s, c, o: m("get")(s)(c, o.id)) if "get" in table.ops else None,
         lists=lists,
         counts=counts,
         page=paged,
         not_found=table.not_found,
-        vary=lambda o: attrs.evolve(example(table.entity, variant=1, **held), id=o.id),
+        vary=lambda o: attrs.evolve(sample(table, variant=1, **held), id=o.id),
         reads=(lambda s, c, o, sh: [("update", m("update")(s)(c, attrs.evolve(o, **{
-            field: getattr(example(table.entity, variant=2), field)})).scope)])
+            field: getattr(sample(table, variant=2), field)})).scope)])
         if updates else None,
         view=lambda s, sh, o, scopes: _table_view(s, table, scopes, [o.id]),
     )
@@ -493,7 +531,7 @@ def table_examples(table: k.Table) -> Examples:
     byid: list[ByIdOp] = []
 
     def setup(store: Any, c: Any) -> str:
-        return m("create")(store)(c, example(table.entity, **held)).id
+        return m("create")(store)(c, sample(table, **held)).id
 
     def read_back(store: Any, c: Any, key: str) -> None:
         if "get" in table.ops:
@@ -508,7 +546,7 @@ def table_examples(table: k.Table) -> Examples:
         byid.append(ByIdOp(table.method("get"), table.cls, table.not_found, setup,
                            lambda s, c, key: m("get")(s)(c, key), read_back, missing, observe))
     if updates:
-        changed = getattr(example(table.entity, variant=2), field)
+        changed = getattr(sample(table, variant=2), field)
 
         def updated(store: Any, c: Any, key: str) -> None:
             with clause("SCOPE-IMM-3", what=f"a {table.singular} updated from its scope or an ancestor"):
@@ -518,7 +556,7 @@ def table_examples(table: k.Table) -> Examples:
         byid.append(ByIdOp(
             table.method("update"), table.cls, table.not_found, setup,
             lambda s, c, key: m("update")(s)(c, attrs.evolve(
-                example(table.entity, **held), id=key, scope=Context.of("ws=elsewhere").scope,
+                sample(table, **held), id=key, scope=Context.of("ws=elsewhere").scope,
                 **{field: changed})),
             updated if "get" in table.ops else (lambda s, c, key: None), missing, observe))
     if "delete" in table.ops:
@@ -545,14 +583,14 @@ def table_examples(table: k.Table) -> Examples:
             row = getattr(world, row_of)
             return [
                 lambda c: m("update")(store)(c, attrs.evolve(row, **refused)),
-                lambda c: m("update")(store)(c, example(table.entity, **held, **refused)),
+                lambda c: m("update")(store)(c, sample(table, **held, **refused)),
             ]
 
     every_write = None
     if updates or "delete" in table.ops:
         def every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamespace, Callable[[], None]]:
             home = ctx(row)
-            kept = m("create")(store)(home, example(table.entity, **held))
+            kept = m("create")(store)(home, sample(table, **held))
             last = getattr(kept, field) if updates else None
             if updates:
                 kind_of = table.fields[field].kind
@@ -561,7 +599,7 @@ def table_examples(table: k.Table) -> Examples:
                     m("update")(store)(ctx(caller), attrs.evolve(kept, scope=Scope.parse(caller), **{field: last}))
             dropped = None
             if "delete" in table.ops:
-                dropped = m("create")(store)(home, example(table.entity, **held))
+                dropped = m("create")(store)(home, sample(table, **held))
                 m("delete")(store)(ctx(callers[-1]), dropped.id)
 
             def check() -> None:
@@ -578,7 +616,7 @@ def table_examples(table: k.Table) -> Examples:
                         raises(lambda: m("get")(store)(home, dropped.id), table.not_found)
                 for caller in callers:
                     for listing in table.listings:
-                        seen = getattr(store, listing.method)(ctx(caller))
+                        seen = call_listing(store, table, listing, ctx(caller))
                         assert [r.scope for r in seen if r.id == kept.id] == [Scope.parse(row)], listing.method
                         assert dropped is None or dropped.id not in {r.id for r in seen}, listing.method
             keys = [kept.id] + ([dropped.id] if dropped is not None else [])
@@ -586,7 +624,7 @@ def table_examples(table: k.Table) -> Examples:
 
     def hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
         for listing in table.listings:
-            expect("SCOPE-VIS-3", getattr(store, listing.method)(c), [],
+            expect("SCOPE-VIS-3", call_listing(store, table, listing, c), [],
                    f"{listing.method} from {c.scope!r}, an outsider of the written rows")
         if "get" in table.ops:
             for key in getattr(written, keys_of, ()):

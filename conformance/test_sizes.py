@@ -39,7 +39,7 @@ from cortex_spec.a2a import Address, DeliveryState
 from cortex_spec.checkpoints import Decision
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import clause, ctx, example, expect, expect_raises, state_view
+from cortex_spec.testing import clause, ctx, expect, expect_raises, state_view
 from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
 from cortex_spec.checkpoints import make_checkpoint
 from cortex_spec.gateway import gateway_view, make_message
@@ -47,7 +47,7 @@ from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.suspensions import make_suspension
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import HOME, examples
+from .examples import HOME, call_listing, examples, sample
 from .helpers import payload_of_bytes
 
 #: the scopes whose views prove that a refused write wrote nothing
@@ -101,16 +101,18 @@ def _table_sites(table: k.Table) -> list[SizeSite]:
         return {"p": text} if as_json else text
 
     def create(s: Any, c: Context, w: SimpleNamespace, text: str) -> Any:
-        return getattr(s, table.method("create"))(c, example(table.entity, **held, **{field: value(text)}))
+        return getattr(s, table.method("create"))(c, sample(table, **held, **{field: value(text)}))
 
     def read(s: Any, c: Context, w: SimpleNamespace, result: Any) -> Any:
         key = result.id if result is not None else w.row.id
-        return getattr(s, table.method("get"))(c, key)
+        if "get" in table.ops:
+            return getattr(s, table.method("get"))(c, key)
+        return next(r for r in call_listing(s, table, table.listings[0], c) if r.id == key)
 
     sites = [SizeSite(table.method("create"), table.cls, create, read, clauses=(table.clauses.get("create", ""),))]
     if "update" in table.ops and table.fields[field].update and "get" in table.ops:
         def prepare(s: Any, c: Context, w: SimpleNamespace) -> None:
-            w.row = getattr(s, table.method("create"))(c, example(table.entity, **held))
+            w.row = getattr(s, table.method("create"))(c, sample(table, **held))
 
         def update(s: Any, c: Context, w: SimpleNamespace, text: str) -> Any:
             return getattr(s, table.method("update"))(c, attrs.evolve(w.row, **{field: value(text)}))

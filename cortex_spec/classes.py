@@ -112,6 +112,7 @@ CLASSES: dict[str, ConformanceClass] = {
                 "create_tool_call",
                 "list_tool_calls",
             ),
+            tables=runs.TABLES,
             view=runs.view,
         ),
         ConformanceClass(

@@ -530,7 +530,10 @@ class Listing:
     pending``); ``search`` names the field ``search=`` matches (MC-GEN-10);
     ``exact`` lets the caller ask for rows of exactly ``ctx.scope``;
     ``filter_class`` is the attrs class the arguments come in (``None``:
-    keyword arguments)."""
+    keyword arguments); ``parent`` names a field the method takes as its
+    one required positional argument after ``ctx`` (``list_steps(ctx,
+    run_id)``): rows whose field equals it, the argument checked by the
+    field's kind and named as the field."""
 
     method: str
     count: str | None = None
@@ -541,6 +544,7 @@ class Listing:
     exact: bool = True
     paged: bool = True
     filter_class: type | None = None
+    parent: str | None = None
 
 
 @attrs.frozen
@@ -579,6 +583,8 @@ class Table:
         for listing in self.listings:
             if not listing.order or listing.order[-1][0] != "id":
                 raise TypeError(f"{self.name}.{listing.method}: an order must end in the key (RSC-GEN-11)")
+            if listing.parent is not None and (listing.parent not in fields or listing.filter_class is not None):
+                raise TypeError(f"{self.name}.{listing.method}: a parent is a field, and takes no filter object")
 
     @property
     def fields(self) -> dict[str, FieldSpec]:
@@ -787,6 +793,9 @@ def listing_query(table: Table, listing: Listing, ctx: object, args: dict[str, A
     scope = require_scope(ctx)
     given = _listing_args(table, listing, args, flt)
     where: list[tuple[str, Any]] = list(listing.fixed)
+    if listing.parent is not None:
+        where.append((listing.parent, check_value(table.entity, listing.parent, given[listing.parent],
+                                                  listing.parent)))
     for f in listing.filters:
         value = given.get(f.arg, False if f.flag is not UNSET else None)
         if f.flag is not UNSET:
@@ -894,6 +903,8 @@ def _method(table: Table, op: str, crud: str, name: str) -> Callable[..., Any]:
         if listing.filter_class is not None:
             def call(self: Any, ctx: Any, filter: Any = None) -> Any:
                 return getattr(getattr(self, crud), kind)(table, listing, ctx, {}, filter)
+        elif listing.parent is not None:
+            call = _parent_call(table, listing, kind, crud, name)
         else:
             def call(self: Any, ctx: Any, **args: Any) -> Any:  # type: ignore[misc]
                 unknown = sorted(set(args) - _listing_keywords(listing, paged=kind == "list"))
@@ -911,6 +922,25 @@ def _method(table: Table, op: str, crud: str, name: str) -> Callable[..., Any]:
             return getattr(getattr(self, crud), op)(table, ctx, value)
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"{RULES.get(op.partition(':')[0], op)} ({table.name}; see the class's protocol)"
+    return call
+
+
+def _parent_call(table: Table, listing: Listing, kind: str, crud: str, name: str) -> Callable[..., Any]:
+    """``name(ctx, <parent>, **keywords)``: the parent by position or by its name."""
+    parent = listing.parent
+    assert parent is not None
+
+    def call(self: Any, ctx: Any, *given: Any, **args: Any) -> Any:
+        if len(given) > 1 or (given and parent in args):
+            raise TypeError(f"{name}() takes ctx and {parent} only")
+        if given:
+            args[parent] = given[0]
+        if parent not in args:
+            raise TypeError(f"{name}() missing required argument: {parent!r}")
+        unknown = sorted(set(args) - _listing_keywords(listing, paged=kind == "list") - {parent})
+        if unknown:
+            raise TypeError(f"{name}() got unexpected keyword argument(s) {', '.join(unknown)}")
+        return getattr(getattr(self, crud), kind)(table, listing, ctx, args)
     return call
 
 
@@ -935,15 +965,20 @@ def protocol_methods(protocol: type) -> list[str]:
     return [n for n, v in protocol.__dict__.items() if callable(v) and not n.startswith("_")]
 
 
-def check_protocol(protocol: type, tables: Iterable[Table], methods: type) -> None:
+def check_protocol(protocol: type, tables: Iterable[Table], methods: type, *, shared_only: bool = True) -> None:
     """The protocol declares exactly the generated methods of ``tables`` and
     the methods ``methods`` (the class's shared implementation) writes by
     hand; raises ``TypeError`` at import time otherwise, so the typed
-    interface and the description cannot drift apart.  The pair is
-    recorded (:func:`checked_protocols`) for :mod:`cortex_spec.stubs`."""
+    interface and the description cannot drift apart.  With
+    ``shared_only=False`` the protocol may declare more: methods each
+    backend writes itself (class ``runs``: the run methods), and only the
+    generated and shared ones are checked.  The pair is recorded
+    (:func:`checked_protocols`) for :mod:`cortex_spec.stubs`."""
     declared = set(protocol_methods(protocol))
     generated = {n for t in tables for n in t.methods()}
     hand = {n for n, v in methods.__dict__.items() if callable(v) and not n.startswith("_")} - generated
+    if not shared_only:
+        declared &= generated | hand
     if declared != generated | hand:
         missing = sorted((generated | hand) - declared)
         extra = sorted(declared - generated - hand)

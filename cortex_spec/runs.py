@@ -1,7 +1,8 @@
 """Conformance class ``runs``: runs, steps and tool calls (spec: runs.md).
 
 This module holds the entities, filters, validation and the store protocol
-of the class.  Every rule cited (``RUN-*``, ``STEP-*``, ``TCALL-*``) is a
+of the class; steps and tool calls are stored kinds (:mod:`.kinds`), so
+their validation, codecs and storage come from their description.  Every rule cited (``RUN-*``, ``STEP-*``, ``TCALL-*``) is a
 clause of ``cortex_spec/spec/runs.md``.
 """
 
@@ -9,14 +10,32 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import attrs
 
 from . import ids
 from .context import Context
 from .entities import entity, replace
-from .errors import InvalidArgument
+from .errors import InvalidArgument, RunNotFound
+from .kinds import (
+    Count,
+    Id,
+    Instant,
+    Json,
+    Listing,
+    Optional,
+    Short,
+    Table,
+    Text,
+    check_protocol,
+    created,
+    field,
+    install,
+    key,
+    scope_field,
+    updated,
+)
 from .scope import Scope
 from .validation import (
     check_bool,
@@ -24,7 +43,6 @@ from .validation import (
     check_entity_size,
     check_enum,
     check_json_object,
-    check_nonempty_short_str,
     check_optional_instant,
     check_optional_json_object,
     check_page,
@@ -46,8 +64,10 @@ __all__ = [
     "validate_run_update",
     "apply_run_update",
     "validate_run_filter",
-    "validate_new_step",
-    "validate_new_tool_call",
+    "STEPS",
+    "TOOL_CALLS",
+    "TABLES",
+    "RunsMethods",
     "FIRST_REVISION",
 ]
 
@@ -111,38 +131,38 @@ class Run:
 class Step:
     """One step of a run; never updated or deleted (STEP-5)."""
 
-    id: str
-    run_id: str
-    scope: Scope = Scope()
-    index: int = 0
-    type: str = ""
-    input: str = ""
-    output: str = ""
-    tokens_used: int = 0
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: dict[str, Any] = attrs.Factory(dict)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    id: str = key(ids.STEP)
+    run_id: str = field(Id(ids.RUN))
+    scope: Scope = scope_field()
+    index: int = field(Count(), default=0)
+    type: str = field(Short(), default="")
+    input: str = field(Text(), default="")
+    output: str = field(Text(), default="")
+    tokens_used: int = field(Count(), default=0)
+    started_at: datetime | None = field(Optional(Instant()), default=None)
+    completed_at: datetime | None = field(Optional(Instant()), default=None)
+    metadata: dict[str, Any] = field(Json(), factory=dict)
+    created_at: datetime | None = created()
+    updated_at: datetime | None = updated()
 
 
 @entity
 class ToolCall:
     """One tool call of a step; never updated or deleted (STEP-5)."""
 
-    id: str
-    step_id: str
-    run_id: str
-    scope: Scope = Scope()
-    tool_name: str = ""
-    arguments: str = ""
-    result: str = ""
-    error: str = ""
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: dict[str, Any] = attrs.Factory(dict)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    id: str = key(ids.TOOL_CALL)
+    step_id: str = field(Id(ids.STEP))
+    run_id: str = field(Id(ids.RUN))
+    scope: Scope = scope_field()
+    tool_name: str = field(Short(nonempty=True), default="")
+    arguments: str = field(Text(), default="")
+    result: str = field(Text(), default="")
+    error: str = field(Text(), default="")
+    started_at: datetime | None = field(Optional(Instant()), default=None)
+    completed_at: datetime | None = field(Optional(Instant()), default=None)
+    metadata: dict[str, Any] = field(Json(), factory=dict)
+    created_at: datetime | None = created()
+    updated_at: datetime | None = updated()
 
 
 @entity
@@ -252,50 +272,47 @@ def validate_run_filter(flt: object) -> RunFilter:
     )
 
 
-def validate_new_step(step: object, ctx: Context, now: datetime) -> Step:
-    """STEP-1: the step as it will be stored, or ``InvalidArgument``."""
-    if not isinstance(step, Step):
-        raise InvalidArgument(f"step must be a Step, got {type(step).__name__}")
-    stored = Step(
-        id=ids.check_id(step.id, ids.STEP, "step.id"),
-        run_id=ids.check_id(step.run_id, ids.RUN, "step.run_id"),
-        scope=ctx.scope,
-        index=check_count(step.index, "step.index"),
-        type=check_short_str(step.type, "step.type"),
-        input=check_str(step.input, "step.input"),
-        output=check_str(step.output, "step.output"),
-        tokens_used=check_count(step.tokens_used, "step.tokens_used"),
-        started_at=check_optional_instant(step.started_at, "step.started_at"),
-        completed_at=check_optional_instant(step.completed_at, "step.completed_at"),
-        metadata=check_json_object(step.metadata, "step.metadata"),
-        created_at=now,
-        updated_at=now,
-    )
-    check_entity_size(stored, "step")
-    return stored
+# -- steps and tool calls: stored kinds (cortex_spec.kinds) ------------------------------------
+#
+# Append-only (STEP-5): a create and one listing by parent each; neither
+# reference is checked (STEP-3, TCALL-1) and ``(run_id, index)`` is not
+# unique.  Their validation, codecs and storage come from the description.
+# Neither has a by-id read, so no method raises their not-found class (the
+# run's, as they are the run's rows).
+
+STEPS = Table(
+    Step, "steps", "runs", RunNotFound, "step", "steps", ops=("create",),
+    listings=(Listing("list_steps", parent="run_id", order=(("index", False), ("id", False)),
+                      exact=False, paged=False),),
+    clauses={"create": "STEP-1", "create.id": "STEP-2", "list": "STEP-4", "fields": "STEP-1"},
+)
+TOOL_CALLS = Table(
+    ToolCall, "tool_calls", "runs", RunNotFound, "tool_call", "tool_calls", ops=("create",),
+    listings=(Listing("list_tool_calls", parent="step_id", exact=False, paged=False),),
+    clauses={"create": "TCALL-1", "create.id": "TCALL-1", "create.nonempty": "TCALL-1", "list": "TCALL-2",
+             "fields": "TCALL-1"},
+)
+
+#: The stored kinds of the class (runs themselves are written by hand: their
+#: revision, lease and the classes that claim them).
+TABLES = (STEPS, TOOL_CALLS)
 
 
-def validate_new_tool_call(tc: object, ctx: Context, now: datetime) -> ToolCall:
-    """TCALL-1: the tool call as it will be stored, or ``InvalidArgument``."""
-    if not isinstance(tc, ToolCall):
-        raise InvalidArgument(f"tool call must be a ToolCall, got {type(tc).__name__}")
-    stored = ToolCall(
-        id=ids.check_id(tc.id, ids.TOOL_CALL, "tool_call.id"),
-        step_id=ids.check_id(tc.step_id, ids.STEP, "tool_call.step_id"),
-        run_id=ids.check_id(tc.run_id, ids.RUN, "tool_call.run_id"),
-        scope=ctx.scope,
-        tool_name=check_nonempty_short_str(tc.tool_name, "tool_call.tool_name"),
-        arguments=check_str(tc.arguments, "tool_call.arguments"),
-        result=check_str(tc.result, "tool_call.result"),
-        error=check_str(tc.error, "tool_call.error"),
-        started_at=check_optional_instant(tc.started_at, "tool_call.started_at"),
-        completed_at=check_optional_instant(tc.completed_at, "tool_call.completed_at"),
-        metadata=check_json_object(tc.metadata, "tool_call.metadata"),
-        created_at=now,
-        updated_at=now,
-    )
-    check_entity_size(stored, "tool call")
-    return stored
+if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
+    from .generated import GeneratedRunsMethods as _Generated
+else:
+    _Generated = object
+
+
+class RunsMethods(_Generated):
+    """The generated methods of :data:`TABLES` on ``self._crud`` (a
+    :class:`~.kinds.Crud` over the backend's storage); a backend's runs
+    mixin inherits this and writes the run methods itself."""
+
+    _crud: Any
+
+
+install(RunsMethods, TABLES)
 
 
 # -- the protocol ---------------------------------------------------------------
@@ -348,6 +365,10 @@ class RunStore(Protocol):
     def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
         """Visible tool calls of the step, ``created_at`` ASC then ``id`` ASC (TCALL-2)."""
         ...
+
+
+# the run methods are each backend's own; the generated ones must be declared as they are
+check_protocol(RunStore, TABLES, RunsMethods, shared_only=False)
 
 
 # -- what the class shows (cortex_spec.views) ------------------------------------------------

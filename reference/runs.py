@@ -9,12 +9,9 @@ from cortex_spec.errors import AlreadyExists, RunNotFound
 from cortex_spec.runs import (
     Run,
     RunFilter,
-    Step,
-    ToolCall,
+    RunsMethods,
     apply_run_update,
     validate_new_run,
-    validate_new_step,
-    validate_new_tool_call,
     validate_run_filter,
     validate_run_update,
 )
@@ -40,7 +37,10 @@ def _selects(scope: Scope, flt: RunFilter, run: Run) -> bool:
     return True
 
 
-class RunsMixin(StoreBase):
+class RunsMixin(RunsMethods, StoreBase):
+    """Runs by hand; steps and tool calls are the generated methods of
+    :data:`cortex_spec.runs.TABLES` on the reference storage."""
+
     def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         with self._tx() as t:
@@ -87,42 +87,3 @@ class RunsMixin(StoreBase):
     def count_runs(self, ctx: Context, filter: RunFilter | None = None) -> int:
         rows, _ = self._select_runs(ctx, filter)
         return len(rows)  # RUN-LIST-4: the page is ignored
-
-    def create_step(self, ctx: Context, step: Step) -> Step:
-        require_scope(ctx)
-        with self._tx() as t:
-            stored = validate_new_step(step, ctx, self._now())
-            if stored.id in t.steps:
-                raise AlreadyExists(f"step {stored.id} already exists")  # STEP-2
-            t.steps[stored.id] = detach(stored)
-            return stored
-
-    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
-        scope = require_scope(ctx)
-        ids.check_id(run_id, ids.RUN, "run_id")
-        with self._tx() as t:
-            rows: list[Step] = [
-                s for s in t.steps.values() if s.run_id == run_id and scope.covers(s.scope)
-            ]
-            rows.sort(key=lambda s: (s.index, s.id))  # STEP-4
-            return [detach(s) for s in rows]
-
-    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
-        require_scope(ctx)
-        with self._tx() as t:
-            stored = validate_new_tool_call(tool_call, ctx, self._now())
-            if stored.id in t.tool_calls:
-                raise AlreadyExists(f"tool call {stored.id} already exists")  # TCALL-1
-            t.tool_calls[stored.id] = detach(stored)
-            return stored
-
-    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
-        scope = require_scope(ctx)
-        ids.check_id(step_id, ids.STEP, "step_id")
-        with self._tx() as t:
-            rows: list[ToolCall] = [
-                c for c in t.tool_calls.values()
-                if c.step_id == step_id and scope.covers(c.scope)
-            ]
-            rows.sort(key=lambda c: (c.created_at, c.id))  # TCALL-2
-            return [detach(c) for c in rows]

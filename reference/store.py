@@ -18,7 +18,7 @@ from cortex_spec.admin import schema_mismatch
 from cortex_spec.checkpoints import Checkpoint
 from cortex_spec.clock import Clock, SystemClock, truncate_ms
 from cortex_spec.errors import StoreClosed
-from cortex_spec.runs import Run, Step, ToolCall
+from cortex_spec.runs import Run
 from cortex_spec.suspensions import Suspension
 
 if TYPE_CHECKING:
@@ -42,8 +42,6 @@ class MemoryMedium:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.runs: dict[str, Run] = {}
-        self.steps: dict[str, Step] = {}
-        self.tool_calls: dict[str, ToolCall] = {}
         #: suspensions by run_id (one per run, SUSP-CREATE-2)
         self.suspensions: dict[str, Suspension] = {}
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)

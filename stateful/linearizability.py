@@ -181,7 +181,6 @@ _TURN = 16
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
 _EXACT_CALLS = 256
 
-_INF = float("inf")
 _start = attrgetter("start")
 _end = attrgetter("end")
 _keys_of = attrgetter("op.keys")
@@ -225,8 +224,9 @@ class _Search:
     call ``i`` and ``n + i`` for its response.  Invocations sort before
     responses at equal times: calls that touch overlap (the conservative
     choice: more orders are legal, no false alarm).  Calls that never
-    completed respond at +∞.  The list always ends with a response, so a
-    scan from the head stops at one before it reaches the tail.
+    completed respond at +∞ (after every other entry).  The list always ends
+    with a response, so a scan from the head stops at one before it reaches
+    the tail.
     """
 
     def __init__(self, model: Model, calls: list[Call]) -> None:
@@ -239,15 +239,20 @@ class _Search:
         ends = list(map(_end, calls))
         #: calls that never completed (in call order)
         self.open = [i for i, c in enumerate(calls) if c.end is None or c.outcome.kind == "unknown"]
-        for i in self.open:
-            ends[i] = _INF
+        if self.open:
+            # +∞: a time after every other one, of the same type (a sort
+            # compares keys of one type faster than ints against a float)
+            infinity = max(max(times), max([e for e in ends if e is not None], default=0)) + 1
+            for i in self.open:
+                ends[i] = infinity
         times += ends
         m = 2 * n
         # A stable sort of invocations-then-responses by time breaks ties as
-        # required: invocations first, each kind in call order.  Sorting the
-        # positions by entry inverts the permutation (faster than a loop).
+        # required: invocations first, each kind in call order.
         self.entry = entry = sorted(range(m), key=times.__getitem__)
-        position = sorted(range(m), key=entry.__getitem__)
+        position = [0] * m
+        for p, e in enumerate(entry):
+            position[e] = p
         self.inv_pos = position[:n]
         self.ret_pos = position[n:]
         self.head, self.tail = m, m + 1
@@ -276,18 +281,25 @@ class _Search:
         if len(self.open) < 2:
             return twin, entry
         # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
-        # its context, in Python), then compared in full within a group.
+        # its context, in Python) and by the outcome's compared fields, then
+        # their operations are compared in full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
         calls = self.calls
         for i in self.open:
             op, outcome = calls[i].op, calls[i].outcome
+            key = (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value)
             try:
-                group = alike.setdefault(
-                    (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value), []
-                )
+                group = alike.get(key)
             except TypeError:  # unhashable arguments or value: no twins
                 continue
-            earlier = next((j for j in reversed(group) if calls[j].op == op and calls[j].outcome == outcome), -1)
+            if group is None:
+                alike[key] = [i]
+                continue
+            earlier = -1
+            for j in reversed(group):  # most often the first one is equal
+                if calls[j].op == op:
+                    earlier = j
+                    break
             group.append(i)
             if earlier >= 0:
                 if entry is self.entry:
@@ -346,8 +358,10 @@ class _Search:
         head, tail = self.head, self.tail
         state = self.model.init()
         lin = z = 0
-        #: per linearized call: (call, state, lin, z) before it
-        stack: list[tuple[int, Any, int, int]] = []
+        #: per linearized call, flat: the call, and the state, lin and z before
+        #: it (four items a call: no tuple per step that the garbage collector
+        #: would count and traverse while it lives)
+        stack: list[Any] = []
         depth = 0
         # The deepest point so far: its depth, its order (``best``, copied from
         # the stack when the search first backtracks from it, ``stale`` until
@@ -370,10 +384,13 @@ class _Search:
                     return
                 if stale:  # leaving the deepest point: keep its order
                     del best[agree:]
-                    best.extend([s[0] for s in stack[agree:]])
+                    best.extend(stack[4 * agree :: 4])
                     agree = depth
                     stale = False
-                x, state, lin, z = stack.pop()  # backtrack
+                z = stack.pop()  # backtrack
+                lin = stack.pop()
+                state = stack.pop()
+                x = stack.pop()
                 depth -= 1
                 if not backtracked:
                     backtracked = caching = True
@@ -449,7 +466,7 @@ class _Search:
                     clashes.add(key)
             # a configuration not seen before: linearize x
             steps += 1
-            stack.append((x, state, lin, z))
+            stack += (x, state, lin, z)
             state, lin = new_state, new_lin
             if not exact:
                 z = new_z
@@ -475,7 +492,7 @@ class _Search:
                 self.steps = steps
                 yield
                 turn = steps + _SLICE
-                if caching and misses * 3 > steps > 8 * _SLICE:
+                if caching and misses * 3 > steps > 2 * _SLICE:
                     caching = False  # most steps ran the model anyway
                     results = []
 

@@ -332,6 +332,22 @@ class TornUpdate(MemoryStore):
         return self.get_run(ctx, run_id)
 
 
+class _PaddedToolNameStorage(MemoryStorage):
+    def insert(self, table, entity):
+        if table.name == "tool_calls":  # CHAR semantics: trailing spaces are padding
+            entity = attrs.evolve(entity, tool_name=entity.tool_name.rstrip(" "))
+        super().insert(table, entity)
+
+
+class ToolNameInPaddedColumn(MemoryStore):
+    """A tool call's name is kept in a space-padded column: it reads back
+    without its trailing spaces (create still returns the name as given)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._crud = Crud(_PaddedToolNameStorage(self), self._now)
+
+
 class ExpiredLimitBeforeScope(MemoryStore):
     """list_expired takes the first ``limit`` expired rows of every scope and
     keeps the visible ones: the limit counts rows the caller cannot see."""
@@ -1954,6 +1970,8 @@ MUTANTS: list[Mutant] = [
     _m("progress-delete-every-run", ProgressDeleteEveryRun, ("PROG-DEL-1",)),
     _m("leases-owner-compared-caseless", OwnerComparedCaseless, ("LEASE-HOLD-4",)),
     _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
+    # runs on the stored-kind description (issue 10 item 4): steps and tool calls
+    _m("runs-tool-name-padded", ToolNameInPaddedColumn, ("TCALL-1",), ("runs",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

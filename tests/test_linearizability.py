@@ -73,6 +73,22 @@ def test_a_call_with_unknown_outcome_may_have_happened():
     assert check(Register(), [pending, R(1, 2, "x", 0, 20, 30)]).ok
 
 
+
+def test_a_call_never_completed_may_take_effect_after_every_later_call():
+    # a write that timed out at 5 (its outcome unknown) and one that never
+    # returned: each responds after every time of the history, the latest
+    # start included, so both may take effect after reads invoked later
+    timed_out = Call(0, 1, Op("write", ZERO, ("x", 7), keys=frozenset({"x"})), 0, 5, UNKNOWN)
+    lost = Call(1, 3, Op("write", ZERO, ("x", 8), keys=frozenset({"x"})), 1, None, UNKNOWN)
+    reads = [R(2, 2, "x", 0, 10, 11), R(3, 2, "x", 7, 20, 21), R(4, 2, "x", 8, 30, 31), R(5, 2, "x", 8, 40, 40)]
+    assert check(Register(), [timed_out, lost, *reads]).ok
+    # the same reads with the writes in the other order: 8 then 7, read 8 last
+    stale = [R(2, 2, "x", 0, 10, 11), R(3, 2, "x", 8, 20, 21), R(4, 2, "x", 7, 30, 31), R(5, 2, "x", 8, 40, 40)]
+    verdict = check(Register(), [timed_out, lost, *stale])
+    assert verdict.result == "violation"
+    assert [u.call for u in verdict.unexplained] == [5]
+    assert verdict.best_order == (2, 1, 3, 0, 4)
+
 def test_partition_splits_by_key_and_keeps_spanning_calls_whole():
     calls = [W(0, 1, "x", 1, 0, 10), W(1, 2, "y", 1, 0, 10), R(2, 3, "x", 1, 20, 30)]
     parts = partition(calls)

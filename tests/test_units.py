@@ -299,3 +299,25 @@ def test_scope_helpers():
     assert Scope().parent().is_zero
     with pytest.raises(AttributeError):
         s._levels = ()  # type: ignore[misc]
+
+
+def test_a_listing_by_parent_takes_the_parent_by_position_or_by_name():
+    """``Listing.parent`` (kinds): ``list_steps(ctx, run_id)`` as the runs
+    protocol declares it — one positional or keyword parent, checked by its
+    field's kind after the scope, nothing else."""
+    from cortex_spec.reference import MemoryStore
+    from cortex_spec.runs import Step
+
+    store = MemoryStore()
+    c = Context.of("ws=w1")
+    run_id = ids.new_id(ids.RUN)
+    step = store.create_step(c, Step(id=ids.new_id(ids.STEP), run_id=run_id))
+    assert store.list_steps(c, run_id) == store.list_steps(c, run_id=run_id) == [step]
+    for call in (lambda: store.list_steps(c), lambda: store.list_steps(c, run_id, run_id),
+                 lambda: store.list_steps(c, run_id, run_id=run_id), lambda: store.list_steps(c, run_id, limit=1)):
+        with pytest.raises(TypeError):
+            call()
+    with pytest.raises(errors.InvalidArgument, match="run_id"):
+        store.list_steps(c, ids.new_id(ids.STEP))
+    with pytest.raises(errors.NoScope):
+        store.list_steps(Context.of(""), "garbage")

@@ -76,8 +76,7 @@ class AdminMixin(MongoStoreBase):
         from cortex_spec.classes import CLASSES
 
         prefix = self.collection_prefix
-        for role in ("steps", "tool_calls", "checkpoints"):
-            yield COLLECTIONS[role], self.database[prefix + COLLECTIONS[role]]
+        yield COLLECTIONS["checkpoints"], self.database[prefix + COLLECTIONS["checkpoints"]]
         for name in ("a2a_messages", "a2a_conversations", "a2a_deliveries", "a2a_asks"):
             yield name, self.database[prefix + name]
         for cls in CLASSES.values():

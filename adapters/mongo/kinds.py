@@ -161,10 +161,14 @@ def entity_of(table: Table, doc: dict[str, Any]) -> Any:
 
 def kind_indexes(collection: Any, table: Table) -> list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]]:
     """The indexes of one kind's collection (for ``create_missing_indexes``)."""
-    out: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]] = [
-        (collection, [("scope.k0", 1), ("scope.v0", 1), ("created_at", 1), ("_id", 1)],
-         f"{table.name}_scope", {}),
-    ]
+    out: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]] = []
+    if not table.listings or any(li.parent is None for li in table.listings):
+        out.append((collection, [("scope.k0", 1), ("scope.v0", 1), ("created_at", 1), ("_id", 1)],
+                    f"{table.name}_scope", {}))
+    for listing in table.listings:  # a listing by parent: the parent, then its order
+        if listing.parent is not None:
+            keys = [(listing.parent, 1)] + [(_sort_field(n), -1 if desc else 1) for n, desc in listing.order]
+            out.append((collection, keys, f"{table.name}_of_{listing.parent.removesuffix('_id')}", {}))
     for unique in table.unique:
         name = _unique_field(table, unique)
         out.append((collection, [(name, 1)], f"{table.name}_{name}", {"unique": True, "sparse": True}))

@@ -8,8 +8,9 @@ it may exist before the run does, because a suspension may be created first
 scope (``run.scope.n`` exists only where a run does), and creating a run
 fills the ``run`` part of the slot only if it is empty.
 
-Steps and tool calls are plain documents of their own collections, keyed by
-their ids.
+Steps and tool calls are stored kinds (:data:`cortex_spec.runs.TABLES`):
+plain documents of their own collections, keyed by their ids, written and
+read by :mod:`.kinds`.
 """
 
 from __future__ import annotations
@@ -25,12 +26,9 @@ from cortex_spec.runs import (
     Run,
     RunFilter,
     RunState,
-    Step,
-    ToolCall,
+    RunsMethods,
     apply_run_update,
     validate_new_run,
-    validate_new_step,
-    validate_new_tool_call,
     validate_run_filter,
     validate_run_update,
 )
@@ -130,43 +128,12 @@ def run_from_doc(run_id: str, doc: dict[str, Any]) -> Run:
     ))
 
 
-def _step_from_doc(doc: dict[str, Any]) -> Step:
-    return decode("a stored step", lambda: Step(
-        id=doc["_id"],
-        run_id=doc["run_id"],
-        scope=scope_in(doc["scope"]),
-        index=int(doc["index"]),
-        type=doc["type"],
-        input=doc["input"],
-        output=doc["output"],
-        tokens_used=int(doc["tokens_used"]),
-        started_at=opt_dt_in(doc["started_at"]),
-        completed_at=opt_dt_in(doc["completed_at"]),
-        metadata=json_in(doc["metadata"]),
-        created_at=dt_in(doc["created_at"]),
-        updated_at=dt_in(doc["updated_at"]),
-    ))
+class RunsMixin(RunsMethods, MongoStoreBase):
+    """Runs by hand (in their slots); steps and tool calls are the generated
+    methods of :data:`cortex_spec.runs.TABLES` on the Mongo storage of
+    :mod:`.kinds` (collections ``steps`` and ``tool_calls``)."""
 
 
-def _tool_call_from_doc(doc: dict[str, Any]) -> ToolCall:
-    return decode("a stored tool call", lambda: ToolCall(
-        id=doc["_id"],
-        step_id=doc["step_id"],
-        run_id=doc["run_id"],
-        scope=scope_in(doc["scope"]),
-        tool_name=doc["tool_name"],
-        arguments=doc["arguments"],
-        result=doc["result"],
-        error=doc["error"],
-        started_at=opt_dt_in(doc["started_at"]),
-        completed_at=opt_dt_in(doc["completed_at"]),
-        metadata=json_in(doc["metadata"]),
-        created_at=dt_in(doc["created_at"]),
-        updated_at=dt_in(doc["updated_at"]),
-    ))
-
-
-class RunsMixin(MongoStoreBase):
     # -- slots ---------------------------------------------------------------------
 
     def _fill_slot(self, slot_id: str, part: str, doc: dict[str, Any], taken: str) -> None:
@@ -279,83 +246,3 @@ class RunsMixin(MongoStoreBase):
         query, _ = self._run_query(ctx, filter)
         with self._guard():
             return self._count(self._runs, query)  # RUN-LIST-4
-
-    # -- steps and tool calls -----------------------------------------------------------
-
-    def create_step(self, ctx: Context, step: Step) -> Step:
-        from pymongo.errors import DuplicateKeyError
-
-        require_scope(ctx)
-        with self._guard():
-            stored = validate_new_step(step, ctx, self._now())
-            try:
-                self._steps.insert_one(
-                    {
-                        "_id": stored.id,
-                        "run_id": stored.run_id,
-                        "scope": scope_out(stored.scope),
-                        "index": stored.index,
-                        "type": stored.type,
-                        "input": stored.input,
-                        "output": stored.output,
-                        "tokens_used": stored.tokens_used,
-                        "started_at": dt_out(stored.started_at),
-                        "completed_at": dt_out(stored.completed_at),
-                        "metadata": json_out(stored.metadata),
-                        "created_at": dt_out(stored.created_at),
-                        "updated_at": dt_out(stored.updated_at),
-                    }
-                )
-            except DuplicateKeyError:
-                raise AlreadyExists(f"step {stored.id} already exists") from None  # STEP-2
-            return detach(stored)
-
-    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
-        scope = require_scope(ctx)
-        ids.check_id(run_id, ids.RUN, "run_id")
-        with self._guard():
-            docs = self._find(
-                self._steps,
-                {"run_id": run_id, **scope_filter("scope", scope)},
-                sort=[("index", 1), ("_id", 1)],  # STEP-4
-            )
-            return [_step_from_doc(d) for d in docs]
-
-    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
-        from pymongo.errors import DuplicateKeyError
-
-        require_scope(ctx)
-        with self._guard():
-            stored = validate_new_tool_call(tool_call, ctx, self._now())
-            try:
-                self._tool_calls.insert_one(
-                    {
-                        "_id": stored.id,
-                        "step_id": stored.step_id,
-                        "run_id": stored.run_id,
-                        "scope": scope_out(stored.scope),
-                        "tool_name": stored.tool_name,
-                        "arguments": stored.arguments,
-                        "result": stored.result,
-                        "error": stored.error,
-                        "started_at": dt_out(stored.started_at),
-                        "completed_at": dt_out(stored.completed_at),
-                        "metadata": json_out(stored.metadata),
-                        "created_at": dt_out(stored.created_at),
-                        "updated_at": dt_out(stored.updated_at),
-                    }
-                )
-            except DuplicateKeyError:
-                raise AlreadyExists(f"tool call {stored.id} already exists") from None
-            return detach(stored)
-
-    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
-        scope = require_scope(ctx)
-        ids.check_id(step_id, ids.STEP, "step_id")
-        with self._guard():
-            docs = self._find(
-                self._tool_calls,
-                {"step_id": step_id, **scope_filter("scope", scope)},
-                sort=[("created_at", 1), ("_id", 1)],  # TCALL-2
-            )
-            return [_tool_call_from_doc(d) for d in docs]

@@ -76,8 +76,6 @@ SCHEMA_VERSION = 1
 COLLECTIONS = {
     # one document per run id: the run (``run``) and its suspension (``susp``)
     "runs": "runs",
-    "steps": "steps",
-    "tool_calls": "tool_calls",
     "checkpoints": "checkpoints",
     # the layout version (class admin)
     "meta": "meta",
@@ -223,8 +221,6 @@ class MongoStoreBase:
         self._close_client = close_client
         self._closed = False
         self._runs = database[collection_prefix + COLLECTIONS["runs"]]
-        self._steps = database[collection_prefix + COLLECTIONS["steps"]]
-        self._tool_calls = database[collection_prefix + COLLECTIONS["tool_calls"]]
         self._checkpoints = database[collection_prefix + COLLECTIONS["checkpoints"]]
         self._meta = database[collection_prefix + COLLECTIONS["meta"]]
         from cortex_spec.kinds import Crud
@@ -323,9 +319,6 @@ class MongoStoreBase:
              "run_list", {}),
             (self._runs, [("susp.expires_at", 1), ("susp.id", 1)], "susp_expired",
              {"partialFilterExpression": has_susp}),
-            (self._steps, [("run_id", 1), ("index", 1), ("_id", 1)], "steps_of_run", {}),
-            (self._tool_calls, [("step_id", 1), ("created_at", 1), ("_id", 1)],
-             "tool_calls_of_step", {}),
             (self._checkpoints, [("state", 1), ("created_at", 1), ("_id", 1)],
              "pending_by_created", {}),
             (self._checkpoints, [("state", 1), ("_id", 1)], "pending_by_id", {}),

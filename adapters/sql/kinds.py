@@ -141,14 +141,22 @@ def scope_key(scope: Scope) -> str:
     return hashlib.sha256(scope.canonical().encode("utf-8")).hexdigest()
 
 
+@lru_cache(maxsize=None)
+def _has_scope_key(tname: str) -> bool:
+    """Whether the table holds the scope digest (a layout that predates the
+    description, :data:`.schema.LAID_OUT`, has none)."""
+    return "scope_key" in KIND_TABLES[tname].c
+
+
 def row_of(table: Table, entity: Any) -> dict[str, Any]:
-    """The row of a (validated) entity."""
+    """The row of a (validated) entity, by column key (the field's name)."""
     row: dict[str, Any] = {}
     for name, spec in table.fields.items():
         value = getattr(entity, name)
         if spec.role == k.SCOPE:
             row.update(scope_values(value))
-            row["scope_key"] = scope_key(value)
+            if _has_scope_key(table.name):
+                row["scope_key"] = scope_key(value)
         else:
             row[name] = encode(spec.kind, value)
     return row
@@ -163,7 +171,7 @@ def entity_of(table: Table, row: Any) -> Any:
             if spec.role == k.SCOPE:
                 values[name] = read_scope(row)
             else:
-                values[name] = decode_value(spec.kind, getattr(row, name))
+                values[name] = decode_value(spec.kind, getattr(row, name))  # by column key
         return table.entity(**values)
 
     return decode(table.singular, build)

@@ -16,17 +16,14 @@ from cortex_spec.runs import (
     Run,
     RunFilter,
     RunState,
-    Step,
-    ToolCall,
+    RunsMethods,
     validate_new_run,
-    validate_new_step,
-    validate_new_tool_call,
     validate_run_filter,
     validate_run_update,
 )
 from cortex_spec.validation import check_entity_size
 
-from .schema import runs, steps, tool_calls
+from .schema import runs
 from cortex_spec.clock import from_millis
 
 from .store import (
@@ -119,83 +116,9 @@ def run_from_row(row: Any) -> Run:
     return decode("run", build)
 
 
-def _step_row(step: Step) -> dict[str, Any]:
-    return {
-        "id": step.id,
-        "run_id": step.run_id,
-        **scope_values(step.scope),
-        "step_index": step.index,
-        "type": step.type,
-        "input": step.input,
-        "output": step.output,
-        "tokens_used": step.tokens_used,
-        "started_at": ms(step.started_at),
-        "completed_at": ms(step.completed_at),
-        "metadata": dump_json(step.metadata),
-        "created_at": ms(step.created_at),
-        "updated_at": ms(step.updated_at),
-    }
-
-
-def _step_from_row(row: Any) -> Step:
-    return decode("step", lambda: Step(
-        id=row.id,
-        run_id=row.run_id,
-        scope=read_scope(row),
-        index=int(row.step_index),
-        type=row.type,
-        input=row.input,
-        output=row.output,
-        tokens_used=int(row.tokens_used),
-        started_at=instant(row.started_at),
-        completed_at=instant(row.completed_at),
-        metadata=load_json(row.metadata),
-        created_at=instant(row.created_at),
-        updated_at=instant(row.updated_at),
-    ))
-
-
-def _tool_call_row(tc: ToolCall) -> dict[str, Any]:
-    return {
-        "id": tc.id,
-        "step_id": tc.step_id,
-        "run_id": tc.run_id,
-        **scope_values(tc.scope),
-        "tool_name": tc.tool_name,
-        "arguments": tc.arguments,
-        "result": tc.result,
-        "error": tc.error,
-        "started_at": ms(tc.started_at),
-        "completed_at": ms(tc.completed_at),
-        "metadata": dump_json(tc.metadata),
-        "created_at": ms(tc.created_at),
-        "updated_at": ms(tc.updated_at),
-    }
-
-
-def _tool_call_from_row(row: Any) -> ToolCall:
-    return decode("tool call", lambda: ToolCall(
-        id=row.id,
-        step_id=row.step_id,
-        run_id=row.run_id,
-        scope=read_scope(row),
-        tool_name=row.tool_name,
-        arguments=row.arguments,
-        result=row.result,
-        error=row.error,
-        started_at=instant(row.started_at),
-        completed_at=instant(row.completed_at),
-        metadata=load_json(row.metadata),
-        created_at=instant(row.created_at),
-        updated_at=instant(row.updated_at),
-    ))
-
-
 # -- statements (built once per shape, see store.visible) ------------------------------
 
 _INSERT_RUN = sa.insert(runs)
-_INSERT_STEP = sa.insert(steps)
-_INSERT_TOOL_CALL = sa.insert(tool_calls)
 
 
 @lru_cache(maxsize=None)
@@ -247,24 +170,6 @@ def _count_runs(depth: int, exact: bool, agent: bool, state: bool) -> sa.Select[
     )
 
 
-@lru_cache(maxsize=None)
-def _list_steps(depth: int) -> sa.Select[Any]:
-    return (
-        sa.select(steps)
-        .where(steps.c.run_id == sa.bindparam("w_run"), visible(steps, depth))
-        .order_by(steps.c.step_index, steps.c.id)  # STEP-4
-    )
-
-
-@lru_cache(maxsize=None)
-def _list_tool_calls(depth: int) -> sa.Select[Any]:
-    return (
-        sa.select(tool_calls)
-        .where(tool_calls.c.step_id == sa.bindparam("w_step"), visible(tool_calls, depth))
-        .order_by(tool_calls.c.created_at, tool_calls.c.id)  # TCALL-2
-    )
-
-
 def _page_params(flt: Any) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if flt.offset > 0:
@@ -277,7 +182,11 @@ def _page_params(flt: Any) -> dict[str, Any]:
 # -- the mixin ---------------------------------------------------------------------------
 
 
-class RunsMixin(SqlStoreBase):
+class RunsMixin(RunsMethods, SqlStoreBase):
+    """Runs by hand; steps and tool calls are the generated methods of
+    :data:`cortex_spec.runs.TABLES` on the SQL storage of :mod:`.kinds`
+    (tables ``cortex_steps`` and ``cortex_tool_calls``)."""
+
     def create_run(self, ctx: Context, run: Run) -> Run:
         require_scope(ctx)
         stored = validate_new_run(run, ctx, self._now())
@@ -344,33 +253,3 @@ class RunsMixin(SqlStoreBase):
         _, shape, params = self._run_query(ctx, filter)
         stmt = _count_runs(*shape)  # RUN-LIST-4: the page is ignored
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
-
-    def create_step(self, ctx: Context, step: Step) -> Step:
-        require_scope(ctx)
-        stored = validate_new_step(step, ctx, self._now())
-        row = _step_row(stored)
-        self._write1(lambda conn: conn.execute(_INSERT_STEP, row))  # STEP-2: the key
-        return detach(stored)
-
-    def list_steps(self, ctx: Context, run_id: str) -> list[Step]:
-        scope = require_scope(ctx)
-        ids.check_id(run_id, ids.RUN, "run_id")
-        stmt, params = _list_steps(scope.depth), {"w_run": run_id, **scope_params(scope)}
-        return self._read(
-            lambda conn: [_step_from_row(r) for r in conn.execute(stmt, params)]
-        )
-
-    def create_tool_call(self, ctx: Context, tool_call: ToolCall) -> ToolCall:
-        require_scope(ctx)
-        stored = validate_new_tool_call(tool_call, ctx, self._now())
-        row = _tool_call_row(stored)
-        self._write1(lambda conn: conn.execute(_INSERT_TOOL_CALL, row))
-        return detach(stored)
-
-    def list_tool_calls(self, ctx: Context, step_id: str) -> list[ToolCall]:
-        scope = require_scope(ctx)
-        ids.check_id(step_id, ids.STEP, "step_id")
-        stmt, params = _list_tool_calls(scope.depth), {"w_step": step_id, **scope_params(scope)}
-        return self._read(
-            lambda conn: [_tool_call_from_row(r) for r in conn.execute(stmt, params)]
-        )

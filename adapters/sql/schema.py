@@ -50,6 +50,7 @@ __all__ = [
     "a2a_asks",
     "DATA_TABLES",
     "KIND_TABLES",
+    "LAID_OUT",
     "kind_table",
     "SCOPE_LEVELS",
     "SCOPE_INDEXED",
@@ -148,7 +149,8 @@ steps = sa.Table(
     sa.Column("id", id_type(), primary_key=True),
     sa.Column("run_id", id_type(), nullable=False),
     *_scope_columns(),
-    sa.Column("step_index", sa.BigInteger, nullable=False),
+    # the field ``index`` (an SQL keyword) in a column of the first layout's name
+    sa.Column("step_index", sa.BigInteger, nullable=False, key="index"),
     sa.Column("type", sa.Text, nullable=False),
     sa.Column("input", sa.Text, nullable=False),
     sa.Column("output", sa.Text, nullable=False),
@@ -157,7 +159,7 @@ steps = sa.Table(
     sa.Column("completed_at", sa.BigInteger, nullable=True),
     sa.Column("metadata", sa.Text, nullable=False),
     *_stamps(),
-    sa.Index("ix_cortex_steps_run", "run_id", "step_index", "id"),
+    sa.Index("ix_cortex_steps_run", "run_id", "index", "id"),  # column keys
 )
 
 tool_calls = sa.Table(
@@ -399,15 +401,21 @@ def kind_table(table: Any) -> sa.Table:
     return sa.Table(name, metadata, *columns, *checks, *indexes)
 
 
+#: Stored kinds whose tables predate the description (schema version 1),
+#: declared above: the interpreter reads and writes them through the kind's
+#: codec (a column's ``key`` is its field's name), and their layout stays.
+LAID_OUT = {"steps": steps, "tool_calls": tool_calls}
+
+
 def _kind_tables() -> dict[str, sa.Table]:
     from cortex_spec.classes import CLASSES
 
-    return {t.name: kind_table(t) for cls in CLASSES.values() for t in cls.tables}
+    return {t.name: LAID_OUT[t.name] if t.name in LAID_OUT else kind_table(t) for cls in CLASSES.values() for t in cls.tables}
 
 
 #: The SQL table of every stored kind, by the kind's table name.
 KIND_TABLES = _kind_tables()
 
 #: Every table holding data (the per-test reset empties these).
-DATA_TABLES = (runs, steps, tool_calls, suspensions, checkpoints,
+DATA_TABLES = (runs, suspensions, checkpoints,
                a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks, *KIND_TABLES.values())
