@@ -67,6 +67,7 @@ from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, c
 from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
 
 from .examples import PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, Keyed, Kind, XsMethod
+from .examples import FAR, long_call, long_check, long_ids, long_scope_of
 from .helpers import assert_scope
 
 UTC = timezone.utc
@@ -2419,8 +2420,45 @@ _XS = {
     ),
 }
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    conv = long_call("create_conversation", lambda: store.create_conversation(
+        c, make_conversation(peer_node="peer", peer_context="thread")))
+    long_scope_of("a created conversation", conv, c.scope)
+    long_scope_of("get_conversation_by_peer_context",
+                  store.get_conversation_by_peer_context(up, "peer", "thread"), c.scope)
+    msg = long_call("record_message", lambda: store.record_message(c, make_envelope(conv.id)))
+    long_scope_of("a recorded message", msg, c.scope)
+    for who in (c, up):
+        long_check(f"list_messages from depth {who.scope.depth}", msg.id in long_ids(store.list_messages(who)), True)
+        long_check(f"list_conversations from depth {who.scope.depth}",
+                   conv.id in long_ids(store.list_conversations(who)), True)
+    updated = long_call("update_conversation", lambda: store.update_conversation(
+        c, attrs.evolve(store.get_conversation(c, conv.id), protocol="fipa-query")))
+    long_scope_of("an updated conversation", updated, c.scope)
+    dlv = long_call("create_delivery", lambda: store.create_delivery(c, make_delivery(msg.id)))
+    claimed = long_call("claim_delivery", lambda: store.claim_delivery(c, dlv.id))
+    long_call("bind_delivery_run",
+              lambda: store.bind_delivery_run(c, dlv.id, claimed.claim_token, ids.new_id(ids.RUN)))
+    done = long_call("finish_delivery", lambda: store.finish_delivery(c, dlv.id, claimed.claim_token,
+                                                                      DeliveryState.DELIVERED))
+    long_scope_of("a finished delivery", done, c.scope)
+    long_check("list_inbox from the ancestor", dlv.id in long_ids(store.list_inbox(up, "worker")), True)
+    long_call("mark_delivery_read", lambda: store.mark_delivery_read(c, dlv.id))
+    ask = long_call("create_pending_ask", lambda: store.create_pending_ask(c, make_ask(conv.id, deadline=PAST)))
+    long_scope_of("a created pending ask", ask, c.scope)
+    long_check("list_expired_asks from the ancestor",
+               ask.reply_with in long_ids(store.list_expired_asks(up, FAR), "reply_with"), True)
+    long_check("list_pending_asks_by_conversation",
+               [a.reply_with for a in store.list_pending_asks_by_conversation(up, conv.id)], [ask.reply_with])
+    long_scope_of("a claimed pending ask",
+                  long_call("claim_pending_ask", lambda: store.claim_pending_ask(c, ask.reply_with)), c.scope)
+
+
 EXAMPLES = Examples(
     "a2a",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,

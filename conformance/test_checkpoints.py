@@ -54,6 +54,7 @@ from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
 from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
+from .examples import long_call, long_check, long_ids, long_scope_of
 from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises
 from .helpers import ms as _ms
 
@@ -358,8 +359,21 @@ _SITES: dict[str, tuple[Site, ...]] = {
 }
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    cp = long_call("create_checkpoint", lambda: store.create_checkpoint(c, make_checkpoint()))
+    long_scope_of("a created checkpoint", cp, c.scope)
+    for who in (c, up):
+        long_check(f"list_pending from depth {who.scope.depth}", cp.id in long_ids(store.list_pending(who)), True)
+    resolved = long_call("resolve", lambda: store.resolve(c, cp.id, approve()))
+    long_scope_of("a resolved checkpoint", resolved, c.scope)
+    long_scope_of("get_checkpoint", store.get_checkpoint(up, cp.id), c.scope)
+
+
 EXAMPLES = Examples(
     "checkpoints",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,

@@ -55,6 +55,7 @@ from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
 from .examples import HOME, ByIdOp, Examples, Kind, Site
+from .examples import long_call, long_check, long_ids, long_scope_of
 from .helpers import (
     BOGUS_STAMPS,
     MS,
@@ -649,8 +650,26 @@ _SITES: dict[str, tuple[Site, ...]] = {
 }
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    run = long_call("create_run", lambda: store.create_run(c, make_run(state=RunState.PAUSED)))
+    long_scope_of("a created run", run, c.scope)
+    long_scope_of("get_run", long_call("get_run", lambda: store.get_run(c, run.id)), c.scope)
+    updated = long_call("update_run", lambda: store.update_run(c, attrs.evolve(run, output="done")))
+    long_scope_of("an updated run", updated, c.scope)
+    for who in (c, up):
+        long_check(f"list_runs from depth {who.scope.depth}", run.id in long_ids(store.list_runs(who)), True)
+        long_check(f"count_runs from depth {who.scope.depth}", store.count_runs(who) >= 1, True)
+    step = long_call("create_step", lambda: store.create_step(c, make_step(run.id)))
+    long_check("list_steps", [s.id for s in store.list_steps(up, run.id)], [step.id])
+    call = long_call("create_tool_call", lambda: store.create_tool_call(c, make_tool_call(step.id, run.id)))
+    long_check("list_tool_calls", [t.id for t in store.list_tool_calls(up, step.id)], [call.id])
+
+
 EXAMPLES = Examples(
     "runs",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,
