@@ -356,6 +356,16 @@ _SITES: dict[str, tuple[Site, ...]] = {
              lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(step_index=v)),
              read=lambda s, c, w, r: s.get_checkpoint(c, r.id).step_index),
     ),
+    # RSC-GEN-8/13 (test_sizes.py): a resolve is measured on the row after the change
+    "size": (
+        Site("create_checkpoint.reason", "checkpoints",
+             lambda s, c, w, t: s.create_checkpoint(c, make_checkpoint(reason=t)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id)),
+        Site("resolve.decision.reason", "checkpoints",
+             lambda s, c, w, t: s.resolve(c, w.cp, Decision(approved=True, decided_by="alice", reason=t)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp), prepare=_prep_checkpoint,
+             clauses=("CP-RESOLVE-7",)),
+    ),
 }
 
 
@@ -387,6 +397,7 @@ EXAMPLES = Examples(
     every_write=_every_write,
     hidden=_hidden,
     sites=_SITES,
+    size_methods=frozenset({"create_checkpoint", "resolve"}),
 )
 
 

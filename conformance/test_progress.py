@@ -96,6 +96,7 @@ EXAMPLES = Examples(
     seed=_seed,
     view=_view,
     exact_byid=frozenset({"save_progress", "get_progress", "delete_progress"}),
+    size_methods=frozenset({"save_progress"}),
     good={
         "save_progress": lambda s, c, w: s.save_progress(c, _progress(w.progress_run, step_index=4)),
         "get_progress": lambda s, c, w: s.get_progress(c, w.progress_run),

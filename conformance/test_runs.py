@@ -482,6 +482,12 @@ def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = 
 _RUN_STATE = dict(enum=RunState, invalid=(SuspensionReason.APPROVAL, CheckpointState.PENDING))
 
 #: Where values go, per rule of the common suite (see conformance/examples.py).
+def _size_run(s: Any, c: Context, w: SimpleNamespace) -> None:
+    """A fresh run and step for a size site's write."""
+    w.size_run = s.create_run(c, make_run())
+    w.size_step = s.create_step(c, make_step(w.size_run.id))
+
+
 _SITES: dict[str, tuple[Site, ...]] = {
     "instant": (
         Site("run.started_at", "runs", lambda s, c, w, v: s.create_run(c, make_run(started_at=v)),
@@ -647,6 +653,20 @@ _SITES: dict[str, tuple[Site, ...]] = {
         Site("count_runs.filter.state", "runs", lambda s, c, w, v: s.count_runs(c, RunFilter(state=v)),
              optional=True, **_RUN_STATE, clauses=("RUN-LIST-5",)),
     ),
+    # RSC-GEN-8/13 (test_sizes.py): the payload text at each unbounded field
+    "size": (
+        Site("create_run.input", "runs", lambda s, c, w, t: s.create_run(c, make_run(input=t)),
+             read=lambda s, c, w, r: s.get_run(c, r.id), clauses=("RUN-CREATE-3",)),
+        Site("update_run.input", "runs", lambda s, c, w, t: s.update_run(c, attrs.evolve(w.size_run, input=t)),
+             read=lambda s, c, w, r: s.get_run(c, w.size_run.id), prepare=_size_run),
+        Site("create_step.input", "runs", lambda s, c, w, t: s.create_step(c, make_step(w.size_run.id, input=t)),
+             read=lambda s, c, w, r: next(x for x in s.list_steps(c, w.size_run.id) if x.id == r.id),
+             prepare=_size_run),
+        Site("create_tool_call.arguments", "runs",
+             lambda s, c, w, t: s.create_tool_call(c, make_tool_call(w.size_step.id, w.size_run.id, arguments=t)),
+             read=lambda s, c, w, r: next(x for x in s.list_tool_calls(c, w.size_step.id) if x.id == r.id),
+             prepare=_size_run),
+    ),
 }
 
 
@@ -681,6 +701,7 @@ EXAMPLES = Examples(
     hidden=_hidden,
     exact=frozenset({"list_runs", "count_runs"}),
     sites=_SITES,
+    size_methods=frozenset({"create_run", "update_run", "create_step", "create_tool_call"}),
 )
 
 

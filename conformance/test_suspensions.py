@@ -443,6 +443,12 @@ _SITES: dict[str, tuple[Site, ...]] = {
              read=lambda s, c, w, r: s.get_suspension(c, r.run_id).reason,
              enum=SuspensionReason, invalid=(RunState.PAUSED, CheckpointState.PENDING)),
     ),
+    # RSC-GEN-8/13 (test_sizes.py)
+    "size": (
+        Site("create_suspension.continuation", "suspensions",
+             lambda s, c, w, t: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), continuation={"p": t})),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id)),
+    ),
 }
 
 
@@ -478,6 +484,7 @@ EXAMPLES = Examples(
     every_write=_every_write,
     hidden=_hidden,
     sites=_SITES,
+    size_methods=frozenset({"create_suspension"}),
 )
 
 
