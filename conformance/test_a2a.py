@@ -69,8 +69,22 @@ from cortex_spec.testing import (
 from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, Keyed, Kind, XsMethod
-from .examples import FAR, Site, long_call, long_check, long_ids, long_scope_of
+from .examples import (
+    FAR,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Keyed,
+    Kind,
+    Site,
+    XsMethod,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
+)
 from .helpers import assert_scope
 
 UTC = timezone.utc

@@ -20,8 +20,7 @@ from cortex_spec.testing import FAR_FUTURE, clause, ctx, expect, expect_raises, 
 from cortex_spec.a2a import make_ask, make_delivery
 
 from .a2a_world import HOME, MS
-from .examples import Examples, Fixture
-from .examples import FAR, PAST, long_call, long_check
+from .examples import FAR, PAST, Examples, Fixture, long_call, long_check
 
 PLACES = [ctx(HOME), ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
           ctx("ws=w1/proj=p10"), ctx(HOME, "orch-1")]

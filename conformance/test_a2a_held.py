@@ -50,8 +50,7 @@ from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
-from .examples import long_call
+from .examples import Examples, Fixture, long_call
 
 RECEIVERS = (Address("worker"), Address("critic"), Address("worker"))
 HELD = {HELD_ASK_METADATA: True, "n": 1}

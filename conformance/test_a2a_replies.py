@@ -49,8 +49,7 @@ from cortex_spec.testing import (
 from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
-from .examples import long_call, long_check
+from .examples import Examples, Fixture, long_call, long_check
 
 PLANNER, WORKER = Address("planner"), Address("worker")
 

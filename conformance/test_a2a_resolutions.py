@@ -45,8 +45,7 @@ from cortex_spec.testing import (
 from cortex_spec.a2a import make_ask
 
 from .a2a_world import HOME, MS, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
-from .examples import long_call, long_check
+from .examples import Examples, Fixture, long_call, long_check
 
 def _reply(conversation_id: str, *contents: str, complete: bool = True, performative: str = "inform") -> AskReply:
     return AskReply(tuple(AskReplyItem(performative, f"worker-{i}", c, conversation_id)

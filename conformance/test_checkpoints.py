@@ -53,8 +53,21 @@ from cortex_spec.checkpoints import approve, make_checkpoint, reject
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
-from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
-from .examples import long_call, long_check, long_ids, long_scope_of
+from .examples import (
+    HOME,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Kind,
+    Site,
+    StateError,
+    XsMethod,
+    expect_invalid,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
+)
 from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises
 from .helpers import ms as _ms
 

@@ -1397,7 +1397,8 @@ def _size_item(s: Any, c: Context, w: SimpleNamespace, r: Any) -> Any:
 
 #: RSC-GEN-8/13 (test_sizes.py): the item row a write stores, as stored.
 _SIZE_SITES = (
-    Site("accept.text", "gateway", lambda s, c, w, t: w.gateway.accept(c, make_message("tg", w.size_key, text=t), EPOCH),
+    Site("accept.text", "gateway",
+         lambda s, c, w, t: w.gateway.accept(c, make_message("tg", w.size_key, text=t), EPOCH),
          read=_size_item, prepare=_size_key),
     Site("set_replied.reply", "gateway", lambda s, c, w, t: w.gateway.set_replied(c, "tg", w.size_key, t),
          read=_size_item, prepare=_size_accepted),

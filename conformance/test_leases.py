@@ -30,8 +30,21 @@ from cortex_spec.testing import clause, ctx, expect, expect_raises, race, state_
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
-from .examples import HOME, OUTSIDERS_OF_HOME, PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, StateError, XsMethod
-from .examples import FAR, long_call, long_check, long_scope_of
+from .examples import (
+    FAR,
+    HOME,
+    OUTSIDERS_OF_HOME,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    StateError,
+    XsMethod,
+    long_call,
+    long_check,
+    long_scope_of,
+)
 from .helpers import PLUS_0530, assert_scope
 
 MS = timedelta(milliseconds=1)

@@ -22,8 +22,7 @@ from cortex_spec.errors import AlreadyExists, InvalidArgument, SessionNotFound, 
 from cortex_spec.memory import Message, Session
 from cortex_spec.testing import clause, ctx, example, expect, expect_raises, expect_result, race, strict_equal
 
-from .examples import HOME, Examples
-from .examples import long_call, long_check, long_ids, long_scope_of
+from .examples import HOME, Examples, long_call, long_check, long_ids, long_scope_of
 
 S = Scope.parse
 AGENT = ids.new_id(ids.AGENT)

@@ -35,8 +35,7 @@ from cortex_spec.testing import (
     strict_equal,
 )
 
-from .examples import HOME, Examples, examples
-from .examples import long_call, long_check
+from .examples import HOME, Examples, examples, long_call, long_check
 
 
 def _everything(src: PreparationSources) -> tuple:

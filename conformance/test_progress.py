@@ -28,8 +28,7 @@ from cortex_spec.testing import (
     strict_equal,
 )
 
-from .examples import HOME, Examples, Site
-from .examples import long_call, long_check, long_scope_of
+from .examples import HOME, Examples, Site, long_call, long_check, long_scope_of
 
 S = Scope.parse
 #: the scopes a snapshot at HOME is compared with: an ancestor, a descendant,

@@ -54,8 +54,7 @@ from cortex_spec.testing import assert_strict_equal, clause, ctx, expect, race, 
 from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import HOME, ByIdOp, Examples, Kind, Site
-from .examples import long_call, long_check, long_ids, long_scope_of
+from .examples import HOME, ByIdOp, Examples, Kind, Site, long_call, long_check, long_ids, long_scope_of
 from .helpers import (
     BOGUS_STAMPS,
     MS,

@@ -46,21 +46,25 @@ from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
 from .examples import (
+    FAR,
     HOME,
     ID_CALLERS,
     OUTSIDERS_OF_HOME,
     PAST,
+    SITE_VIEW_SCOPES,
     XS_NOW,
     XS_SCOPES,
     ByIdOp,
     Examples,
     Kind,
-    SITE_VIEW_SCOPES,
     Site,
     StateError,
     XsMethod,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
 )
-from .examples import FAR, long_call, long_check, long_ids, long_scope_of
 from .helpers import (
     MINUS_0800,
     PLUS_0530,
