@@ -53,8 +53,16 @@ The fields of :class:`Examples` (every one optional but ``cls``):
   :class:`Site` tuples.  The rules: ``"instant"`` (RSC-GEN-2), ``"create"``
   (RSC-GEN-4: a create with stamps given as keyword fields), ``"id"``
   (RSC-GEN-5), ``"short"`` (RSC-GEN-6), ``"text"`` (RSC-GEN-6/7),
-  ``"json"`` (RSC-GEN-7), ``"counter"`` (RSC-GEN-9) and ``"enum"``
-  (RSC-GEN-10).
+  ``"json"`` (RSC-GEN-7), ``"counter"`` (RSC-GEN-9), ``"enum"``
+  (RSC-GEN-10) and ``"size"`` (RSC-GEN-8/13, ``test_sizes.py``: the call
+  takes the payload text, ``read`` reads back the row the write stored).
+  ``size_methods``: the write methods whose payload is unbounded; each needs
+  a ``"size"`` site (the check that none was dropped).
+* ``long_scopes(store, c, up)``: every writing method of the class called
+  at ``c``, a scope of the longest keys and values SCOPE-VAL allows, and the
+  rows read back from ``c`` and from its parent ``up`` (SCOPE-CANON-6,
+  ``test_long_scopes.py``), through :func:`long_call`, :func:`long_check`
+  and :func:`long_scope_of`; every scoped class of the store itself needs it.
 
 Class-specific clauses a generic test also checks (``Kind.clauses``,
 ``Site.clauses``, ``StateError.clauses``) are added to that test's clause
@@ -101,6 +109,13 @@ __all__ = [
     "examples",
     "table_examples",
     "clauses_of",
+    "FAR",
+    "LongScopes",
+    "long_call",
+    "long_check",
+    "long_scope_of",
+    "long_ids",
+    "table_long_scopes",
     "SITE_VIEW_SCOPES",
     "expect_invalid",
     "expect_stored",
@@ -133,6 +148,8 @@ XS_SCOPES = ["ws=w1", HOME, "ws=w10", "org=w1", "a=1/b=2", "b=2/a=1"]
 PAST = EPOCH - timedelta(hours=1)
 #: The instant the across-scope sweeps compare with.
 XS_NOW = EPOCH + timedelta(hours=1)
+#: An instant after every deadline a test sets.
+FAR = EPOCH + timedelta(days=365 * 100)
 
 #: ``call(store, ctx, world)``
 Call = Callable[[Any, Any, SimpleNamespace], Any]
@@ -140,6 +157,8 @@ Call = Callable[[Any, Any, SimpleNamespace], Any]
 Fixture = Callable[[str], Any]
 #: ``view(store, world, scopes)``
 View = Callable[[Any, SimpleNamespace, Sequence[Any]], dict]
+#: ``long_scopes(store, c, up)``: calls at the long scope ``c``, reads from ``c`` and its parent ``up``
+LongScopes = Callable[[Any, Context, Context], None]
 
 
 @attrs.frozen
@@ -256,6 +275,10 @@ class Site:
     invalid: tuple[Any, ...] = ()
     #: class clauses the site's rule test also checks
     clauses: tuple[str, ...] = ()
+    #: size sites: the store refuses exactly the rows over the limit (False
+    #: where the contract refuses earlier, on a bound that does not depend
+    #: on the stored row)
+    exact: bool = True
 
 
 @attrs.frozen
@@ -308,6 +331,13 @@ def _join_hidden(a: Callable, b: Callable) -> Callable:
     return hidden
 
 
+def _join_long_scopes(a: LongScopes, b: LongScopes) -> LongScopes:
+    def long_scopes(store: Any, c: Context, up: Context) -> None:
+        a(store, c, up)
+        b(store, c, up)
+    return long_scopes
+
+
 @attrs.frozen
 class Examples:
     """What one class gives the cross-class suites (see the module docstring)."""
@@ -329,6 +359,8 @@ class Examples:
     exact: frozenset[str] = frozenset()
     scope_args: frozenset[str] = frozenset()
     exact_byid: frozenset[str] = frozenset()
+    long_scopes: LongScopes | None = None
+    size_methods: frozenset[str] = frozenset()
 
     def viewer(self) -> View:
         return self.view or _default_view(self.cls)
@@ -368,6 +400,8 @@ class Examples:
             _both(self.hidden, other.hidden, _join_hidden),
             self.byid_methods | other.byid_methods, self.exact | other.exact,
             self.scope_args | other.scope_args, self.exact_byid | other.exact_byid,
+            _both(self.long_scopes, other.long_scopes, _join_long_scopes),
+            self.size_methods | other.size_methods,
         )
 
 
@@ -636,6 +670,56 @@ def table_examples(table: k.Table) -> Examples:
         precedence=precedence, every_write=every_write, hidden=hidden,
         byid_methods=frozenset(op.name for op in byid), exact=exact,
     )
+
+
+# -- long scopes (SCOPE-CANON-6) ---------------------------------------------------------------
+
+
+def long_check(what: str, observed: Any, expected: Any) -> None:
+    """``observed == expected`` for a read at (or above) a long scope."""
+    with clause("SCOPE-CANON-6", "SCOPE-CANON-5", what=what):
+        assert observed == expected, f"{what}: expected {expected!r:.120}, observed {observed!r:.120}"
+
+
+def long_scope_of(what: str, row: Any, scope: Scope) -> None:
+    """``row`` reads back at the long ``scope``."""
+    with clause("SCOPE-CANON-6", "SCOPE-CANON-5", what=f"the scope {what} reads back with"):
+        assert isinstance(row.scope, Scope) and row.scope == scope, f"{what} reads back at another scope"
+
+
+def long_ids(rows: list, key: str = "id") -> set:
+    """The keys (attribute ``key``) of ``rows``."""
+    return {getattr(r, key) for r in rows}
+
+
+def long_call(what: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``; an error (a storage limit hit) fails SCOPE-CANON-6 with the call named."""
+    with clause("SCOPE-CANON-6", what=what):
+        return fn()
+
+
+def table_long_scopes(tables: Iterable[k.Table]) -> LongScopes:
+    """The long-scope calls of stored kinds, from their description: for
+    each, a create, a by-id read from the parent, an update and every
+    listing from the parent."""
+    tables = [t for t in tables if not t.internal]
+
+    def long_scopes(store: Any, c: Context, up: Context) -> None:
+        for table in tables:
+            held = {f: v for u in table.unique for f, v in u.where}
+            create, update = getattr(store, table.method("create")), getattr(store, table.method("update"))
+            fresh = example(table.entity, **held)
+            row = long_call(table.method("create"), lambda create=create, fresh=fresh: create(c, fresh))
+            long_scope_of(f"a created {table.singular}", row, c.scope)
+            long_scope_of(table.method("get"), getattr(store, table.method("get"))(up, row.id), c.scope)
+            changed = attrs.evolve(example(table.entity, variant=1, **held), id=row.id)
+            long_scope_of(f"an updated {table.singular}",
+                          long_call(table.method("update"), lambda update=update, changed=changed: update(c, changed)),
+                          c.scope)
+            for listing in table.listings:
+                rows = getattr(store, listing.method)(up)
+                long_check(f"{listing.method} from the ancestor", row.id in long_ids(rows), True)
+    return long_scopes
 
 
 # -- the registry -----------------------------------------------------------------------------

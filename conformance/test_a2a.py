@@ -63,10 +63,28 @@ from cortex_spec.errors import (
     NoSender,
     SelfAddressed,
 )
-from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race, state_view
+from cortex_spec.testing import (
+    FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, expect_raises, race, state_view,
+)
 from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
+from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, Keyed, Kind, XsMethod
+from .examples import (
+    FAR,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Keyed,
+    Kind,
+    Site,
+    XsMethod,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
+)
 from .helpers import assert_scope
 
 UTC = timezone.utc
@@ -2419,8 +2437,71 @@ _XS = {
     ),
 }
 
+
+def _size_conversation(s: Any, c: Context, w: SimpleNamespace) -> None:
+    w.size_conv = s.create_conversation(c, make_conversation())
+
+
+def _size_claimed(s: Any, c: Context, w: SimpleNamespace) -> None:
+    """A claimed delivery of a fresh message, for the size of its finish."""
+    _size_conversation(s, c, w)
+    msg = s.record_message(c, make_envelope(w.size_conv.id))
+    claimed = s.claim_delivery(c, s.create_delivery(c, make_delivery(msg.id)).id)
+    w.size_delivery, w.size_token = claimed.id, claimed.claim_token
+
+
+#: RSC-GEN-8/13 (test_sizes.py).  A finish is refused on ``error``'s own
+#: bound before the row's (not exact); conversations grow by participants
+#: the store adds, tested below (test_admitting_a_message_refuses_…).
+_SIZE_SITES = (
+    Site("record_message.content", "a2a",
+         lambda s, c, w, t: s.record_message(c, make_envelope(w.size_conv.id, content=t)),
+         read=lambda s, c, w, r: s.get_message(c, r.id), prepare=_size_conversation),
+    Site("finish_delivery.error", "a2a",
+         lambda s, c, w, t: s.finish_delivery(c, w.size_delivery, w.size_token, DeliveryState.FAILED, t),
+         read=lambda s, c, w, r: s.get_delivery(c, w.size_delivery), prepare=_size_claimed, exact=False),
+)
+
+
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    conv = long_call("create_conversation", lambda: store.create_conversation(
+        c, make_conversation(peer_node="peer", peer_context="thread")))
+    long_scope_of("a created conversation", conv, c.scope)
+    long_scope_of("get_conversation_by_peer_context",
+                  store.get_conversation_by_peer_context(up, "peer", "thread"), c.scope)
+    msg = long_call("record_message", lambda: store.record_message(c, make_envelope(conv.id)))
+    long_scope_of("a recorded message", msg, c.scope)
+    for who in (c, up):
+        long_check(f"list_messages from depth {who.scope.depth}", msg.id in long_ids(store.list_messages(who)), True)
+        long_check(f"list_conversations from depth {who.scope.depth}",
+                   conv.id in long_ids(store.list_conversations(who)), True)
+    updated = long_call("update_conversation", lambda: store.update_conversation(
+        c, attrs.evolve(store.get_conversation(c, conv.id), protocol="fipa-query")))
+    long_scope_of("an updated conversation", updated, c.scope)
+    dlv = long_call("create_delivery", lambda: store.create_delivery(c, make_delivery(msg.id)))
+    claimed = long_call("claim_delivery", lambda: store.claim_delivery(c, dlv.id))
+    long_call("bind_delivery_run",
+              lambda: store.bind_delivery_run(c, dlv.id, claimed.claim_token, ids.new_id(ids.RUN)))
+    done = long_call("finish_delivery", lambda: store.finish_delivery(c, dlv.id, claimed.claim_token,
+                                                                      DeliveryState.DELIVERED))
+    long_scope_of("a finished delivery", done, c.scope)
+    long_check("list_inbox from the ancestor", dlv.id in long_ids(store.list_inbox(up, "worker")), True)
+    long_call("mark_delivery_read", lambda: store.mark_delivery_read(c, dlv.id))
+    ask = long_call("create_pending_ask", lambda: store.create_pending_ask(c, make_ask(conv.id, deadline=PAST)))
+    long_scope_of("a created pending ask", ask, c.scope)
+    long_check("list_expired_asks from the ancestor",
+               ask.reply_with in long_ids(store.list_expired_asks(up, FAR), "reply_with"), True)
+    long_check("list_pending_asks_by_conversation",
+               [a.reply_with for a in store.list_pending_asks_by_conversation(up, conv.id)], [ask.reply_with])
+    long_scope_of("a claimed pending ask",
+                  long_call("claim_pending_ask", lambda: store.claim_pending_ask(c, ask.reply_with)), c.scope)
+
+
 EXAMPLES = Examples(
     "a2a",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,
@@ -2429,4 +2510,85 @@ EXAMPLES = Examples(
     byid_methods=frozenset(op.name for op in _BYID),
     xs=_XS,
     exact=frozenset({"list_messages", "list_conversations"}),
+    sites={"size": _SIZE_SITES},
+    size_methods=frozenset({"record_message", "finish_delivery"}),
 )
+
+
+# -- sizes: the conversation rows the store grows (RSC-GEN-8/13; the other writes: test_sizes.py) --
+
+
+#: the scopes whose views prove that a refused write wrote nothing
+_SIZE_VIEW_SCOPES = [HOME, "ws=w1"]
+
+
+def _text_of_bytes(n: int, lead: str) -> str:
+    """At most 255 code points, ``n`` UTF-8 bytes (``lead`` first, ASCII)."""
+    quads = max(0, -(-(n - 255) // 3))  # four-byte characters needed to stay within 255 code points
+    text = lead + "\U0001F600" * quads
+    return text + "n" * (n - len(text.encode("utf-8")))
+
+
+def _conversation_of_size(store: Any, c: Context, target: int) -> Any:
+    """A conversation whose stored size is exactly ``target`` bytes, grown
+    with participants (its only field of unbounded size): a few thousand
+    wide addresses, and a last one cut to fit."""
+    def make(participants: tuple[Address, ...]) -> Any:
+        return make_conversation(protocol="", participants=participants)
+
+    def size(people: tuple[Address, ...]) -> int:
+        return entity_size(attrs.evolve(make(people), scope=c.scope, created_at=EPOCH, updated_at=EPOCH))
+
+    unit = (Address(_text_of_bytes(996, "00000000"), "n" * 255),)
+    per = size(unit * 2) - size(unit)
+    n = (target - size(()) - 60) // per
+    people = tuple(Address(_text_of_bytes(996, f"{i:08d}"), "n" * 255) for i in range(n))
+    rest = target - size(people) - 1 - len('{"agent":"","node":""}')  # one more address, after a comma
+    agent = _text_of_bytes(min(rest - 1, 1017), "Z")
+    people += (Address(agent, _text_of_bytes(rest - len(agent.encode("utf-8")), "")),)
+    stored = store.create_conversation(c, make(people))
+    with clause("RSC-GEN-8", what=f"a conversation grown to {target} bytes as stored"):
+        assert entity_size(stored) == target, (entity_size(stored), target)
+    return stored
+
+
+@pytest.mark.clause("RSC-GEN-13", "RSC-GEN-8", "A2A-HOP-8")
+@pytest.mark.cortex_classes("a2a")
+def test_admitting_a_message_refuses_a_conversation_grown_over_8_mib(store, clock):
+    """A message whose sender or receivers are new to the conversation adds
+    them to its participants (A2A-HOP-8); when that would take the stored
+    conversation over the limit the message is refused (``InvalidArgument``)
+    and neither it nor the hop charge is stored.  A message among the
+    conversation's participants adds nothing and is admitted."""
+    c = ctx(HOME)
+    clock.set(EPOCH)
+    conv = _conversation_of_size(store, c, MAX_ENTITY_BYTES - 8)
+    insider, other = conv.participants[0], conv.participants[1]
+    before = state_view(store, _SIZE_VIEW_SCOPES, conversation_ids=[conv.id], classes={"a2a"})
+    newcomer = make_envelope(conv.id, sender=insider, receivers=(Address("a-newcomer-of-some-length"),))
+    expect_raises("RSC-GEN-13", InvalidArgument, lambda: store.record_message(c, newcomer),
+                  "a message whose receiver would take the conversation over 8 MiB")
+    with clause("RSC-GEN-13", what="the conversation and messages after the refused message"):
+        assert state_view(store, _SIZE_VIEW_SCOPES, conversation_ids=[conv.id], classes={"a2a"}) == before
+    known = make_envelope(conv.id, sender=insider, receivers=(other,))
+    with clause("A2A-HOP-8", what="a message among the participants, the conversation at its size"):
+        store.record_message(c, known)
+        assert store.get_conversation(c, conv.id).hops_used == 1
+
+
+@pytest.mark.clause("RSC-GEN-13", "RSC-GEN-8", "A2A-CONV-5")
+@pytest.mark.cortex_classes("a2a")
+def test_updating_a_conversation_refuses_a_row_over_8_mib(store, clock):
+    """An update that makes the stored conversation one byte too large is
+    refused and changes nothing; one that keeps it at the limit lands."""
+    c = ctx(HOME)
+    clock.set(EPOCH)
+    conv = _conversation_of_size(store, c, MAX_ENTITY_BYTES - 1)
+    before = store.get_conversation(c, conv.id)
+    expect_raises("RSC-GEN-13", InvalidArgument,
+                  lambda: store.update_conversation(c, attrs.evolve(conv, protocol="ab")),
+                  "update_conversation taking the conversation to 8 MiB + 1")
+    expect("RSC-GEN-13", store.get_conversation(c, conv.id), before, "the conversation after the refused update")
+    with clause("RSC-GEN-13", "A2A-CONV-5", what="update_conversation taking it to exactly 8 MiB"):
+        updated = store.update_conversation(c, attrs.evolve(conv, protocol="a"))
+        assert entity_size(updated) == MAX_ENTITY_BYTES and updated.protocol == "a"

@@ -20,7 +20,7 @@ from cortex_spec.testing import FAR_FUTURE, clause, ctx, expect, expect_raises, 
 from cortex_spec.a2a import make_ask, make_delivery
 
 from .a2a_world import HOME, MS
-from .examples import Examples, Fixture
+from .examples import FAR, PAST, Examples, Fixture, long_call, long_check
 
 PLACES = [ctx(HOME), ctx("ws=w1"), ctx("ws=w1/proj=p1/env=e1"), ctx("ws=w1/proj=p2"), ctx("ws=w10/proj=p1"),
           ctx("ws=w1/proj=p10"), ctx(HOME, "orch-1")]
@@ -65,8 +65,21 @@ def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
     return SimpleNamespace(view={"delivery_ids": [d.id], "reply_withs": [a.reply_with]})
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    delivery = long_call("create_delivery", lambda: store.create_delivery(c, make_delivery()))
+    long_check("list_queued_deliveries_in_scope",
+               [d.id for d in store.list_queued_deliveries_in_scope(c)], [delivery.id])
+    long_call("reclaim_stale_deliveries_in_scope", lambda: store.reclaim_stale_deliveries_in_scope(c, FAR))
+    ask = long_call("create_pending_ask", lambda: store.create_pending_ask(c, make_ask(deadline=PAST)))
+    long_check("list_expired_asks_in_scope",
+               [a.reply_with for a in store.list_expired_asks_in_scope(c, FAR)], [ask.reply_with])
+
+
 EXAMPLES = Examples(
     "a2a_discovery",
+    long_scopes=_long_scopes,
     seed=_seed,
     good={
         "list_queued_deliveries_in_scope": lambda s, c, w: s.list_queued_deliveries_in_scope(c),

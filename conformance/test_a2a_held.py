@@ -50,7 +50,7 @@ from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
+from .examples import Examples, Fixture, long_call
 
 RECEIVERS = (Address("worker"), Address("critic"), Address("worker"))
 HELD = {HELD_ASK_METADATA: True, "n": 1}
@@ -126,8 +126,19 @@ def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
     return out
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    w = W(store, c)
+    request = long_call("a held ask", w.held)[3]
+    long_call("release_held_ask", lambda: store.release_held_ask(c, request))
+    long_call("get_held_ask_release", lambda: store.get_held_ask_release(c, request.reply_with))
+    long_call("list_agent_reply_runs", lambda: store.list_agent_reply_runs(c, None, 10))
+
+
 EXAMPLES = Examples(
     "a2a_held",
+    long_scopes=_long_scopes,
     seed=_seed,
     view=_examples_view,
     good={

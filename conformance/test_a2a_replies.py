@@ -49,7 +49,7 @@ from cortex_spec.testing import (
 from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
 
 from .a2a_world import HOME, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
+from .examples import Examples, Fixture, long_call, long_check
 
 PLANNER, WORKER = Address("planner"), Address("worker")
 
@@ -116,8 +116,20 @@ def _seed(store: Any, fixture: Fixture) -> SimpleNamespace:
                                  "conversation_ids": [w.conv]})
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    w = W(store, c)
+    delivery, run = long_call("a bound delivery", w.bound)
+    long_check("list_deferred_recipients", len(store.list_deferred_recipients(c, None, 10)), 1)
+    long_call("commit_reserved_reply",
+              lambda: store.commit_reserved_reply(c, delivery.id, delivery.claim_token, _commit(run)))
+    long_call("get_reserved_reply", lambda: store.get_reserved_reply(c, delivery.id))
+
+
 EXAMPLES = Examples(
     "a2a_replies",
+    long_scopes=_long_scopes,
     seed=_seed,
     good={
         "commit_reserved_reply": lambda s, c, w: s.commit_reserved_reply(c, w.rp_bound.id, w.rp_bound.claim_token,

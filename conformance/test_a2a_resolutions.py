@@ -45,7 +45,7 @@ from cortex_spec.testing import (
 from cortex_spec.a2a import make_ask
 
 from .a2a_world import HOME, MS, OUTSIDERS, ConversationWorld, place, read_each, view_places
-from .examples import Examples, Fixture
+from .examples import Examples, Fixture, long_call, long_check
 
 def _reply(conversation_id: str, *contents: str, complete: bool = True, performative: str = "inform") -> AskReply:
     return AskReply(tuple(AskReplyItem(performative, f"worker-{i}", c, conversation_id)
@@ -118,8 +118,21 @@ def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
     return out
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    w = W(store, c)
+    ask = long_call("create_pending_ask", w.ask)
+    long_call("read_pending_ask", lambda: store.read_pending_ask(c, ask.reply_with))
+    long_call("seal_ask_resolution", lambda: store.seal_ask_resolution(c, ask, w.reply("yes")))
+    long_call("get_ask_resolution", lambda: store.get_ask_resolution(c, ask.reply_with))
+    long_check("list_ask_resolutions",
+               [r.ask.reply_with for r in store.list_ask_resolutions(c, "", 10).resolutions], [ask.reply_with])
+
+
 EXAMPLES = Examples(
     "a2a_resolutions",
+    long_scopes=_long_scopes,
     seed=_seed,
     view=_examples_view,
     good={

@@ -17,11 +17,11 @@ import attrs
 import pytest
 
 from cortex_spec import Scope, ids
-from cortex_spec.catalog import Agent, Overlay, Persona, PersonaSkill, Section, Skill, Trait
+from cortex_spec.catalog import TABLES, Agent, Overlay, Persona, PersonaSkill, Section, Skill, Trait
 from cortex_spec.errors import InvalidArgument, NoScope, OverlayNotFound
 from cortex_spec.testing import ZERO, clause, ctx, example, expect, expect_raises
 
-from .examples import HOME, Examples
+from .examples import HOME, Examples, table_long_scopes
 
 S = Scope.parse
 
@@ -38,6 +38,7 @@ def _seed(store, fixture) -> SimpleNamespace:
 #: The hand-written methods' examples (the generated ones come from the tables).
 EXAMPLES = Examples(
     "catalog",
+    long_scopes=table_long_scopes(TABLES),  # SCOPE-CANON-6 on every stored kind (test_long_scopes.py)
     seed=_seed,
     good={
         "get_overlay_for_agent": lambda s, c, w: s.get_overlay_for_agent(c, w.overlay_for_agent.agent_id),

@@ -53,7 +53,21 @@ from cortex_spec.checkpoints import approve, make_checkpoint, reject
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
-from .examples import HOME, XS_SCOPES, ByIdOp, Examples, Kind, Site, StateError, XsMethod, expect_invalid
+from .examples import (
+    HOME,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    Kind,
+    Site,
+    StateError,
+    XsMethod,
+    expect_invalid,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
+)
 from .helpers import T1, T2, RawClock, assert_instant, assert_scope, crafted, raises
 from .helpers import ms as _ms
 
@@ -355,11 +369,34 @@ _SITES: dict[str, tuple[Site, ...]] = {
              lambda s, c, w, v: s.create_checkpoint(c, make_checkpoint(step_index=v)),
              read=lambda s, c, w, r: s.get_checkpoint(c, r.id).step_index),
     ),
+    # RSC-GEN-8/13 (test_sizes.py): a resolve is measured on the row after the change
+    "size": (
+        Site("create_checkpoint.reason", "checkpoints",
+             lambda s, c, w, t: s.create_checkpoint(c, make_checkpoint(reason=t)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, r.id)),
+        Site("resolve.decision.reason", "checkpoints",
+             lambda s, c, w, t: s.resolve(c, w.cp, Decision(approved=True, decided_by="alice", reason=t)),
+             read=lambda s, c, w, r: s.get_checkpoint(c, w.cp), prepare=_prep_checkpoint,
+             clauses=("CP-RESOLVE-7",)),
+    ),
 }
+
+
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    cp = long_call("create_checkpoint", lambda: store.create_checkpoint(c, make_checkpoint()))
+    long_scope_of("a created checkpoint", cp, c.scope)
+    for who in (c, up):
+        long_check(f"list_pending from depth {who.scope.depth}", cp.id in long_ids(store.list_pending(who)), True)
+    resolved = long_call("resolve", lambda: store.resolve(c, cp.id, approve()))
+    long_scope_of("a resolved checkpoint", resolved, c.scope)
+    long_scope_of("get_checkpoint", store.get_checkpoint(up, cp.id), c.scope)
 
 
 EXAMPLES = Examples(
     "checkpoints",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,
@@ -373,6 +410,7 @@ EXAMPLES = Examples(
     every_write=_every_write,
     hidden=_hidden,
     sites=_SITES,
+    size_methods=frozenset({"create_checkpoint", "resolve"}),
 )
 
 

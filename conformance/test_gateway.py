@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import pytest
 
-from cortex_spec import Context, Scope
+from cortex_spec import Context, Scope, ids
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
@@ -34,7 +34,7 @@ from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, c
 from cortex_spec.gateway import gateway_view, make_message
 from cortex_spec.validation import MAX_ENTITY_BYTES
 
-from .examples import HOME, Examples
+from .examples import HOME, Examples, Site
 
 UTC = timezone.utc
 T0 = EPOCH + timedelta(days=3)
@@ -1376,8 +1376,33 @@ def _examples_seed(store: Any, fixture: Any) -> SimpleNamespace:
 
 
 def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
-    """Everything observable through the gateway the world opened."""
-    return {"gateway": gateway_view(w.gateway, [("tg", m) for m in "prdx"], ["tg"], [("tg", "chat")])}
+    """Everything observable through the gateway the world opened (with the
+    item a size site writes, ``w.size_key``)."""
+    keys = [*"prdx", *([w.size_key] if hasattr(w, "size_key") else [])]
+    return {"gateway": gateway_view(w.gateway, [("tg", m) for m in keys], ["tg"], [("tg", "chat")])}
+
+
+def _size_key(s: Any, c: Context, w: SimpleNamespace) -> None:
+    w.size_key = ids.new_id(ids.MESSAGE)
+
+
+def _size_accepted(s: Any, c: Context, w: SimpleNamespace) -> None:
+    _size_key(s, c, w)
+    w.gateway.accept(c, make_message("tg", w.size_key), EPOCH)
+
+
+def _size_item(s: Any, c: Context, w: SimpleNamespace, r: Any) -> Any:
+    return w.gateway.get_item(c, "tg", w.size_key)
+
+
+#: RSC-GEN-8/13 (test_sizes.py): the item row a write stores, as stored.
+_SIZE_SITES = (
+    Site("accept.text", "gateway",
+         lambda s, c, w, t: w.gateway.accept(c, make_message("tg", w.size_key, text=t), EPOCH),
+         read=_size_item, prepare=_size_key),
+    Site("set_replied.reply", "gateway", lambda s, c, w, t: w.gateway.set_replied(c, "tg", w.size_key, t),
+         read=_size_item, prepare=_size_accepted),
+)
 
 
 #: A call of each method with valid arguments addressing the seeded rows.
@@ -1413,4 +1438,5 @@ _BAD_CALLS: dict[str, Any] = {
     "set_conversation_project": lambda s, c, w: w.gateway.set_conversation_project(c, "tg", "chat", True),
 }
 
-EXAMPLES = Examples("gateway", seed=_examples_seed, good=_GOOD_CALLS, bad=_BAD_CALLS, view=_examples_view)
+EXAMPLES = Examples("gateway", seed=_examples_seed, good=_GOOD_CALLS, bad=_BAD_CALLS, view=_examples_view,
+                    sites={"size": _SIZE_SITES}, size_methods=frozenset({"accept", "set_replied"}))

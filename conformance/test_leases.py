@@ -30,7 +30,21 @@ from cortex_spec.testing import clause, ctx, expect, expect_raises, race, state_
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
-from .examples import HOME, OUTSIDERS_OF_HOME, PAST, XS_NOW, XS_SCOPES, ByIdOp, Examples, StateError, XsMethod
+from .examples import (
+    FAR,
+    HOME,
+    OUTSIDERS_OF_HOME,
+    PAST,
+    XS_NOW,
+    XS_SCOPES,
+    ByIdOp,
+    Examples,
+    StateError,
+    XsMethod,
+    long_call,
+    long_check,
+    long_scope_of,
+)
 from .helpers import PLUS_0530, assert_scope
 
 MS = timedelta(milliseconds=1)
@@ -558,8 +572,20 @@ def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamesp
     return SimpleNamespace(run_ids=[run.id]), check
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    run = long_call("create_run", lambda: store.create_run(c, make_run(RunState.RUNNING)))
+    long_call("hold_lease", lambda: store.hold_lease(c, run.id, Lease(owner="worker-a", expires_at=EPOCH)))
+    long_scope_of("a held run", store.get_run(up, run.id), c.scope)
+    lapsed = store.list_lapsed_across_scopes(Context(Scope()), FAR)
+    long_check("list_lapsed_across_scopes", [r.scope for r in lapsed if r.id == run.id], [c.scope])
+    long_call("mark_notified", lambda: store.mark_notified(c, run.id, EPOCH))
+
+
 EXAMPLES = Examples(
     "leases",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good={
         "hold_lease": lambda s, c, w: s.hold_lease(c, w.lease_run, _lease("worker-a", _LONG)),

@@ -17,12 +17,12 @@ from typing import Any
 import attrs
 import pytest
 
-from cortex_spec import Scope, ids
+from cortex_spec import Context, Scope, ids
 from cortex_spec.errors import AlreadyExists, InvalidArgument, SessionNotFound, WorkingMemoryNotFound
 from cortex_spec.memory import Message, Session
 from cortex_spec.testing import clause, ctx, example, expect, expect_raises, expect_result, race, strict_equal
 
-from .examples import HOME, Examples
+from .examples import HOME, Examples, long_call, long_check, long_ids, long_scope_of
 
 S = Scope.parse
 AGENT = ids.new_id(ids.AGENT)
@@ -65,9 +65,31 @@ def _view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
     return out
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    agent = ids.new_id(ids.AGENT)
+    session = long_call("create_session", lambda: store.create_session(c, example(Session, agent_id=agent,
+                                                                                  is_default=True)))
+    long_scope_of("a created session", session, c.scope)
+    long_call("save_conversation", lambda: store.save_conversation(c, agent, session.id, [Message(content="hi")]))
+    long_check("load_conversation from the ancestor",
+               [m.content for m in store.load_conversation(up, agent, session.id)], ["hi"])
+    long_scope_of("get_session", store.get_session(up, session.id), c.scope)
+    long_check("list_sessions from the ancestor", session.id in long_ids(store.list_sessions(up)), True)
+    run = ids.new_id(ids.RUN)
+    long_call("save_working", lambda: store.save_working(c, run, "k", {"v": 1}))
+    long_call("save_working (replacing)", lambda: store.save_working(c, run, "k", {"v": 2}))
+    long_check("load_working from the ancestor", store.load_working(up, run, "k"), {"v": 2})
+    long_call("save_summary", lambda: store.save_summary(c, agent, "summary"))
+    long_check("load_summaries from the ancestor", store.load_summaries(up, agent), ["summary"])
+    long_call("clear_conversation", lambda: store.clear_conversation(c, agent, session.id))
+
+
 #: The hand-written methods' examples (the sessions' generated ones come from the table).
 EXAMPLES = Examples(
     "memory",
+    long_scopes=_long_scopes,
     seed=_seed,
     view=_view,
     good={

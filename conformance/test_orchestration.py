@@ -17,10 +17,10 @@ import pytest
 
 from cortex_spec import ids
 from cortex_spec.errors import InvalidArgument, InvalidState, OrchestrationRunNotFound
-from cortex_spec.orchestration import OrchestrationRun, OrchestrationStatus
+from cortex_spec.orchestration import TABLES, OrchestrationRun, OrchestrationStatus
 from cortex_spec.testing import clause, ctx, expect, expect_raises, race
 
-from .examples import HOME, OUTSIDERS_OF_HOME, Examples
+from .examples import HOME, OUTSIDERS_OF_HOME, Examples, table_long_scopes
 
 S = OrchestrationStatus
 #: where a team run may be asked for by id but not driven: above it (SCOPE-BYID allows reads there)
@@ -214,6 +214,7 @@ def _examples_view(store: Any, w: SimpleNamespace, scopes: Any) -> dict:
 
 EXAMPLES = Examples(
     "orchestration",
+    long_scopes=table_long_scopes(TABLES),  # SCOPE-CANON-6 on every stored kind (test_long_scopes.py)
     seed=_examples_seed,
     view=_examples_view,
     good={

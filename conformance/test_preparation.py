@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import pytest
 
-from cortex_spec import ids
+from cortex_spec import Context, ids
 from cortex_spec.catalog import Agent, Overlay, Persona, Skill
 from cortex_spec.errors import InvalidArgument, InvalidState, NoScope
 from cortex_spec.memory import Session
@@ -35,7 +35,7 @@ from cortex_spec.testing import (
     strict_equal,
 )
 
-from .examples import HOME, Examples, examples
+from .examples import HOME, Examples, examples, long_call, long_check
 
 
 def _everything(src: PreparationSources) -> tuple:
@@ -43,8 +43,19 @@ def _everything(src: PreparationSources) -> tuple:
             tuple(src.list_traits()), tuple(src.list_overlays()), tuple(src.list_sessions()))
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    agent = long_call("create_agent", lambda: store.create_agent(c, example(Agent)))
+    for who in (c, up):
+        seen = long_call("capture_preparation", lambda who=who: store.capture_preparation(
+            who, lambda src: [a.id for a in src.list_agents()]))
+        long_check("the agents a capture lists", agent.id in seen, True)
+
+
 EXAMPLES = Examples(
     "preparation",
+    long_scopes=_long_scopes,
     good={"capture_preparation": lambda s, c, w: s.capture_preparation(c, _everything)},
     bad={"capture_preparation": lambda s, c, w: s.capture_preparation(c, "not callable")},
 )

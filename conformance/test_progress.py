@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cortex_spec import Scope, ids
+from cortex_spec import Context, Scope, ids
 from cortex_spec.errors import InvalidArgument, NoScope, ProgressNotFound
 from cortex_spec.progress import Progress, StoredProgress, progress_key, stored_row
 from cortex_spec.testing import (
@@ -28,7 +28,7 @@ from cortex_spec.testing import (
     strict_equal,
 )
 
-from .examples import HOME, Examples, Site
+from .examples import HOME, Examples, Site, long_call, long_check, long_scope_of
 
 S = Scope.parse
 #: the scopes a snapshot at HOME is compared with: an ancestor, a descendant,
@@ -76,13 +76,26 @@ def _saved(store: Any, c: Any, w: SimpleNamespace) -> None:
     store.save_progress(c, _progress(w.progress_run, snapshot={"p": "small"}))
 
 
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    run = ids.new_id(ids.RUN)
+    saved = long_call("save_progress", lambda: store.save_progress(c, Progress(run_id=run, step_index=1)))
+    long_scope_of("saved progress", saved, c.scope)
+    long_call("save_progress (replacing)", lambda: store.save_progress(c, Progress(run_id=run, step_index=2)))
+    long_check("get_progress", store.get_progress(c, run).step_index, 2)
+    long_call("delete_progress", lambda: store.delete_progress(c, run))
+
+
 #: The class's methods for the cross-class suites (every method is exact,
 #: SCOPE-EXACT-3: tested here, test_each_exact_scope_holds_a_snapshot_of_its_own).
 EXAMPLES = Examples(
     "progress",
+    long_scopes=_long_scopes,
     seed=_seed,
     view=_view,
     exact_byid=frozenset({"save_progress", "get_progress", "delete_progress"}),
+    size_methods=frozenset({"save_progress"}),
     good={
         "save_progress": lambda s, c, w: s.save_progress(c, _progress(w.progress_run, step_index=4)),
         "get_progress": lambda s, c, w: s.get_progress(c, w.progress_run),

@@ -54,7 +54,7 @@ from cortex_spec.testing import assert_strict_equal, clause, ctx, expect, race, 
 from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
-from .examples import HOME, ByIdOp, Examples, Kind, Site
+from .examples import HOME, ByIdOp, Examples, Kind, Site, long_call, long_check, long_ids, long_scope_of
 from .helpers import (
     BOGUS_STAMPS,
     MS,
@@ -481,6 +481,12 @@ def _id_site(name: str, cls: str, prefix: str, call: Callable, optional: bool = 
 _RUN_STATE = dict(enum=RunState, invalid=(SuspensionReason.APPROVAL, CheckpointState.PENDING))
 
 #: Where values go, per rule of the common suite (see conformance/examples.py).
+def _size_run(s: Any, c: Context, w: SimpleNamespace) -> None:
+    """A fresh run and step for a size site's write."""
+    w.size_run = s.create_run(c, make_run())
+    w.size_step = s.create_step(c, make_step(w.size_run.id))
+
+
 _SITES: dict[str, tuple[Site, ...]] = {
     "instant": (
         Site("run.started_at", "runs", lambda s, c, w, v: s.create_run(c, make_run(started_at=v)),
@@ -646,11 +652,43 @@ _SITES: dict[str, tuple[Site, ...]] = {
         Site("count_runs.filter.state", "runs", lambda s, c, w, v: s.count_runs(c, RunFilter(state=v)),
              optional=True, **_RUN_STATE, clauses=("RUN-LIST-5",)),
     ),
+    # RSC-GEN-8/13 (test_sizes.py): the payload text at each unbounded field
+    "size": (
+        Site("create_run.input", "runs", lambda s, c, w, t: s.create_run(c, make_run(input=t)),
+             read=lambda s, c, w, r: s.get_run(c, r.id), clauses=("RUN-CREATE-3",)),
+        Site("update_run.input", "runs", lambda s, c, w, t: s.update_run(c, attrs.evolve(w.size_run, input=t)),
+             read=lambda s, c, w, r: s.get_run(c, w.size_run.id), prepare=_size_run),
+        Site("create_step.input", "runs", lambda s, c, w, t: s.create_step(c, make_step(w.size_run.id, input=t)),
+             read=lambda s, c, w, r: next(x for x in s.list_steps(c, w.size_run.id) if x.id == r.id),
+             prepare=_size_run),
+        Site("create_tool_call.arguments", "runs",
+             lambda s, c, w, t: s.create_tool_call(c, make_tool_call(w.size_step.id, w.size_run.id, arguments=t)),
+             read=lambda s, c, w, r: next(x for x in s.list_tool_calls(c, w.size_step.id) if x.id == r.id),
+             prepare=_size_run),
+    ),
 }
+
+
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    run = long_call("create_run", lambda: store.create_run(c, make_run(state=RunState.PAUSED)))
+    long_scope_of("a created run", run, c.scope)
+    long_scope_of("get_run", long_call("get_run", lambda: store.get_run(c, run.id)), c.scope)
+    updated = long_call("update_run", lambda: store.update_run(c, attrs.evolve(run, output="done")))
+    long_scope_of("an updated run", updated, c.scope)
+    for who in (c, up):
+        long_check(f"list_runs from depth {who.scope.depth}", run.id in long_ids(store.list_runs(who)), True)
+        long_check(f"count_runs from depth {who.scope.depth}", store.count_runs(who) >= 1, True)
+    step = long_call("create_step", lambda: store.create_step(c, make_step(run.id)))
+    long_check("list_steps", [s.id for s in store.list_steps(up, run.id)], [step.id])
+    call = long_call("create_tool_call", lambda: store.create_tool_call(c, make_tool_call(step.id, run.id)))
+    long_check("list_tool_calls", [t.id for t in store.list_tool_calls(up, step.id)], [call.id])
 
 
 EXAMPLES = Examples(
     "runs",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,
@@ -662,6 +700,7 @@ EXAMPLES = Examples(
     hidden=_hidden,
     exact=frozenset({"list_runs", "count_runs"}),
     sites=_SITES,
+    size_methods=frozenset({"create_run", "update_run", "create_step", "create_tool_call"}),
 )
 
 

@@ -46,19 +46,24 @@ from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
 from .examples import (
+    FAR,
     HOME,
     ID_CALLERS,
     OUTSIDERS_OF_HOME,
     PAST,
+    SITE_VIEW_SCOPES,
     XS_NOW,
     XS_SCOPES,
     ByIdOp,
     Examples,
     Kind,
-    SITE_VIEW_SCOPES,
     Site,
     StateError,
     XsMethod,
+    long_call,
+    long_check,
+    long_ids,
+    long_scope_of,
 )
 from .helpers import (
     MINUS_0800,
@@ -442,11 +447,34 @@ _SITES: dict[str, tuple[Site, ...]] = {
              read=lambda s, c, w, r: s.get_suspension(c, r.run_id).reason,
              enum=SuspensionReason, invalid=(RunState.PAUSED, CheckpointState.PENDING)),
     ),
+    # RSC-GEN-8/13 (test_sizes.py)
+    "size": (
+        Site("create_suspension.continuation", "suspensions",
+             lambda s, c, w, t: s.create_suspension(c, make_suspension(ids.new_id(ids.RUN), continuation={"p": t})),
+             read=lambda s, c, w, r: s.get_suspension(c, r.run_id)),
+    ),
 }
+
+
+def _long_scopes(store: Any, c: Context, up: Context) -> None:
+    """SCOPE-CANON-6: every writing method at the long scope ``c``, the rows
+    read back from ``c`` and from its parent ``up`` (test_long_scopes.py)."""
+    run = long_call("create_run", lambda: store.create_run(c, make_run(state=RunState.PAUSED)))
+    susp = long_call("create_suspension",
+                     lambda: store.create_suspension(c, make_suspension(run.id, expires_at=PAST)))
+    long_scope_of("a created suspension", susp, c.scope)
+    long_scope_of("get_suspension", store.get_suspension(up, run.id), c.scope)
+    for who in (c, up):
+        long_check(f"list_expired from depth {who.scope.depth}",
+                   susp.id in long_ids(store.list_expired(who, FAR)), True)
+    claimed = long_call("claim_expired_suspension", lambda: store.claim_expired_suspension(c, run.id, EPOCH))
+    long_scope_of("a claimed suspension", claimed, c.scope)
+    long_call("delete_suspension", lambda: store.delete_suspension(c, run.id))
 
 
 EXAMPLES = Examples(
     "suspensions",
+    long_scopes=_long_scopes,
     seed=_examples_seed,
     good=_GOOD_CALLS,
     bad=_BAD_CALLS,
@@ -460,6 +488,7 @@ EXAMPLES = Examples(
     every_write=_every_write,
     hidden=_hidden,
     sites=_SITES,
+    size_methods=frozenset({"create_suspension"}),
 )
 
 

@@ -52,7 +52,7 @@ from cortex_spec.errors import (
     NotSuspended,
     SuspensionExpired,
 )
-from cortex_spec.errors import OverlayNotFound
+from cortex_spec.errors import OverlayNotFound, StoreError
 from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.a2a import MemoryA2ARows
@@ -227,6 +227,18 @@ class ResolveReadThenWrite(MemoryStore):
                                decision=replace(decision, decided_at=now), updated_at=now)
             t.checkpoints[checkpoint_id] = resolved
             return detach(resolved)
+
+
+class CheckpointScopeIndexedWhole(MemoryStore):
+    """create_checkpoint indexes the whole canonical scope, as a btree with
+    an entry limit would (SCOPE-CANON-6): a row at a long valid scope is
+    refused with a storage error."""
+
+    def create_checkpoint(self, ctx, cp):
+        scope = require_scope(ctx)
+        if len(scope.canonical().encode("utf-8")) > 2704:
+            raise StoreError("index row size exceeds btree version 4 maximum 2704")
+        return super().create_checkpoint(ctx, cp)
 
 
 class ResolveOverwrites(MemoryStore):
@@ -723,6 +735,22 @@ class PendingPagesOpenRows(MemoryGateway):
             rows = [r for r in t.gw_items.values() if r.item.status != ItemStatus.DONE]
             return [detach(r.item) for r in page(refgw._order(rows), limit, offset)
                     if r.item.status == ItemStatus.PENDING]
+
+
+class ReplyMeasuredAlone(MemoryGateway):
+    """set_replied measures the reply alone, not the item row it is stored
+    in (RSC-GEN-8): a reply that fits by itself takes the row over 8 MiB."""
+
+    def set_replied(self, ctx, channel, message_id, reply):
+        require_context(ctx)
+        key = check_key(channel, message_id)
+        reply = check_reply(reply)
+        with self._tx() as t:
+            row = t.gw_items.get(key)
+            if row is None or row.item.status != ItemStatus.PENDING:
+                return False
+            t.gw_items[key] = replace(row, item=replace(row.item, status=ItemStatus.REPLIED, reply=reply))
+            return True
 
 
 class ReplyOverwritten(MemoryGateway):
@@ -1972,6 +2000,9 @@ MUTANTS: list[Mutant] = [
     _m("leases-continuable-untruncated-cutoff", ContinuableUntruncatedCutoff, ("RSC-GEN-2",), ("leases",)),
     # runs on the stored-kind description (issue 10 item 4): steps and tool calls
     _m("runs-tool-name-padded", ToolNameInPaddedColumn, ("TCALL-1",), ("runs",)),
+    # generic sizes and long scopes (issue 10: the class parts moved into each class's examples)
+    _m("gw-reply-measured-alone", _opener(ReplyMeasuredAlone), ("GW-ACC-6", "RSC-GEN-8", "RSC-GEN-13"), ("gateway",)),
+    _m("checkpoint-scope-indexed-whole", CheckpointScopeIndexedWhole, ("SCOPE-CANON-6",), ("checkpoints",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -56,6 +56,8 @@ GENERIC = [
     "conformance/examples.py",
     "conformance/helpers.py",
     "conformance/test_kinds.py",
+    "conformance/test_sizes.py",
+    "conformance/test_long_scopes.py",
     "cortex_spec/testing.py",
     "stateful/classes.py",
     "stateful/concurrent.py",
