@@ -34,6 +34,7 @@ from cortex_spec.scope import Scope
 from .ops import HeldToken, Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
 from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, short_texts
+from .world import sampled
 
 NAME = "a2a"
 
@@ -82,7 +83,7 @@ def peer_keys(node: str, context: str) -> list[Hashable]:
 
 
 def _partition(data: Any) -> str:
-    return data.draw(st.sampled_from(("", "", "", "orch-1")), "partition")
+    return data.draw(sampled(("", "", "", "orch-1")), "partition")
 
 
 def _ctx(m: Any, data: Any, zero: bool = False) -> Context:
@@ -102,13 +103,13 @@ def _deadline(m: Any, data: Any, label: str) -> datetime | None:
 
 
 def _addresses(data: Any, label: str, min_size: int = 0) -> tuple[Address, ...]:
-    return tuple(data.draw(st.lists(st.sampled_from(ADDRESSES), min_size=min_size, max_size=3), label))
+    return tuple(data.draw(st.lists(sampled(ADDRESSES), min_size=min_size, max_size=3), label))
 
 
 def r_record_message(m, data):
     sent = _known(m, "a2a-sent")
     if sent and data.draw(st.integers(0, 3), "retry") == 0:
-        c, env = data.draw(st.sampled_from(sent), "earlier envelope")
+        c, env = data.draw(sampled(sent), "earlier envelope")
         if data.draw(st.booleans(), "changed"):
             env = attrs.evolve(env, content=env.content + "!")
         return make_op("record_message", c, env, keys=[conv_key(env.conversation_id), msg_key(env.id)])
@@ -118,17 +119,17 @@ def r_record_message(m, data):
     env = Envelope(
         id=mid,
         conversation_id=cid,
-        performative=data.draw(st.sampled_from(("request", "inform", "agree", "cancel", "propose", "Inform")),
+        performative=data.draw(sampled(("request", "inform", "agree", "cancel", "propose", "Inform")),
                                "performative"),
-        sender=data.draw(st.sampled_from(ADDRESSES + (Address(""),)), "sender"),
+        sender=data.draw(sampled(ADDRESSES + (Address(""),)), "sender"),
         receivers=_addresses(data, "receivers"),
         reply_to=_addresses(data, "reply_to"),
         content=data.draw(short_texts(), "content"),
-        reply_with=data.draw(st.sampled_from(("", "rw-1")), "reply_with"),
+        reply_with=data.draw(sampled(("", "rw-1")), "reply_with"),
         reply_by=_deadline(m, data, "reply_by"),
-        origin_run_id=data.draw(st.sampled_from((None, RUNS[0])), "origin_run_id"),
+        origin_run_id=data.draw(sampled((None, RUNS[0])), "origin_run_id"),
         metadata=data.draw(json_objects(), "metadata"),
-        hops=data.draw(st.sampled_from((0, 5)), "hops"),
+        hops=data.draw(sampled((0, 5)), "hops"),
     )
     c = _ctx(m, data)
     sent.append((c, env))
@@ -144,21 +145,21 @@ def r_list_messages(m, data):
     kwargs = dict(
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
+        limit=data.draw(sampled((0, 1, 2, -1)), "limit"),
+        offset=data.draw(sampled((0, 1, 2)), "offset"),
     )
     return make_op("list_messages", _ctx(m, data), keys=None, kwargs=kwargs)
 
 
 def _conversation(m: Any, data: Any, cid: str) -> Conversation:
-    node, context = data.draw(st.sampled_from(PEERS), "peer pair")
+    node, context = data.draw(sampled(PEERS), "peer pair")
     return Conversation(
         id=cid,
-        protocol=data.draw(st.sampled_from(("", "fipa-request")), "protocol"),
-        initiator=data.draw(st.sampled_from(ADDRESSES), "initiator"),
+        protocol=data.draw(sampled(("", "fipa-request")), "protocol"),
+        initiator=data.draw(sampled(ADDRESSES), "initiator"),
         participants=_addresses(data, "participants"),
-        status=data.draw(st.sampled_from(("open", "open", "open", "closed", "expired")), "status"),
-        hop_ceiling=data.draw(st.sampled_from((1, 2, 3, 8, 0)), "hop_ceiling"),
+        status=data.draw(sampled(("open", "open", "open", "closed", "expired")), "status"),
+        hop_ceiling=data.draw(sampled((1, 2, 3, 8, 0)), "hop_ceiling"),
         deadline=_deadline(m, data, "deadline"),
         peer_node=node,
         peer_context=context,
@@ -179,7 +180,7 @@ def r_get_conversation(m, data):
 
 
 def r_get_conversation_by_peer_context(m, data):
-    node, context = data.draw(st.sampled_from(PEERS + (("", "t1"),)), "peer pair")
+    node, context = data.draw(sampled(PEERS + (("", "t1"),)), "peer pair")
     return make_op("get_conversation_by_peer_context", _ctx(m, data), node, context, keys=None)
 
 
@@ -187,17 +188,17 @@ def r_update_conversation(m, data):
     cid = data.draw(m.id_choice("conversation"), "conversation_id")
     conv = _conversation(m, data, cid)
     # fields update ignores: garbage is fine (A2A-CONV-6)
-    conv = attrs.evolve(conv, hops_used=data.draw(st.sampled_from((0, -3)), "hops_used"))
+    conv = attrs.evolve(conv, hops_used=data.draw(sampled((0, -3)), "hops_used"))
     return make_op("update_conversation", _ctx(m, data), conv,
                    keys=[conv_key(cid), *peer_keys(conv.peer_node, conv.peer_context)])
 
 
 def r_list_conversations(m, data):
     kwargs = dict(
-        status=data.draw(st.sampled_from((None, "open", "closed", "expired")), "status"),
+        status=data.draw(sampled((None, "open", "closed", "expired")), "status"),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
+        limit=data.draw(sampled((0, 1, 2)), "limit"),
+        offset=data.draw(sampled((0, 1, 2)), "offset"),
     )
     return make_op("list_conversations", _ctx(m, data), keys=None, kwargs=kwargs)
 
@@ -208,7 +209,7 @@ def r_create_delivery(m, data):
     d = Delivery(
         id=did,
         message_id=data.draw(m.id_choice("message"), "message_id"),
-        receiver=data.draw(st.sampled_from(ADDRESSES + (Address(""),)), "receiver"),
+        receiver=data.draw(sampled(ADDRESSES + (Address(""),)), "receiver"),
     )
     return make_op("create_delivery", _ctx(m, data), d, keys=[dlv_key(did)])
 
@@ -227,22 +228,22 @@ def _held(m: Any, data: Any) -> tuple[str, str]:
     sometimes a token of another row, an old one, or one never issued."""
     held = _known(m, "a2a-held")
     if held and data.draw(st.integers(0, 3), "held pair") > 0:
-        return data.draw(st.sampled_from(held), "held")
+        return data.draw(sampled(held), "held")
     did = data.draw(m.id_choice("delivery"), "delivery_id")
     tokens = [t for _, t in held] + ["never-issued"]
-    return did, data.draw(st.sampled_from(tokens), "token")
+    return did, data.draw(sampled(tokens), "token")
 
 
 def r_bind_delivery_run(m, data):
     did, token = _held(m, data)
-    run = data.draw(st.sampled_from(RUNS), "run_id")
+    run = data.draw(sampled(RUNS), "run_id")
     return make_op("bind_delivery_run", _ctx(m, data), did, token, run, keys=[dlv_key(did)])
 
 
 def r_finish_delivery(m, data):
     did, token = _held(m, data)
-    state = data.draw(st.sampled_from(("delivered", "delivered", "failed", "queued")), "state")
-    error = data.draw(st.sampled_from(("", "boom")), "error")
+    state = data.draw(sampled(("delivered", "delivered", "failed", "queued")), "state")
+    error = data.draw(sampled(("", "boom")), "error")
     return make_op("finish_delivery", _ctx(m, data), did, token, state, error, keys=[dlv_key(did)])
 
 
@@ -250,26 +251,26 @@ def r_list_inbox(m, data):
     kwargs = dict(
         unread_only=data.draw(st.booleans(), "unread_only"),
         conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
-        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1, 2)), "offset"),
+        limit=data.draw(sampled((0, 1, 2)), "limit"),
+        offset=data.draw(sampled((0, 1, 2)), "offset"),
     )
-    agent = data.draw(st.sampled_from(("worker", "critic", "planner")), "agent")
+    agent = data.draw(sampled(("worker", "critic", "planner")), "agent")
     return make_op("list_inbox", _ctx(m, data), agent, keys=None, kwargs=kwargs)
 
 
 def r_list_queued_deliveries(m, data):
     return make_op("list_queued_deliveries", _ctx(m, data, zero=True),
-                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 def r_reclaim_stale_deliveries(m, data):
     return make_op("reclaim_stale_deliveries", _ctx(m, data, zero=True),
                    data.draw(m.instant_choice(), "older_than"),
-                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 def _reply_with(m: Any, data: Any) -> str:
-    return data.draw(st.sampled_from(REPLY_WITHS + tuple(_known(m, "ask"))), "reply_with")
+    return data.draw(sampled(REPLY_WITHS + tuple(_known(m, "ask"))), "reply_with")
 
 
 def r_create_pending_ask(m, data):
@@ -279,10 +280,10 @@ def r_create_pending_ask(m, data):
         reply_with=rw,
         conversation_id=data.draw(m.id_choice("conversation"), "conversation_id"),
         message_id=data.draw(m.id_choice("message"), "message_id"),
-        asker_run_id=data.draw(st.sampled_from(RUNS), "asker_run_id"),
+        asker_run_id=data.draw(sampled(RUNS), "asker_run_id"),
         asker_agent="planner",
-        tool_call_id=data.draw(st.sampled_from(("call_1", "call_2")), "tool_call_id"),
-        expected=data.draw(st.sampled_from(ADDRESSES), "expected"),
+        tool_call_id=data.draw(sampled(("call_1", "call_2")), "tool_call_id"),
+        expected=data.draw(sampled(ADDRESSES), "expected"),
         deadline=_deadline(m, data, "deadline"),
     )
     return make_op("create_pending_ask", _ctx(m, data), ask, keys=[ask_key(rw)])
@@ -299,12 +300,12 @@ def _by_ask(method: str) -> Callable:
 
 def r_list_expired_asks(m, data):
     return make_op("list_expired_asks", _ctx(m, data), data.draw(m.instant_choice(), "now"),
-                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 def r_list_expired_asks_across_scopes(m, data):
     return make_op("list_expired_asks_across_scopes", _ctx(m, data, zero=True),
-                   data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from((0, 1, 2)), "limit"),
+                   data.draw(m.instant_choice(), "now"), data.draw(sampled((0, 1, 2)), "limit"),
                    keys=None)
 
 
@@ -478,7 +479,7 @@ def world(draw: Any, w: World, size: int, live: bool) -> A2AWorld:
     t0 = w.t0
     ceiling = draw(st.integers(1, 3))
     used = draw(st.integers(0, ceiling - 1))
-    offset = draw(st.sampled_from(OTHER_DEADLINES))
+    offset = draw(sampled(OTHER_DEADLINES))
     return A2AWorld(
         t0=t0,
         conv=fixed_id(ids.CONVERSATION, 300),
@@ -554,7 +555,7 @@ def setup(world_: World) -> list:
 
 
 def _role(draw: Any, roles: tuple[str, ...] = ("exact", "exact", "ancestor")) -> Context:
-    return ctx_of(ROLES[draw(st.sampled_from(roles))])
+    return ctx_of(ROLES[draw(sampled(roles))])
 
 
 def _claim(draw, w, did, label="", roles=("exact", "exact", "ancestor")):
@@ -562,7 +563,7 @@ def _claim(draw, w, did, label="", roles=("exact", "exact", "ancestor")):
 
 
 def _finish(draw, w, did, label="", c=None):
-    state = draw(st.sampled_from(("delivered", "failed")))
+    state = draw(sampled(("delivered", "failed")))
     return make_op("finish_delivery", c or _role(draw), did, HeldToken(did), state, "",
                    keys=[dlv_key(did)], label=label)
 
@@ -574,11 +575,11 @@ def _bind(draw, w, did, run, label="", c=None):
 
 def _reclaim(draw, w, label="", partition=""):
     return make_op("reclaim_stale_deliveries", Context(Scope(), partition),
-                   draw(st.sampled_from(w.older_thans)), draw(st.sampled_from((0, 1))), keys=None, label=label)
+                   draw(sampled(w.older_thans)), draw(sampled((0, 1))), keys=None, label=label)
 
 
 def _send(draw, w, label="", mid=None):
-    mid = mid or draw(st.sampled_from(w.msgs))
+    mid = mid or draw(sampled(w.msgs))
     return make_op("record_message", _role(draw), _envelope(w, mid), keys=[conv_key(w.conv), msg_key(mid)],
                    label=label)
 
@@ -631,11 +632,11 @@ def racing_ops(world_: World) -> list[Callable[[Any], Op]]:
         return []
     deliveries = (w.queued, w.stale, w.fresh)
     return [
-        lambda draw: _claim(draw, w, draw(st.sampled_from(deliveries))),
-        lambda draw: _finish(draw, w, draw(st.sampled_from((w.stale, w.fresh)))),
-        lambda draw: _bind(draw, w, draw(st.sampled_from((w.stale, w.fresh))), draw(st.sampled_from(RUNS))),
+        lambda draw: _claim(draw, w, draw(sampled(deliveries))),
+        lambda draw: _finish(draw, w, draw(sampled((w.stale, w.fresh)))),
+        lambda draw: _bind(draw, w, draw(sampled((w.stale, w.fresh))), draw(sampled(RUNS))),
         lambda draw: _reclaim(draw, w),
-        lambda draw: _claim_ask(draw, w, draw(st.sampled_from((w.ask_due, w.ask_other)))),
+        lambda draw: _claim_ask(draw, w, draw(sampled((w.ask_due, w.ask_other)))),
         lambda draw: _expired_list(draw, w),
         lambda draw: _send(draw, w),
         lambda draw: _conversation_state(draw, w),
@@ -688,7 +689,7 @@ def _race4(draw, w):
 
 
 def _race5(draw, w):
-    did = draw(st.sampled_from((w.fresh, w.stale)))
+    did = draw(sampled((w.fresh, w.stale)))
     lanes = [(_bind(draw, w, did, RUNS[0], "RACE-5"),), (_bind(draw, w, did, RUNS[1], "RACE-5"),)]
     if draw(st.booleans()):
         lanes.append((_reclaim(draw, w, "RACE-5"),))
@@ -722,7 +723,7 @@ def _race8(draw, w):
 
 
 def _race9(draw, w):
-    rw = draw(st.sampled_from((w.ask_due, w.ask_other, w.ask_none)))
+    rw = draw(sampled((w.ask_due, w.ask_other, w.ask_none)))
     roles = ("exact", "exact", "ancestor", "sibling")
     if draw(st.booleans()):
         return [(_claim_ask(draw, w, rw, "RACE-9", roles),) for _ in range(_lanes(draw))]
@@ -756,7 +757,7 @@ def _race12(draw, w):
 
 def _race13(draw, w):
     if draw(st.booleans()):
-        scopes = draw(st.lists(st.sampled_from(("exact", "sibling", "other", "lookalike")), min_size=2,
+        scopes = draw(st.lists(sampled(("exact", "sibling", "other", "lookalike")), min_size=2,
                                max_size=3))
         return [(make_op("create_pending_ask", ctx_of(ROLES[r]), _ask(w.spare_ask, w, None),
                          keys=[ask_key(w.spare_ask)], label="RACE-13"),) for r in scopes]
@@ -833,7 +834,7 @@ def _carrier_claims(m: Any, data: Any) -> Op:
         m.remember("delivery", fresh)
         m.both(make_op("create_delivery", data.draw(m.ctx_choice(), "where"),
                        Delivery(id=fresh, message_id=fixed_id(ids.MESSAGE, 1), receiver=WORKER), keys=None))
-    delivery_id, c = data.draw(st.sampled_from(tuple(_delivery_homes(m))), "delivery")
+    delivery_id, c = data.draw(sampled(tuple(_delivery_homes(m))), "delivery")
     return make_op("claim_delivery", c, delivery_id, keys=None)
 
 
@@ -881,7 +882,7 @@ Homes = list[tuple[str, Context]]
 def home_or_any(m: Any, data: Any, homes: Homes) -> Context:
     """Half the time the home of a known row, else any caller of the pool."""
     if homes and data.draw(st.booleans(), "at a home"):
-        return data.draw(st.sampled_from([h for _, h in homes]), "where")
+        return data.draw(sampled([h for _, h in homes]), "where")
     return _ctx(m, data)
 
 
@@ -889,7 +890,7 @@ def read_known(m: Any, data: Any, homes: Homes, method: str, fallback: Any) -> O
     """``method(ctx, key)`` of a known row at its home (mostly), or of a
     ``fallback`` key drawn anywhere."""
     if homes and data.draw(st.integers(0, 3), "a known row"):
-        key, c = data.draw(st.sampled_from(homes), "known row")
+        key, c = data.draw(sampled(homes), "known row")
     else:
         key, c = data.draw(fallback, "key"), _ctx(m, data)
     return make_op(method, c, key, keys=None)
@@ -898,7 +899,7 @@ def read_known(m: Any, data: Any, homes: Homes, method: str, fallback: Any) -> O
 def page_known(m: Any, data: Any, homes: Homes, method: str, cursor: Any) -> Op:
     """``method(ctx, cursor, limit)``: one page of a listing, at a home or anywhere."""
     c = home_or_any(m, data, homes)
-    return make_op(method, c, data.draw(cursor, "cursor"), data.draw(st.sampled_from(PAGE_LIMITS), "limit"),
+    return make_op(method, c, data.draw(cursor, "cursor"), data.draw(sampled(PAGE_LIMITS), "limit"),
                    keys=None)
 
 
@@ -919,7 +920,7 @@ def race_family(world_name: str, table: dict[str, Callable[[Any, Any], list]],
     also checks)."""
 
     def races(draw: Any, world_: World, declared: frozenset[str]) -> Race:
-        clause = draw(st.sampled_from(sorted(table)))
+        clause = draw(sampled(sorted(table)))
         return Race((clause, *extra(clause)), tuple(tuple(lane) for lane in table[clause](draw, world_[world_name])))
 
     return races

@@ -20,6 +20,7 @@ from .a2a import OTHER_PARTITION, RUNS, A2AWorld, ReclaimSplit, _bind, _claim, _
 from .ops import Op
 from .plugin import ClassMachines, Family, Race, World
 from .world import ROLES, make_op
+from .world import sampled
 
 NAME = "a2a_discovery"
 MS = timedelta(milliseconds=1)
@@ -29,23 +30,23 @@ A2A = "a2a"
 def _where(m: Any, data: Any) -> Context:
     homes = [c for _, _, c in m.known.get("a2a-home", [])]
     if homes and data.draw(st.booleans(), "at a home"):
-        return data.draw(st.sampled_from(homes), "where")
+        return data.draw(sampled(homes), "where")
     return _ctx(m, data)
 
 
 def r_queued(m: Any, data: Any) -> Op:
-    return make_op("list_queued_deliveries_in_scope", _where(m, data), data.draw(st.sampled_from((0, 1, 2)), "limit"),
+    return make_op("list_queued_deliveries_in_scope", _where(m, data), data.draw(sampled((0, 1, 2)), "limit"),
                    keys=None)
 
 
 def r_reclaim(m: Any, data: Any) -> Op:
     return make_op("reclaim_stale_deliveries_in_scope", _where(m, data), data.draw(m.instant_choice(), "older_than"),
-                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 def r_expired(m: Any, data: Any) -> Op:
     return make_op("list_expired_asks_in_scope", _where(m, data), data.draw(m.instant_choice(), "now"),
-                   data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 RULES = {
@@ -85,27 +86,27 @@ SPLITS = {"reclaim_stale_deliveries_in_scope": InScopeReclaimSplit()}
 
 
 def _pass(draw: Any, w: A2AWorld, label: str = "") -> Op:
-    role = draw(st.sampled_from(("exact", "exact", "ancestor", "descendant")))
-    partition = draw(st.sampled_from(("", "", OTHER_PARTITION)))
+    role = draw(sampled(("exact", "exact", "ancestor", "descendant")))
+    partition = draw(sampled(("", "", OTHER_PARTITION)))
     c = Context(Scope.parse(ROLES[role]), partition)
     which = draw(st.integers(0, 2))
     if which == 0:
         return make_op("list_queued_deliveries_in_scope", c, 0, keys=None, label=label)
     if which == 1:
-        return make_op("reclaim_stale_deliveries_in_scope", c, draw(st.sampled_from(w.older_thans)),
-                       draw(st.sampled_from((0, 1))), keys=None, label=label)
-    return make_op("list_expired_asks_in_scope", c, draw(st.sampled_from((w.t0, w.t0 - MS, w.t0 + MS))), 0,
+        return make_op("reclaim_stale_deliveries_in_scope", c, draw(sampled(w.older_thans)),
+                       draw(sampled((0, 1))), keys=None, label=label)
+    return make_op("list_expired_asks_in_scope", c, draw(sampled((w.t0, w.t0 - MS, w.t0 + MS))), 0,
                    keys=None, label=label)
 
 
 def _twin(draw: Any, w: A2AWorld, label: str = "") -> Op:
-    partition = draw(st.sampled_from(("", OTHER_PARTITION)))
+    partition = draw(sampled(("", OTHER_PARTITION)))
     anywhere = Context(Scope(), partition)
     which = draw(st.integers(0, 2))
     if which == 0:
         return make_op("list_queued_deliveries", anywhere, 0, keys=None, label=label)
     if which == 1:
-        return make_op("reclaim_stale_deliveries", anywhere, draw(st.sampled_from(w.older_thans)), 0, keys=None,
+        return make_op("reclaim_stale_deliveries", anywhere, draw(sampled(w.older_thans)), 0, keys=None,
                        label=label)
     return make_op("list_expired_asks_across_scopes", anywhere, w.t0, 0, keys=None, label=label)
 
@@ -113,12 +114,12 @@ def _twin(draw: Any, w: A2AWorld, label: str = "") -> Op:
 def _writer(draw: Any, w: A2AWorld, label: str = "") -> Op:
     which = draw(st.integers(0, 3))
     if which == 0:
-        return _claim(draw, w, draw(st.sampled_from((w.queued, w.stale))), label)
+        return _claim(draw, w, draw(sampled((w.queued, w.stale))), label)
     if which == 1:
-        return _finish(draw, w, draw(st.sampled_from((w.stale, w.fresh))), label)
+        return _finish(draw, w, draw(sampled((w.stale, w.fresh))), label)
     if which == 2:
         return _bind(draw, w, w.stale, RUNS[0], label)
-    return _claim_ask(draw, w, draw(st.sampled_from((w.ask_due, w.ask_other))), label)
+    return _claim_ask(draw, w, draw(sampled((w.ask_due, w.ask_other))), label)
 
 
 def racing_ops(world_: World) -> list[Callable[[Any], Op]]:

@@ -32,6 +32,7 @@ from .ops import Op, Outcome
 from .plugin import ClassMachines, Family, Redo, World
 from .runs import AGENTS, run_key
 from .world import Script, fixed_id, make_op
+from .world import sampled
 
 NAME = "a2a_held"
 PLANNER, WORKER, CRITIC = Address("planner"), Address("worker"), Address("critic")
@@ -58,8 +59,8 @@ def r_pause_and_hold(m: Any, data: Any) -> Op:
     c = _ctx(m, data)
     run, sus, conv, q = (fixed_id(ids.RUN, 90_000 + n), fixed_id(ids.SUSPENSION, 90_000 + n),
                          fixed_id(ids.CONVERSATION, 90_000 + n), fixed_id(ids.MESSAGE, 90_000 + n))
-    reason = data.draw(st.sampled_from(("agent_reply", "agent_reply", "approval")), "reason")
-    marker = data.draw(st.sampled_from((True, True, True, "true")), "marker")
+    reason = data.draw(sampled(("agent_reply", "agent_reply", "approval")), "reason")
+    marker = data.draw(sampled((True, True, True, "true")), "marker")
     m.both(make_op("create_run", c, Run(id=run, agent_id=AGENTS[0], state=RunState.PAUSED), keys=None))
     m.both(make_op("create_suspension", c, Suspension(id=sus, run_id=run, reason=reason), keys=None))
     m.both(make_op("create_conversation", c, Conversation(id=conv, initiator=PLANNER), keys=None))
@@ -80,7 +81,7 @@ def _request(m: Any, data: Any) -> tuple[HeldAskRequest, Context]:
         c = _ctx(m, data)
         return HeldAskRequest(run_id=fixed_id(ids.RUN, 1), suspension_id=fixed_id(ids.SUSPENSION, 1), run_revision=1,
                               reply_with="rw-1", delivery_ids=(fixed_id(ids.DELIVERY, 1),)), c
-    rw, c = data.draw(st.sampled_from(held), "held question")
+    rw, c = data.draw(sampled(held), "held question")
     ask = _ref(m, "get_pending_ask", c, rw)
     run = _ref(m, "get_run", c, ask.asker_run_id) if ask is not None else None
     sus = _ref(m, "get_suspension", c, ask.asker_run_id) if ask is not None else None
@@ -92,7 +93,7 @@ def _request(m: Any, data: Any) -> tuple[HeldAskRequest, Context]:
         suspension_id=sus.id if sus is not None else fixed_id(ids.SUSPENSION, 1),
         run_revision=run.revision if run is not None else 1, reply_with=rw,
         delivery_ids=tuple(fixed_id(ids.DELIVERY, 95_000 + base + i) for i in range(n)))
-    change = data.draw(st.sampled_from(("none", "none", "none", "revision", "ids", "count")), "request")
+    change = data.draw(sampled(("none", "none", "none", "revision", "ids", "count")), "request")
     if change == "revision":
         req = attrs.evolve(req, run_revision=req.run_revision - 1)
     elif change == "ids":
@@ -115,7 +116,7 @@ def r_move_the_run(m: Any, data: Any) -> Op | None:
     held = _held_asks(m)
     if not held:
         return None
-    rw, c = data.draw(st.sampled_from(held), "held question")
+    rw, c = data.draw(sampled(held), "held question")
     ask = _ref(m, "get_pending_ask", c, rw)
     run = _ref(m, "get_run", c, ask.asker_run_id) if ask is not None else None
     if run is None:
@@ -131,7 +132,7 @@ def r_get_held_ask_release(m: Any, data: Any) -> Op:
 
 def r_list_agent_reply_runs(m: Any, data: Any) -> Op:
     return page_known(m, data, _held_asks(m), "list_agent_reply_runs",
-                      st.sampled_from((None, fixed_id(ids.RUN, 90_001), fixed_id(ids.RUN, 5))))
+                      sampled((None, fixed_id(ids.RUN, 90_001), fixed_id(ids.RUN, 5))))
 
 
 RULES = {
@@ -246,7 +247,7 @@ def racing_ops(world_: World) -> list[Callable[[Any], Op]]:
         lambda draw: _release(w, other=True),
         lambda draw: _update(w),
         lambda draw: make_op("claim_suspension", _exact(), w.run, keys=[run_key(w.run)], label="claim"),
-        lambda draw: _seal(draw, w, draw(st.sampled_from(("reply", "timeout")))),
+        lambda draw: _seal(draw, w, draw(sampled(("reply", "timeout")))),
         lambda draw: _reader(draw, w),
     ]
 
@@ -310,7 +311,7 @@ def _run_writer(name: str, run_id: str, ask: PendingAsk, call: Call) -> None:
 
 def _held_race1(draw: Any, w: HeldWorld) -> list:
     lanes = [(_release(w),), (_update(w),)]
-    extra = draw(st.lists(st.sampled_from(("claim", "retry", "reader")), max_size=2, unique=True))
+    extra = draw(st.lists(sampled(("claim", "retry", "reader")), max_size=2, unique=True))
     for e in extra:
         lanes.append({"claim": (make_op("claim_suspension", _exact(), w.run, keys=[run_key(w.run)], label="claim"),),
                       "retry": (_release(w, "retry"),), "reader": (_reader(draw, w), _reader(draw, w))}[e])
@@ -318,7 +319,7 @@ def _held_race1(draw: Any, w: HeldWorld) -> list:
 
 
 def _held_race2(draw: Any, w: HeldWorld) -> list:
-    lanes = [(_release(w),), (_seal(draw, w, draw(st.sampled_from(("reply", "timeout")))),)]
+    lanes = [(_release(w),), (_seal(draw, w, draw(sampled(("reply", "timeout")))),)]
     if draw(st.booleans()):
         lanes.append((make_op("claim_pending_ask", _exact(), w.ask, keys=[ask_key(w.ask)], label="legacy"),))
     return lanes
@@ -327,14 +328,14 @@ def _held_race2(draw: Any, w: HeldWorld) -> list:
 def _held_race3(draw: Any, w: HeldWorld) -> list:
     lanes = [(_release(w),), (_release(w, "retry"),), tuple(_reader(draw, w) for _ in range(draw(st.integers(1, 3))))]
     if draw(st.booleans()):
-        lanes.append((_writer(draw(st.sampled_from(("reply", "sweep", "cancel"))), w),))
+        lanes.append((_writer(draw(sampled(("reply", "sweep", "cancel"))), w),))
     if draw(st.booleans()):  # a contender in the other partition: the ask is not there
         lanes.append((_release(w, "elsewhere", c=_exact(OTHER_PARTITION)),))
     return lanes
 
 
 def _held_race4(draw: Any, w: HeldWorld) -> list:
-    names = draw(st.lists(st.sampled_from(("reply", "reply", "sweep", "cancel")), min_size=2, max_size=3))
+    names = draw(st.lists(sampled(("reply", "reply", "sweep", "cancel")), min_size=2, max_size=3))
     lanes = [(_writer(n, w),) for n in names]
     if draw(st.booleans()):
         lanes.append((_reader(draw, w), _reader(draw, w)))

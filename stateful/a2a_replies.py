@@ -27,6 +27,7 @@ from .a2a import home_views, page_known, race_family, read_known
 from .ops import HeldToken, Op
 from .plugin import ClassMachines, Family, Redo, World
 from .world import Tick, fixed_id, make_op
+from .world import sampled
 
 NAME = "a2a_replies"
 PLANNER, WORKER, CRITIC = Address("planner"), Address("worker"), Address("critic")
@@ -46,8 +47,8 @@ def _reply_ids(m: Any, data: Any) -> tuple[str, str]:
         n = m.next_id
         m.next_id += 1
         return fixed_id(ids.MESSAGE, 60_000 + n), fixed_id(ids.DELIVERY, 60_000 + n)
-    return (data.draw(st.sampled_from(m.known["message"]), "taken message id"),
-            data.draw(st.sampled_from([d for d, _ in _delivery_homes(m)] or [fixed_id(ids.DELIVERY, 1)]),
+    return (data.draw(sampled(m.known["message"]), "taken message id"),
+            data.draw(sampled([d for d, _ in _delivery_homes(m)] or [fixed_id(ids.DELIVERY, 1)]),
                       "taken delivery id"))
 
 
@@ -62,17 +63,17 @@ def r_commit(m: Any, data: Any) -> Op:
     held = _known(m, "a2a-held")
     homes = dict(_delivery_homes(m))
     if held and data.draw(st.integers(0, 4), "a held claim"):
-        did, token = data.draw(st.sampled_from(held), "claim")
+        did, token = data.draw(sampled(held), "claim")
     else:
         did = data.draw(m.id_choice("delivery"), "delivery_id")
-        token = data.draw(st.sampled_from([t for _, t in held] + ["never-issued"]), "token")
+        token = data.draw(sampled([t for _, t in held] + ["never-issued"]), "token")
     home = homes.get(did)
     run = _bound_run(m, did, home)
     if run is None or not data.draw(st.integers(0, 4), "the bound run"):
-        run = data.draw(st.sampled_from(RUNS), "run_id")
+        run = data.draw(sampled(RUNS), "run_id")
     mid, rdid = _reply_ids(m, data)
     commit = ReplyCommit(run_id=run, reply_message_id=mid, reply_delivery_id=rdid,
-                         content=data.draw(st.sampled_from(CONTENTS), "content"),
+                         content=data.draw(sampled(CONTENTS), "content"),
                          failed=data.draw(st.booleans(), "failed"))
     c = home if home is not None and data.draw(st.integers(0, 3), "at home") else _ctx(m, data)
     return make_op("commit_reserved_reply", c, did, token, commit, keys=None)
@@ -101,11 +102,11 @@ def _prepare(m: Any, data: Any, ceiling: int = 8) -> tuple[Context, str, str, st
 
 def r_commit_bound(m: Any, data: Any) -> Op:
     """A commit of a freshly bound delivery (so that commits land often)."""
-    c, did, token, run = _prepare(m, data, ceiling=data.draw(st.sampled_from((2, 8)), "ceiling"))
+    c, did, token, run = _prepare(m, data, ceiling=data.draw(sampled((2, 8)), "ceiling"))
     mid, rdid = _reply_ids(m, data)
     return make_op("commit_reserved_reply", c, did, token,
                    ReplyCommit(run_id=run, reply_message_id=mid, reply_delivery_id=rdid,
-                               content=data.draw(st.sampled_from(CONTENTS), "content")), keys=None)
+                               content=data.draw(sampled(CONTENTS), "content")), keys=None)
 
 
 def r_get_reserved_reply(m: Any, data: Any) -> Op:
@@ -200,7 +201,7 @@ def _commit(draw: Any, w: ReplyWorld, did: str, i: int | None = None, label: str
 
 def _reader(draw: Any, w: ReplyWorld, label: str = "") -> Op:
     which = draw(st.integers(0, 4))
-    did = draw(st.sampled_from((*w.bound, w.stale)))
+    did = draw(sampled((*w.bound, w.stale)))
     if which == 0:
         return make_op("list_deferred_recipients", _exact(), None, 256, keys=None, label=label)
     if which == 1:
@@ -213,7 +214,7 @@ def _reader(draw: Any, w: ReplyWorld, label: str = "") -> Op:
 
 
 def _reclaim(draw: Any, w: ReplyWorld, label: str = "") -> Op:
-    older_than = draw(st.sampled_from((w.t0 - timedelta(seconds=2), w.t0 - timedelta(seconds=2) +
+    older_than = draw(sampled((w.t0 - timedelta(seconds=2), w.t0 - timedelta(seconds=2) +
                                        timedelta(milliseconds=1), w.t0)))
     return make_op("reclaim_stale_deliveries", Context(Scope()), older_than, 0, keys=None, label=label)
 
@@ -223,12 +224,12 @@ def racing_ops(world_: World) -> list[Callable[[Any], Op]]:
     if w is None:
         return []
     return [
-        lambda draw: _commit(draw, w, draw(st.sampled_from(w.bound))),
+        lambda draw: _commit(draw, w, draw(sampled(w.bound))),
         lambda draw: _commit(draw, w, w.bound[0], 0),
         lambda draw: make_op("bind_delivery_run", _exact(), w.stale, HeldToken(w.stale), RUNS[0],
                              keys=[dlv_key(w.stale)]),
         lambda draw: _commit(draw, w, w.stale, run=RUNS[0]),
-        lambda draw: make_op("finish_delivery", _exact(), (d := draw(st.sampled_from(w.bound))), HeldToken(d),
+        lambda draw: make_op("finish_delivery", _exact(), (d := draw(sampled(w.bound))), HeldToken(d),
                              "delivered", "", keys=[dlv_key(d)]),
         lambda draw: _reclaim(draw, w),
         lambda draw: _reader(draw, w),
@@ -268,7 +269,7 @@ def _race2(draw: Any, w: ReplyWorld) -> list:
         "reclaimer": (_reclaim(draw, w, "reclaimer"),
                       make_op("claim_delivery", _exact(), w.stale, keys=[dlv_key(w.stale)], label="reclaimer")),
     }
-    names = draw(st.lists(st.sampled_from(sorted(late)), min_size=1, max_size=3, unique=True))
+    names = draw(st.lists(sampled(sorted(late)), min_size=1, max_size=3, unique=True))
     return [(_commit(draw, w, did, 0, "worker"),)] + [late[n] for n in names]
 
 
@@ -318,7 +319,7 @@ def _committer(m: Any, data: Any) -> Op:
     return make_op("commit_reserved_reply", c, did, token,
                    ReplyCommit(run_id=run, reply_message_id=fixed_id(ids.MESSAGE, 80_000 + n),
                                reply_delivery_id=fixed_id(ids.DELIVERY, 80_000 + n),
-                               content=data.draw(st.sampled_from(CONTENTS), "content"),
+                               content=data.draw(sampled(CONTENTS), "content"),
                                failed=data.draw(st.booleans(), "failed")), keys=None)
 
 

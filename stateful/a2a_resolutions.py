@@ -28,6 +28,7 @@ from .a2a import OTHER_PARTITION, A2AWorld, _ask, _ctx, _exact, _role, ask_key, 
 from .ops import Op
 from .plugin import Claim, ClassMachines, Family, Redo, World
 from .world import ROLES, fixed_id, make_op
+from .world import sampled
 
 NAME = "a2a_resolutions"
 A2A = "a2a"
@@ -58,12 +59,12 @@ def _read_ask(m: Any, data: Any) -> tuple[PendingAsk, Context]:
     made-up one."""
     homes = _ask_homes(m)
     if homes and data.draw(st.integers(0, 5), "a known ask") > 0:
-        rw, home = data.draw(st.sampled_from(homes), "ask")
+        rw, home = data.draw(sampled(homes), "ask")
         got = m.reference_outcome(make_op("get_pending_ask", home, rw, keys=None))
         if got.ok:
             return got.raw, home
     c = _ctx(m, data)
-    return PendingAsk(reply_with=data.draw(st.sampled_from(("rw-1", "rw-9")), "reply_with"),
+    return PendingAsk(reply_with=data.draw(sampled(("rw-1", "rw-9")), "reply_with"),
                       conversation_id=fixed_id(ids.CONVERSATION, 1), message_id=fixed_id(ids.MESSAGE, 1),
                       asker_run_id=fixed_id(ids.RUN, 901), scope=c.scope, partition=c.partition), c
 
@@ -75,14 +76,14 @@ def _where(m: Any, data: Any, home: Context) -> Context:
 
 def r_seal(m: Any, data: Any) -> Op:
     ask, home = _read_ask(m, data)
-    change = data.draw(st.sampled_from(("none", "none", "none", "tool_call_id", "deadline", "scope")), "identity")
+    change = data.draw(sampled(("none", "none", "none", "tool_call_id", "deadline", "scope")), "identity")
     if change == "tool_call_id":
         ask = attrs.evolve(ask, tool_call_id=ask.tool_call_id + "x")
     elif change == "deadline":
         ask = attrs.evolve(ask, deadline=None if ask.deadline is not None else m.clock.now())
     elif change == "scope":
         ask = attrs.evolve(ask, scope=Scope.parse("ws=w1"))
-    reply = outcome(data.draw(st.sampled_from(OUTCOMES), "outcome"), ask.conversation_id)
+    reply = outcome(data.draw(sampled(OUTCOMES), "outcome"), ask.conversation_id)
     return make_op("seal_ask_resolution", _where(m, data, home), ask, reply, keys=[ask_key(ask.reply_with)])
 
 
@@ -98,7 +99,7 @@ def _by_token(method: str) -> Callable[[Any, Any], Op]:
 def r_list_ask_resolutions(m: Any, data: Any) -> Op:
     homes = _ask_homes(m)
     cursors = ["", "", "v1.rw-2", "rw-1", "v1."] + ["v1." + rw for rw, _ in homes[:4]]
-    return page_known(m, data, homes, "list_ask_resolutions", st.sampled_from(cursors))
+    return page_known(m, data, homes, "list_ask_resolutions", sampled(cursors))
 
 
 RULES = {
@@ -127,7 +128,7 @@ def stored_ask(w: A2AWorld, rw: str) -> PendingAsk:
 
 def _seal(draw: Any, w: A2AWorld, rw: str, kind: str | None = None, label: str = "",
           c: Context | None = None) -> Op:
-    kind = kind or draw(st.sampled_from(OUTCOMES))
+    kind = kind or draw(sampled(OUTCOMES))
     return make_op("seal_ask_resolution", c or _exact(), stored_ask(w, rw), outcome(kind, w.conv),
                    keys=[ask_key(rw)], label=label or kind)
 
@@ -155,9 +156,9 @@ def racing_ops(world_: World) -> list[Callable[[Any], Op]]:
     if w is None:
         return []
     return [
-        lambda draw: _seal(draw, w, draw(st.sampled_from(_asks(w)))),
-        lambda draw: _seal(draw, w, draw(st.sampled_from(_asks(w))), "reply"),
-        lambda draw: _reader(draw, w, draw(st.sampled_from(_asks(w)))),
+        lambda draw: _seal(draw, w, draw(sampled(_asks(w)))),
+        lambda draw: _seal(draw, w, draw(sampled(_asks(w))), "reply"),
+        lambda draw: _reader(draw, w, draw(sampled(_asks(w)))),
         lambda draw: make_op("claim_pending_ask", _exact(), w.ask_due, keys=[ask_key(w.ask_due)], label="legacy"),
     ]
 
@@ -180,7 +181,7 @@ def _lanes(draw: Any, low: int = 2, high: int = 4) -> int:
 
 def _res_race1(draw: Any, w: A2AWorld) -> list:
     """A reply, the deadline sweep, a cancel and a legacy claim on one ask."""
-    rw = draw(st.sampled_from(_asks(w)))
+    rw = draw(sampled(_asks(w)))
     writers = {
         "reply": (_seal(draw, w, rw, "reply", "reply"),),
         "sweep": (make_op("list_expired_asks_across_scopes", Context(Scope()), w.t0, 0, keys=None, label="sweep"),
@@ -190,17 +191,17 @@ def _res_race1(draw: Any, w: A2AWorld) -> list:
         "legacy": (make_op("claim_pending_ask", _exact(), rw, keys=[ask_key(rw)], label="legacy"),),
         "other": (_seal(draw, w, rw, "other-reply", "other reply"),),
     }
-    names = draw(st.lists(st.sampled_from(sorted(writers)), min_size=2, max_size=4, unique=True))
+    names = draw(st.lists(sampled(sorted(writers)), min_size=2, max_size=4, unique=True))
     return [writers[n] for n in names]
 
 
 def _res_race2(draw: Any, w: A2AWorld) -> list:
-    kind = draw(st.sampled_from(OUTCOMES))
+    kind = draw(sampled(OUTCOMES))
     return [(_seal(draw, w, w.ask_due, kind, "retry"),) for _ in range(_lanes(draw, 2, 3))]
 
 
 def _res_race3(draw: Any, w: A2AWorld) -> list:
-    rw = draw(st.sampled_from(_asks(w)))
+    rw = draw(sampled(_asks(w)))
     lanes = [(_seal(draw, w, rw),), (_reader(draw, w, rw, "reader"), _reader(draw, w, rw, "reader"))]
     if draw(st.booleans()):
         lanes.append((_seal(draw, w, rw),))
@@ -208,7 +209,7 @@ def _res_race3(draw: Any, w: A2AWorld) -> list:
 
 
 def _res_race4(draw: Any, w: A2AWorld) -> list:
-    far = Context(Scope.parse(ROLES[draw(st.sampled_from(("ancestor", "sibling", "descendant")))]))
+    far = Context(Scope.parse(ROLES[draw(sampled(("ancestor", "sibling", "descendant")))]))
     return [(_seal(draw, w, w.ask_due),),
             (_seal(draw, w, w.ask_due, c=_exact(OTHER_PARTITION), label="other partition"),),
             (_seal(draw, w, w.ask_due, c=far, label="other scope"),),
@@ -248,7 +249,7 @@ def _fresh_ask(m: Any, data: Any) -> tuple[PendingAsk, Context]:
 
 def _sealer(m: Any, data: Any) -> Op:
     ask, c = _fresh_ask(m, data)
-    return make_op("seal_ask_resolution", c, ask, outcome(data.draw(st.sampled_from(OUTCOMES), "outcome"),
+    return make_op("seal_ask_resolution", c, ask, outcome(data.draw(sampled(OUTCOMES), "outcome"),
                                                           ask.conversation_id), keys=None)
 
 

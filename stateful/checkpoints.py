@@ -15,6 +15,7 @@ from .ops import Op
 from .plugin import ClassMachines, World
 from .runs import AGENTS
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
+from .world import sampled
 
 NAME = "checkpoints"
 
@@ -30,7 +31,7 @@ def decisions() -> st.SearchStrategy[Decision]:
     return st.builds(
         Decision,
         approved=st.booleans(),
-        decided_by=st.sampled_from(("alice", "bob")),
+        decided_by=sampled(("alice", "bob")),
         reason=short_texts(),
     )
 
@@ -44,7 +45,7 @@ def r_create_checkpoint(m, data):
     cp = Checkpoint(
         id=cp_id,
         run_id=data.draw(m.id_choice("run"), "run_id"),
-        agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
+        agent_id=data.draw(sampled(AGENTS), "agent_id"),
         reason=data.draw(short_texts(), "reason"),
         step_index=data.draw(st.integers(0, 3), "step_index"),
         metadata=data.draw(json_objects(), "metadata"),
@@ -68,8 +69,8 @@ def _filter(m, data) -> CheckpointFilter | None:
         return None
     return CheckpointFilter(
         run_id=data.draw(st.one_of(st.none(), m.id_choice("run")), "run_id"),
-        limit=data.draw(st.sampled_from((0, 1, 2)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1)), "offset"),
+        limit=data.draw(sampled((0, 1, 2)), "limit"),
+        offset=data.draw(sampled((0, 1)), "offset"),
     )
 
 
@@ -84,7 +85,7 @@ def r_count_pending(m, data):
 def r_list_pending_across_scopes(m, data):
     after = data.draw(st.one_of(st.none(), m.id_choice("checkpoint")), "after_id")
     return make_op("list_pending_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
-                   after, data.draw(st.sampled_from((0, 1, 2)), "limit"), keys=None)
+                   after, data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 
 
 #: rules the machine runs a few times before anything else (``populate``)
@@ -143,8 +144,8 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Resolves with different decisions, reads, lists and duplicate creates.
     Each builder takes Hypothesis' ``draw``."""
     world: CheckpointRows = w[NAME]
-    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling", "lookalike"))
-    cps = st.sampled_from(world.checkpoints)
+    roles = sampled(("exact", "exact", "ancestor", "sibling", "lookalike"))
+    cps = sampled(world.checkpoints)
 
     def resolve(draw):
         cp_id = draw(cps)
@@ -157,17 +158,17 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
 
     def listing(draw):
         # whole lists and pages (offset 1, limit 1; a cursor after the first id)
-        kind = draw(st.sampled_from(("pending", "count", "across")))
+        kind = draw(sampled(("pending", "count", "across")))
         if kind == "across":
-            after = draw(st.sampled_from((None, world.checkpoints[0])))
+            after = draw(sampled((None, world.checkpoints[0])))
             return make_op("list_pending_across_scopes", ctx_of(ROLES["other"]), after,
-                           draw(st.sampled_from((0, 1))), keys=None)
+                           draw(sampled((0, 1))), keys=None)
         method = "list_pending" if kind == "pending" else "count_pending"
-        return make_op(method, ctx_of(ROLES[draw(roles)]), draw(st.sampled_from(PAGES)), keys=None)
+        return make_op(method, ctx_of(ROLES[draw(roles)]), draw(sampled(PAGES)), keys=None)
 
     def create(draw):
-        cp_id = draw(st.sampled_from(world.checkpoints + (world.spare,)))
-        role = draw(st.sampled_from(("exact", "sibling")))
+        cp_id = draw(sampled(world.checkpoints + (world.spare,)))
+        role = draw(sampled(("exact", "sibling")))
         return make_op("create_checkpoint", ctx_of(ROLES[role]),
                        Checkpoint(id=cp_id, run_id=world.run, agent_id=AGENTS[0]),
                        keys=[cp_key(cp_id)])
@@ -182,11 +183,11 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     cp_id = world.checkpoints[0]
 
     def resolve(draw):
-        role = draw(st.sampled_from(("exact", "exact", "ancestor")))
+        role = draw(sampled(("exact", "exact", "ancestor")))
         return make_op("resolve", ctx_of(ROLES[role]), cp_id, draw(DECISIONS), keys=[cp_key(cp_id)])
 
     def create_twice(draw):
-        role = draw(st.sampled_from(("exact", "sibling", "other")))
+        role = draw(sampled(("exact", "sibling", "other")))
         return make_op("create_checkpoint", ctx_of(ROLES[role]),
                        Checkpoint(id=world.spare, run_id=world.run, agent_id=AGENTS[0]),
                        keys=[cp_key(world.spare)])

@@ -60,6 +60,7 @@ from .ops import Bindings, Op, Outcome
 from .plugin import Race, World, storm_clauses
 from .stats import MachineStats
 from .world import Script, Tick
+from .world import sampled
 
 __all__ = [
     "CALL_TIMEOUT",
@@ -166,7 +167,7 @@ def _mixed(draw: Any, classes: frozenset[str], focus: str, census: int | None = 
 
     ``census=k`` always gives the focus class's ``k``-th storm, on a world
     where a claim can still win (see :func:`storm_census`)."""
-    storm = census is not None or draw(st.sampled_from((True, True, False)))  # storms find lost races fastest
+    storm = census is not None or draw(sampled((True, True, False)))  # storms find lost races fastest
     n_rows = 1 if storm else draw(st.integers(1, 2))
     world = _world(draw, classes, n_rows, live=census is not None)
     lanes = draw(st.integers(2, 4))

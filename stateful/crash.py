@@ -50,6 +50,7 @@ from .differential import DifferentialMachineBase, Mismatch, build_differential,
 from .ops import outcome_of
 from .world import instants_around
 from .stats import MachineStats
+from .world import sampled
 
 __all__ = ["run_crash", "CrashMachineBase", "has_faults"]
 
@@ -73,7 +74,7 @@ class CrashMachineBase(DifferentialMachineBase):
     @rule(data=st.data())
     def worker_claims_and_dies(self, data: st.DataObject) -> None:
         self.stats.rules["worker_claims_and_dies"] += 1
-        claim = data.draw(st.sampled_from(tuple(self.claims)), "claim")
+        claim = data.draw(sampled(tuple(self.claims)), "claim")
         op = attrs.evolve(claim.make(self, data), at=self.clock.now())
         worker = self.sut
         own = "reopen" in self.harness.features
@@ -113,7 +114,7 @@ class CrashMachineBase(DifferentialMachineBase):
     @rule(data=st.data())
     def worker_commits_and_dies(self, data: st.DataObject) -> None:
         self.stats.rules["worker_commits_and_dies"] += 1
-        redo = data.draw(st.sampled_from(tuple(self.redos)), "exactly-once write")
+        redo = data.draw(sampled(tuple(self.redos)), "exactly-once write")
         op = attrs.evolve(redo.make(self, data), at=self.clock.now())
         clauses = ("MACH-CRASH-3", *redo.clauses)
         worker = self.sut
@@ -150,13 +151,13 @@ class CrashMachineBase(DifferentialMachineBase):
     @rule(data=st.data())
     def clock_jumps_and_sweeper_passes(self, data: st.DataObject) -> None:
         self.stats.rules["clock_jumps_and_sweeper_passes"] += 1
-        sweep = data.draw(st.sampled_from(tuple(self.sweeps)), "sweeper")
+        sweep = data.draw(sampled(tuple(self.sweeps)), "sweeper")
         if data.draw(st.booleans(), "onto an instant"):
             # exactly onto a deadline (or another instant the rows use) or 1 ms either
             # side: the rows due at it are taken, those due 1 ms later are not
             self.clock.set(data.draw(instants_around(self.instants), "instant"))
         else:
-            jump = data.draw(st.sampled_from(sweep.jumps), "jump")
+            jump = data.draw(sampled(sweep.jumps), "jump")
             self.clock.set(max(self.instants + [self.clock.now()]) + jump)
         sweep.run(self)
 
@@ -180,7 +181,7 @@ class CrashMachineBase(DifferentialMachineBase):
     def connection_killed_mid_call(self, data: st.DataObject) -> None:
         self.stats.rules["connection_killed_mid_call"] += 1
         writers = [n for m in self.plugins for n in m.rules if _is_write(n)]
-        name = data.draw(st.sampled_from(sorted(writers)), "write")
+        name = data.draw(sampled(sorted(writers)), "write")
         generate = next(m.rules[name] for m in self.plugins if name in m.rules)
         op = generate(self, data)
         if op is None:

@@ -44,6 +44,7 @@ from .classes import (
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
 from .world import contexts, ctx_of, fixed_id, instants_around
+from .world import sampled
 
 __all__ = ["DifferentialMachineBase", "Mismatch", "build_differential", "run_differential"]
 
@@ -122,6 +123,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         self.known: dict[str, list[str]] = {}
         self.instants: list[datetime] = [EPOCH]
         self.next_id = 1
+        self._id_strategies: dict[tuple[str, bool], tuple[tuple[str, ...], Any]] = {}
         self.calls = 0
         self.steps_since_views = 0
         #: steps since the last view check that may have changed a store
@@ -137,6 +139,8 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         pool = self.known.setdefault(kind, [])
         if value not in pool:
             pool.append(value)
+            if kind in self.id_prefixes and value == self._unknown_id(kind):
+                self.next_id += 1  # the unknown id is known now: id_choice offers the next one
 
     def remember_instant(self, instant: datetime) -> None:
         if instant not in self.instants:
@@ -145,14 +149,22 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     def id_choice(self, kind: str, fresh: bool = False) -> st.SearchStrategy[str]:
         """A known id of ``kind``, or an unknown one; ``fresh`` favours new ids
         (shrinking goes towards the first choice)."""
-        prefix = self.id_prefixes[kind]
-        new = fixed_id(prefix, 10_000 + self.next_id)
-        self.next_id += 1
+        new = self._unknown_id(kind)
         known = self.known.get(kind, [])
-        if not known:
-            return st.just(new)
         pool = (new, *known) if fresh else (*known, new)
-        return _indexes(len(pool)).map(pool.__getitem__)
+        # The unknown id stays the same until it is remembered, so between
+        # two new rows the pool, and the strategy drawing from it, is reused:
+        # a machine draws ids thousands of times, and a new strategy costs
+        # Hypothesis its validation on every draw.
+        cached = self._id_strategies.get((kind, fresh))
+        if cached is not None and cached[0] == pool:
+            return cached[1]
+        strategy = st.just(new) if not known else _indexes(len(pool)).map(pool.__getitem__)
+        self._id_strategies[(kind, fresh)] = (pool, strategy)
+        return strategy
+
+    def _unknown_id(self, kind: str) -> str:
+        return fixed_id(self.id_prefixes[kind], 10_000 + self.next_id)
 
     def ctx_choice(self, zero: bool = False, actors: bool = False) -> st.SearchStrategy[Context]:
         """A context of the scope pool; ``actors``: acting for a drawn
@@ -202,7 +214,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
                     if op is not None:
                         self.both(op)
 
-    @rule(step=st.sampled_from((
+    @rule(step=sampled((
         timedelta(milliseconds=1), timedelta(seconds=1), timedelta(days=1), "deadline",
     )), data=st.data())
     def advance_clock(self, step: Any, data: st.DataObject) -> None:

@@ -38,6 +38,7 @@ from cortex_spec.scope import Scope
 from .ops import Op
 from .plugin import ClassMachines, Family, MachineTest, Target, World
 from .world import instants_around, make_op
+from .world import sampled
 
 NAME = "gateway"
 #: the session target gateway ops run on
@@ -122,20 +123,20 @@ def messages(draw: Any, channel: str, message_id: str) -> InboundMessage:
     return InboundMessage(
         channel=channel,
         message_id=message_id,
-        conversation=draw(st.sampled_from(CONVERSATIONS)),
-        principal=draw(st.sampled_from(("u1", "u2"))),
-        text=draw(st.sampled_from(TEXTS)),
+        conversation=draw(sampled(CONVERSATIONS)),
+        principal=draw(sampled(("u1", "u2"))),
+        text=draw(sampled(TEXTS)),
         trusted=draw(st.booleans()),
-        agent=draw(st.sampled_from(NAMES)),
-        project=draw(st.sampled_from(NAMES)),
+        agent=draw(sampled(NAMES)),
+        project=draw(sampled(NAMES)),
     )
 
 
 def _key(m: Any, data: Any, allow_empty: bool = True) -> tuple[str, str]:
     mids = MESSAGE_IDS + (("",) if allow_empty else ())
     known = [k for k in m.known.get("gw-key", [])]
-    fresh = st.tuples(st.sampled_from(CHANNELS), st.sampled_from(mids))
-    choice = st.one_of(st.sampled_from(known), fresh) if known else fresh
+    fresh = st.tuples(sampled(CHANNELS), sampled(mids))
+    choice = st.one_of(sampled(known), fresh) if known else fresh
     return data.draw(choice, "key")
 
 
@@ -163,8 +164,8 @@ def _by_key(method: str, *extra: Callable[[Any], Any]) -> Callable:
 
 def _queue(method: str) -> Callable:
     def rule_(m, data):
-        limit = data.draw(st.sampled_from((0, 0, 1, 2, -1)), "limit")
-        offset = data.draw(st.sampled_from((0, 0, 1, 2, -2)), "offset")
+        limit = data.draw(sampled((0, 0, 1, 2, -1)), "limit")
+        offset = data.draw(sampled((0, 0, 1, 2, -2)), "offset")
         return gw_op(method, data.draw(m.ctx_choice(zero=True), "ctx"), limit, offset, keys=None)
 
     rule_.__name__ = f"r_{method}"
@@ -177,29 +178,29 @@ def r_prune_done(m, data):
 
 
 def r_offset(m, data):
-    channel = data.draw(st.sampled_from(CHANNELS), "channel")
+    channel = data.draw(sampled(CHANNELS), "channel")
     return gw_op("offset", data.draw(m.ctx_choice(zero=True), "ctx"), channel, keys=[offset_key(channel)])
 
 
 def r_set_offset(m, data):
-    channel = data.draw(st.sampled_from(CHANNELS), "channel")
-    value = data.draw(st.sampled_from((0, 1, 7, -3, 2**63 - 1, 2**63)), "value")
+    channel = data.draw(sampled(CHANNELS), "channel")
+    value = data.draw(sampled((0, 1, 7, -3, 2**63 - 1, 2**63)), "value")
     return gw_op("set_offset", data.draw(m.ctx_choice(zero=True), "ctx"), channel, value,
                  keys=[offset_key(channel)])
 
 
 def r_conversation(m, data):
-    channel = data.draw(st.sampled_from(CHANNELS), "channel")
-    conv = data.draw(st.sampled_from(CONVERSATIONS), "conversation")
+    channel = data.draw(sampled(CHANNELS), "channel")
+    conv = data.draw(sampled(CONVERSATIONS), "conversation")
     return gw_op("conversation", data.draw(m.ctx_choice(zero=True), "ctx"), channel, conv,
                  keys=[selection_key(channel, conv)])
 
 
 def _set_selection(method: str) -> Callable:
     def rule_(m, data):
-        channel = data.draw(st.sampled_from(CHANNELS[:2]), "channel")
-        conv = data.draw(st.sampled_from(CONVERSATIONS), "conversation")
-        value = data.draw(st.sampled_from(NAMES), "value")
+        channel = data.draw(sampled(CHANNELS[:2]), "channel")
+        conv = data.draw(sampled(CONVERSATIONS), "conversation")
+        value = data.draw(sampled(NAMES), "value")
         return gw_op(method, data.draw(m.ctx_choice(zero=True), "ctx"), channel, conv, value,
                      keys=[selection_key(channel, conv)])
 
@@ -213,7 +214,7 @@ def _one_of(name: str, *rules: Callable) -> Callable:
     classes' rules in the shared machines."""
 
     def rule_(m, data):
-        return data.draw(st.sampled_from(rules), name)(m, data)
+        return data.draw(sampled(rules), name)(m, data)
 
     rule_.__name__ = f"r_{name}"
     return rule_
@@ -226,7 +227,7 @@ SEED_RULES = ("gw_accept",)
 RULES = {
     "gw_accept": r_accept,
     "gw_set_replied_or_mark_done": _one_of(
-        "transition", _by_key("set_replied", st.sampled_from(REPLIES)), _by_key("mark_done")),
+        "transition", _by_key("set_replied", sampled(REPLIES)), _by_key("mark_done")),
     "read_gw": _one_of("read", _by_key("get_item"), _queue("pending"), _queue("pending_replies")),
     "gw_prune_done": r_prune_done,
     "gw_offset": _one_of("offsets", r_offset, r_set_offset),
@@ -278,12 +279,12 @@ def world(draw: Any, w: World, size: int, live: bool) -> GatewayWorld:
     """The gateway rows a mixed scenario starts from."""
     t0 = w.t0
     return GatewayWorld(
-        race=draw(st.sampled_from(RACES)),
-        status=draw(st.sampled_from(STATUSES)),
-        received=draw(st.sampled_from((t0 - timedelta(days=1), t0 - timedelta(milliseconds=1), t0))),
-        other_status=draw(st.sampled_from(STATUSES)),
-        offset=draw(st.sampled_from((None, 5))),
-        selection=draw(st.sampled_from((("", ""), ("a0", ""), ("", "p0")))),
+        race=draw(sampled(RACES)),
+        status=draw(sampled(STATUSES)),
+        received=draw(sampled((t0 - timedelta(days=1), t0 - timedelta(milliseconds=1), t0))),
+        other_status=draw(sampled(STATUSES)),
+        offset=draw(sampled((None, 5))),
+        selection=draw(sampled((("", ""), ("a0", ""), ("", "p0")))),
     )
 
 
@@ -316,31 +317,31 @@ def setup(world_: World) -> list[Op]:
 
 
 def _contexts() -> st.SearchStrategy[Context]:
-    return st.sampled_from((ZERO, Context(Scope.parse("ws=w1/proj=p1")), Context(Scope(), "node-b", "bob")))
+    return sampled((ZERO, Context(Scope.parse("ws=w1/proj=p1")), Context(Scope(), "node-b", "bob")))
 
 
 def _inbox_builders(g: GatewayWorld, t0: datetime) -> dict[str, Callable[[Any], Op]]:
     cutoffs = instants_around([g.received])
-    times = st.sampled_from((t0, t0 + timedelta(milliseconds=1)))
+    times = sampled((t0, t0 + timedelta(milliseconds=1)))
 
     def accept(draw):
         msg = InboundMessage(channel=KEY[0], message_id=KEY[1],
-                             text=draw(st.sampled_from(("copy 1", "copy 2", "copy 3"))),
-                             agent=draw(st.sampled_from(NAMES)))
+                             text=draw(sampled(("copy 1", "copy 2", "copy 3"))),
+                             agent=draw(sampled(NAMES)))
         return gw_op("accept", draw(_contexts()), msg, draw(times), keys=[item_key(*KEY)])
 
     def prune(draw):
         return gw_op("prune_done", draw(_contexts()), draw(cutoffs), keys=None)
 
     def set_replied(draw):
-        return gw_op("set_replied", draw(_contexts()), *KEY, draw(st.sampled_from(("ra", "rb", "rc"))),
+        return gw_op("set_replied", draw(_contexts()), *KEY, draw(sampled(("ra", "rb", "rc"))),
                      keys=[item_key(*KEY)])
 
     def mark_done(draw):
         return gw_op("mark_done", draw(_contexts()), *KEY, keys=[item_key(*KEY)])
 
     def read(draw):
-        method = draw(st.sampled_from(("pending", "pending_replies", "get_item")))
+        method = draw(sampled(("pending", "pending_replies", "get_item")))
         if method == "get_item":
             return gw_op("get_item", draw(_contexts()), *KEY, keys=[item_key(*KEY)])
         return gw_op(method, draw(_contexts()), 0, 0, keys=None)
@@ -370,11 +371,11 @@ def storm_ops(world: World) -> list[Callable[[Any], Op]]:
     calls = RACE_CALLS[g.race]
 
     def inbox(draw):
-        return builders[draw(st.sampled_from(calls))](draw)
+        return builders[draw(sampled(calls))](draw)
 
     def selection(draw):
-        value = draw(st.sampled_from(("x1", "x2", "")))
-        method = draw(st.sampled_from(("set_conversation_agent", "set_conversation_project",
+        value = draw(sampled(("x1", "x2", "")))
+        method = draw(sampled(("set_conversation_agent", "set_conversation_project",
                                        "set_conversation_agent", "conversation")))
         if method == "conversation":
             return gw_op(method, draw(_contexts()), *SEL, keys=[selection_key(*SEL)])
@@ -383,7 +384,7 @@ def storm_ops(world: World) -> list[Callable[[Any], Op]]:
     def offsets(draw):
         if draw(st.integers(0, 3)) == 0:
             return gw_op("offset", draw(_contexts()), "tg", keys=[offset_key("tg")])
-        return gw_op("set_offset", draw(_contexts()), "tg", draw(st.sampled_from((1, 2, 3, -1))),
+        return gw_op("set_offset", draw(_contexts()), "tg", draw(sampled((1, 2, 3, -1))),
                      keys=[offset_key("tg")])
 
     return [inbox, selection, offsets]
@@ -398,7 +399,7 @@ def racing_ops(world: World) -> list[Callable[[Any], Op]]:
     storms = storm_ops(world)
 
     def other(draw):
-        method = draw(st.sampled_from(("set_replied", "mark_done", "get_item")))
+        method = draw(sampled(("set_replied", "mark_done", "get_item")))
         args = (*OTHER_KEY, "ro") if method == "set_replied" else OTHER_KEY
         return gw_op(method, draw(_contexts()), *args, keys=[item_key(*OTHER_KEY)])
 

@@ -24,6 +24,7 @@ from cortex_spec.profiles import Profile
 from .gateway import CONVERSATIONS, NAMES, TEXTS, ZERO
 from .ops import Outcome, normalize, outcome_of
 from .stats import MachineStats
+from .world import sampled
 
 class CrashViolation(AssertionError):
     """A crash property broke; ``cortex_clauses`` names which."""
@@ -270,8 +271,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
 
     # -- provider and worker rules ---------------------------------------------------------
 
-    @rule(channel=st.sampled_from(("tg", "sms")), text=st.sampled_from(TEXTS),
-          agent=st.sampled_from(NAMES), trusted=st.booleans())
+    @rule(channel=sampled(("tg", "sms")), text=sampled(TEXTS),
+          agent=sampled(NAMES), trusted=st.booleans())
     def provider_receives(self, channel: str, text: str, agent: str, trusted: bool) -> None:
         """A user writes: the provider holds a new message with the next update id."""
         self.stats.rules["provider_receives"] += 1
@@ -280,8 +281,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
             channel=channel, message_id=str(n), conversation="c1", principal="user",
             text=f"{text} #{n}", trusted=trusted, agent=agent, project="p"))
 
-    @rule(channel=st.sampled_from(("tg", "sms")), step=st.sampled_from((0, 0, 1, 1000)),
-          text=st.sampled_from(TEXTS), ack_now=st.booleans())
+    @rule(channel=sampled(("tg", "sms")), step=sampled((0, 0, 1, 1000)),
+          text=sampled(TEXTS), ack_now=st.booleans())
     @_step
     def poll_and_accept(self, channel: str, step: int, text: str, ack_now: bool) -> None:
         """Poll from the stored offset and accept the next message (a user
@@ -391,8 +392,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         if changed:
             life.done_acked = True
 
-    @rule(field=st.sampled_from(("agent", "project")), conv=st.sampled_from(CONVERSATIONS),
-          value=st.sampled_from(NAMES))
+    @rule(field=sampled(("agent", "project")), conv=sampled(CONVERSATIONS),
+          value=sampled(NAMES))
     @_step
     def select(self, field: str, conv: str, value: str) -> None:
         """A conversation's agent or project selection changes."""
@@ -401,7 +402,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         agent, project = self.selections.get(("tg", conv), ("", ""))
         self.selections[("tg", conv)] = (value, project) if field == "agent" else (agent, value)
 
-    @rule(back=st.sampled_from((timedelta(0), timedelta(milliseconds=1), timedelta(seconds=2))))
+    @rule(back=sampled((timedelta(0), timedelta(milliseconds=1), timedelta(seconds=2))))
     @_step
     def prune(self, back: timedelta) -> None:
         """Prune done rows received before a cutoff near the model's now."""
@@ -439,7 +440,7 @@ class GatewayDriverMachine(RuleBasedStateMachine):
         self.restart()
 
     @precondition(lambda self: self.may_crash())
-    @rule(what=st.sampled_from(("accept", "set_replied", "mark_done", "select", "set_offset")))
+    @rule(what=sampled(("accept", "set_replied", "mark_done", "select", "set_offset")))
     @_step
     def crash_during_call(self, what: str) -> None:
         """The holder dies while a write is in flight (GW-CRASH-7)."""

@@ -25,6 +25,7 @@ from .gateway import (
 )
 from .ops import Op
 from .plugin import Family, Race, World
+from .world import sampled
 
 #: The races of gateway.md §10 that run as linearizability scenarios (GW-RACE-9,
 #: two opens, has a test of its own).
@@ -49,11 +50,11 @@ def race_world(draw: Any, world: World, race: str) -> GatewayWorld:
     t0 = world.t0
     return GatewayWorld(
         race="reads",
-        status=draw(st.sampled_from(_RACE_STATUS[race])),
-        received=draw(st.sampled_from((t0 - timedelta(days=1), t0 - timedelta(milliseconds=1)))),
-        other_status=draw(st.sampled_from(STATUSES)),
-        offset=draw(st.sampled_from((None, 5))),
-        selection=("", "") if race == "GW-RACE-6" else draw(st.sampled_from((("", ""), ("a0", "")))),
+        status=draw(sampled(_RACE_STATUS[race])),
+        received=draw(sampled((t0 - timedelta(days=1), t0 - timedelta(milliseconds=1)))),
+        other_status=draw(sampled(STATUSES)),
+        offset=draw(sampled((None, 5))),
+        selection=("", "") if race == "GW-RACE-6" else draw(sampled((("", ""), ("a0", "")))),
     )
 
 
@@ -62,28 +63,28 @@ def race_branches(draw: Any, world: World, race: str) -> tuple[tuple[Op, ...], .
     that define it repeat one of them or read."""
     g: GatewayWorld = world[NAME]
     b = _inbox_builders(g, world.t0)
-    cut = g.received + timedelta(milliseconds=draw(st.sampled_from((1, 1, 1000))))
+    cut = g.received + timedelta(milliseconds=draw(sampled((1, 1, 1000))))
 
     def prune(draw_: Any) -> Op:
         return gw_op("prune_done", draw_(_contexts()), cut, keys=None)
 
     def agent(draw_: Any) -> Op:
         return gw_op("set_conversation_agent", draw_(_contexts()), *SEL,
-                     draw_(st.sampled_from(("x1", "x2"))), keys=[selection_key(*SEL)])
+                     draw_(sampled(("x1", "x2"))), keys=[selection_key(*SEL)])
 
     def project(draw_: Any) -> Op:
         return gw_op("set_conversation_project", draw_(_contexts()), *SEL,
-                     draw_(st.sampled_from(("y1", "y2"))), keys=[selection_key(*SEL)])
+                     draw_(sampled(("y1", "y2"))), keys=[selection_key(*SEL)])
 
     def set_offset(draw_: Any) -> Op:
-        return gw_op("set_offset", draw_(_contexts()), "tg", draw_(st.sampled_from((1, 2, 3, -1))),
+        return gw_op("set_offset", draw_(_contexts()), "tg", draw_(sampled((1, 2, 3, -1))),
                      keys=[offset_key("tg")])
 
     def read_offset(draw_: Any) -> Op:
         return gw_op("offset", draw_(_contexts()), "tg", keys=[offset_key("tg")])
 
     def queue_read(draw_: Any) -> Op:
-        return gw_op(draw_(st.sampled_from(("pending", "pending_replies"))), draw_(_contexts()), 0, 0,
+        return gw_op(draw_(sampled(("pending", "pending_replies"))), draw_(_contexts()), 0, 0,
                      keys=None)
 
     def transition(draw_: Any) -> Op:
@@ -111,11 +112,11 @@ def race_branches(draw: Any, world: World, race: str) -> tuple[tuple[Op, ...], .
     }
     lanes = [[build(draw)] for build in defining[race]]
     for _ in range(draw(st.integers(0, 2))):
-        lanes.append([draw(st.sampled_from(extra[race]))(draw)])
+        lanes.append([draw(sampled(extra[race]))(draw)])
     if race == "GW-RACE-8":  # a read lane may read twice, a writer may write twice
         for lane in lanes:
             if draw(st.booleans()):
-                lane.append(draw(st.sampled_from((queue_read, transition)))(draw))
+                lane.append(draw(sampled((queue_read, transition)))(draw))
     # Writers that return nothing (the setters) show a lost update only in a
     # later read: each lane reads what it wrote (always for the selection,
     # sometimes elsewhere), so no order explains a write that vanished.

@@ -30,6 +30,7 @@ from cortex_spec import kinds as k
 from .ops import Op
 from .plugin import ClassMachines, World, storm
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
+from .world import sampled
 
 #: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
 RACE_RULES = ("race.unique", "race.rename", "race.delete")
@@ -49,27 +50,27 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
         return st.one_of(st.none(), _kind_strategy(kind.inner, name, refs))
     if isinstance(kind, k.Id):
         pool = dict(refs).get(kind.prefix) or tuple(fixed_id(kind.prefix, n) for n in (1, 2))
-        return st.sampled_from(pool)
+        return sampled(pool)
     if isinstance(kind, k.Short):
-        return st.sampled_from(NAMES if kind.nonempty else SHORTS)
+        return sampled(NAMES if kind.nonempty else SHORTS)
     if isinstance(kind, k.Text):
-        return st.sampled_from(TEXTS)
+        return sampled(TEXTS)
     if isinstance(kind, k.Count):
-        return st.sampled_from((0, 1, 2**63 - 1))
+        return sampled((0, 1, 2**63 - 1))
     if isinstance(kind, k.Int):
-        return st.sampled_from((0, -1, 2**63 - 1))
+        return sampled((0, -1, 2**63 - 1))
     if isinstance(kind, k.Float):
-        return st.sampled_from((0.0, 0.5, -1.5))
+        return sampled((0.0, 0.5, -1.5))
     if isinstance(kind, k.Bool):
         return st.booleans()
     if isinstance(kind, (k.Json, k.JsonValue)):
         return json_objects()
     if isinstance(kind, k.FloatMap):
-        return st.sampled_from(({}, {"x": 0.5}))
+        return sampled(({}, {"x": 0.5}))
     if isinstance(kind, k.Choice):
-        return st.sampled_from(tuple(kind.enum))
+        return sampled(tuple(kind.enum))
     if isinstance(kind, k.Strings):
-        return st.sampled_from(((), ("a",), ("a", "b")))
+        return sampled(((), ("a",), ("a", "b")))
     if isinstance(kind, k.Records):
         return st.lists(entities(kind.record, refs), max_size=2).map(tuple)
     if isinstance(kind, k.Record):
@@ -114,14 +115,14 @@ def _listing_args(data: Any, table: k.Table, listing: k.Listing, refs: tuple, pa
             args[f.arg] = data.draw(st.one_of(st.none(), _kind_strategy(table.fields[f.field].kind, f.field,
                                                                         refs)), f.arg)
     if listing.search:
-        args["search"] = data.draw(st.sampled_from(SEARCHES), "search")
+        args["search"] = data.draw(sampled(SEARCHES), "search")
     if listing.exact:
         args["exact"] = data.draw(st.booleans(), "exact")
     if listing.paged and paged:
         # 0 (no limit), 1, about the rows a scenario holds and beyond them;
         # offsets past the first row, inside a page and past the end
-        args["limit"] = data.draw(st.sampled_from((0, 1, 2, 3, 8, -1)), "limit")
-        args["offset"] = data.draw(st.sampled_from((0, 1, 2, 3, 9)), "offset")
+        args["limit"] = data.draw(sampled((0, 1, 2, 3, 8, -1)), "limit")
+        args["offset"] = data.draw(sampled((0, 1, 2, 3, 9)), "offset")
     return args
 
 
@@ -157,7 +158,7 @@ def _rules(table: k.Table, refs: tuple) -> dict[str, Callable[[Any, Any], Op | N
 
     def by_name(m: Any, data: Any) -> Op:
         return make_op(table.method("get_by_name"), data.draw(m.ctx_choice(), "ctx"),
-                       data.draw(st.sampled_from(NAMES), "name"), keys=_keys(table))
+                       data.draw(sampled(NAMES), "name"), keys=_keys(table))
 
     def update(m: Any, data: Any) -> Op:
         key = data.draw(m.id_choice(kind), "id")
@@ -277,18 +278,18 @@ def _racing(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
             keys = tuple(r.id for r in rows.rows[table.name]) + rows.spare[table.name][:1]
 
             def read(draw: Any, table: k.Table = table, keys: tuple = keys) -> Op:
-                c = ctx_of(ROLES[draw(st.sampled_from(_ROLES))])
+                c = ctx_of(ROLES[draw(sampled(_ROLES))])
                 if "get" in table.ops and draw(st.booleans()):
-                    return make_op(table.method("get"), c, draw(st.sampled_from(keys)), keys=_keys(table))
+                    return make_op(table.method("get"), c, draw(sampled(keys)), keys=_keys(table))
                 listing = table.listings[0]
                 return _listing_op(table, listing, c, {}, count=False)
 
             def write(draw: Any, table: k.Table = table, keys: tuple = keys) -> Op:
-                c = ctx_of(ROLES[draw(st.sampled_from(_ROLES[:3]))])
-                op = draw(st.sampled_from(tuple(o for o in table.ops if o in ("create", "update", "delete"))))
+                c = ctx_of(ROLES[draw(sampled(_ROLES[:3]))])
+                op = draw(sampled(tuple(o for o in table.ops if o in ("create", "update", "delete"))))
                 if op == "delete":
-                    return make_op(table.method(op), c, draw(st.sampled_from(keys)), keys=_keys(table))
-                key = draw(st.sampled_from(keys if op == "update" else rows.spare[table.name]))
+                    return make_op(table.method(op), c, draw(sampled(keys)), keys=_keys(table))
+                key = draw(sampled(keys if op == "update" else rows.spare[table.name]))
                 obj = _example(table, draw(st.integers(0, 2)), refs, id=key, **_held(table))
                 return make_op(table.method(op), c, obj, keys=_keys(table))
 
@@ -312,7 +313,7 @@ def _storms(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
 
                 def same_key(draw: Any, table: k.Table = table, taken: dict = taken) -> Op:
                     # each branch a fresh id, all with one unique key at one exact scope
-                    key = draw(st.sampled_from(rows.spare[table.name]))
+                    key = draw(sampled(rows.spare[table.name]))
                     obj = _example(table, draw(st.integers(0, 2)), refs, id=key, **_fresh_key(table, taken))
                     return make_op(table.method("create"), ctx_of(ROLES["exact"]), obj, keys=_keys(table),
                                    label="same key")
@@ -328,14 +329,14 @@ def _storms(tables: Sequence[k.Table], name: str) -> Callable[[World], list[Call
                             obj = _example(table, draw(st.integers(0, 2)), refs, id=row.id, **target,
                                            **_held(table))
                             return make_op(table.method("update"), c, obj, keys=_keys(table), label="rename")
-                        key = draw(st.sampled_from(rows.spare[table.name]))
+                        key = draw(sampled(rows.spare[table.name]))
                         obj = _example(table, draw(st.integers(0, 2)), refs, id=key, **target, **_held(table))
                         return make_op(table.method("create"), c, obj, keys=_keys(table), label="create")
 
                     out.append(storm(rename_or_create, table.clauses.get("race.rename", "")))
             if "update" in table.ops and "delete" in table.ops:
                 def update_or_delete(draw: Any, table: k.Table = table, first: Any = first) -> Op:
-                    c = ctx_of(ROLES[draw(st.sampled_from(("exact", "ancestor")))])
+                    c = ctx_of(ROLES[draw(sampled(("exact", "ancestor")))])
                     if draw(st.booleans()):
                         return make_op(table.method("delete"), c, first.id, keys=_keys(table), label="delete")
                     obj = _example(table, draw(st.integers(0, 2)), refs, id=first.id, **_held(table),

@@ -26,6 +26,7 @@ from .ops import Op
 from .plugin import ClassMachines, Family, MachineTest, Race, World, storm
 from .runs import AGENTS, run_key
 from .world import ROLES, ctx_of, instants_around, make_op
+from .world import sampled
 
 NAME = "leases"
 
@@ -41,7 +42,7 @@ OPEN_OFFSETS = tuple(o for o in EXPIRY_OFFSETS if o is None or o <= timedelta(0)
 
 
 def _lease(data: Any, m: Any) -> Lease:
-    return Lease(owner=data.draw(st.sampled_from(OWNERS), "owner"), expires_at=data.draw(m.instant_choice(), "expires"))
+    return Lease(owner=data.draw(sampled(OWNERS), "owner"), expires_at=data.draw(m.instant_choice(), "expires"))
 
 
 # -- differential rules -------------------------------------------------------------------------
@@ -65,14 +66,14 @@ def r_mark_notified(m: Any, data: Any) -> Op:
 
 def r_list_lapsed(m: Any, data: Any) -> Op:
     return make_op("list_lapsed_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
-                   data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
+                   data.draw(m.instant_choice(), "now"), data.draw(sampled((0, 1, 2, -1)), "limit"),
                    keys=None)
 
 
 def r_list_continuable(m: Any, data: Any) -> Op:
     return make_op("list_continuable_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
                    data.draw(m.instant_choice(), "notified_before"),
-                   data.draw(st.sampled_from((0, 1, 3)), "limit"), keys=None)
+                   data.draw(sampled((0, 1, 3)), "limit"), keys=None)
 
 
 RULES = {
@@ -125,7 +126,7 @@ def world(draw: Any, w: World, size: int, live: bool) -> LeaseRows:
     running = runs[::2]
     expiries = {}
     for run_id in running:
-        off = draw(st.sampled_from(offsets))
+        off = draw(sampled(offsets))
         expiries[run_id] = None if off is None else w.t0 + off
     return LeaseRows(w.t0, w["runs"].agent, running, runs[1::2], expiries,
                      {run_id: w["runs"].agent_of(run_id) for run_id in runs})
@@ -158,28 +159,28 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     that take a run out of ``running``."""
     rows: LeaseRows = w[NAME]
     every = rows.running + rows.paused
-    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling", "lookalike"))
-    later = st.sampled_from((rows.t0 + timedelta(seconds=10), rows.t0 + MS, rows.t0))
+    roles = sampled(("exact", "exact", "ancestor", "sibling", "lookalike"))
+    later = sampled((rows.t0 + timedelta(seconds=10), rows.t0 + MS, rows.t0))
 
     def hold(draw):
-        return _hold_op(draw(st.sampled_from(every)), draw(roles), draw(st.sampled_from(OWNERS)), draw(later))
+        return _hold_op(draw(sampled(every)), draw(roles), draw(sampled(OWNERS)), draw(later))
 
     def mark(draw):
-        run_id = draw(st.sampled_from(every))
+        run_id = draw(sampled(every))
         return make_op("mark_notified", ctx_of(ROLES[draw(roles)]), run_id, draw(_instants(rows)),
                        keys=[run_key(run_id)])
 
     def listing(draw):
         # all rows, or the first one or two: a limit must count only the rows selected
-        limit = draw(st.sampled_from((0, 1, 2)))
+        limit = draw(sampled((0, 1, 2)))
         if draw(st.booleans()):
             return make_op("list_lapsed_across_scopes", ctx_of(ROLES["other"]), draw(_instants(rows)), limit,
                            keys=None)
         return make_op("list_continuable_across_scopes", ZERO, draw(_instants(rows)), limit, keys=None)
 
     def stop(draw):
-        run_id = draw(st.sampled_from(rows.running))
-        state = draw(st.sampled_from((RunState.PAUSED, RunState.COMPLETED, RunState.RUNNING)))
+        run_id = draw(sampled(rows.running))
+        state = draw(sampled((RunState.PAUSED, RunState.COMPLETED, RunState.RUNNING)))
         return make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent_of(run_id), state=state),
                        keys=[run_key(run_id)])
 
@@ -191,10 +192,10 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     the owner's renewal against takeovers, marks."""
     rows: LeaseRows = w[NAME]
     run_id = rows.running[0]
-    visible = st.sampled_from(("exact", "exact", "ancestor"))
+    visible = sampled(("exact", "exact", "ancestor"))
 
     def hold(draw):
-        return _hold_op(run_id, draw(visible), draw(st.sampled_from(OWNERS)), rows.t0 + timedelta(seconds=10))
+        return _hold_op(run_id, draw(visible), draw(sampled(OWNERS)), rows.t0 + timedelta(seconds=10))
 
     def mark(draw):
         return make_op("mark_notified", ctx_of(ROLES[draw(visible)]), run_id, draw(_instants(rows)),
@@ -212,12 +213,12 @@ def _holders(draw: Any, w: World, declared: frozenset[str]) -> Race:
     one running run that is unleased or whose lease has lapsed."""
     rows: LeaseRows = w[NAME]
     run_id = rows.running[0]
-    offset = draw(st.sampled_from((None, -timedelta(days=1), -MS, timedelta(0))))
+    offset = draw(sampled((None, -timedelta(days=1), -MS, timedelta(0))))
     w = w.with_rows(NAME, attrs.evolve(rows, expiries={**rows.expiries,
                                                        run_id: None if offset is None else rows.t0 + offset}))
-    owners = draw(st.lists(st.sampled_from(("worker-b", "worker-c", "worker-d", "worker-e")), min_size=2,
+    owners = draw(st.lists(sampled(("worker-b", "worker-c", "worker-d", "worker-e")), min_size=2,
                            max_size=4, unique=True))
-    role = draw(st.sampled_from(("exact", "ancestor")))
+    role = draw(sampled(("exact", "ancestor")))
     branches = tuple((_hold_op(run_id, role, o, rows.t0 + timedelta(seconds=10)),) for o in owners)
     return Race(("LEASE-RACE-1", "LEASE-RACE-3", "LEASE-HOLD-8", "LEASE-EXCL-1"), branches, world=w)
 
@@ -227,7 +228,7 @@ def _renewal(draw: Any, w: World, declared: frozenset[str]) -> Race:
     the race instant at the lease's expiry or one millisecond either side."""
     rows: LeaseRows = w[NAME]
     run_id = rows.running[0]
-    offset = draw(st.sampled_from((-MS, timedelta(0), MS)))
+    offset = draw(sampled((-MS, timedelta(0), MS)))
     w = w.with_rows(NAME, attrs.evolve(rows, expiries={**rows.expiries, run_id: rows.t0 - offset}))
     renew = (_hold_op(run_id, "exact", "worker-a", rows.t0 + timedelta(seconds=10)),)
     foreign = tuple((_hold_op(run_id, "exact", o, rows.t0 + timedelta(seconds=10)),)
@@ -246,7 +247,7 @@ def _stops(draw: Any, w: World, declared: frozenset[str]) -> Race:
                       for o in OWNERS[:draw(st.integers(1, 2))])
         return Race(("LEASE-RACE-4", "LEASE-CLEAR-3", "LEASE-INV-1"), (claim,) + holds)
     run_id = rows.running[0]
-    state = draw(st.sampled_from((RunState.PAUSED, RunState.COMPLETED, RunState.FAILED)))
+    state = draw(sampled((RunState.PAUSED, RunState.COMPLETED, RunState.FAILED)))
     stop = (make_op("update_run", ctx_of(ROLES["exact"]), Run(id=run_id, agent_id=rows.agent_of(run_id), state=state),
                     keys=[run_key(run_id)]),)
     holds = tuple((_hold_op(run_id, "exact", o, rows.t0 + timedelta(seconds=10)),)
@@ -257,7 +258,7 @@ def _stops(draw: Any, w: World, declared: frozenset[str]) -> Race:
 def _marks(draw: Any, w: World, declared: frozenset[str]) -> Race:
     """LEASE-RACE-5: 2–4 marks of one run with different instants."""
     rows: LeaseRows = w[NAME]
-    run_id = draw(st.sampled_from(rows.running + rows.paused))
+    run_id = draw(sampled(rows.running + rows.paused))
     offsets = draw(st.lists(st.integers(-3, 3), min_size=2, max_size=4, unique=True))
     branches = tuple((make_op("mark_notified", ctx_of(ROLES["exact"]), run_id, rows.t0 + o * MS,
                               keys=[run_key(run_id)]),) for o in offsets)
@@ -268,10 +269,10 @@ def _discovery(draw: Any, w: World, declared: frozenset[str]) -> Race:
     """LEASE-RACE-6: both listings while holds, takeovers, marks, claims and
     suspension deletes run."""
     rows: LeaseRows = w[NAME]
-    writers: list[Op] = [_hold_op(rows.running[0], "exact", draw(st.sampled_from(OWNERS[1:])), rows.t0 + MS)]
+    writers: list[Op] = [_hold_op(rows.running[0], "exact", draw(sampled(OWNERS[1:])), rows.t0 + MS)]
     if rows.paused:
         paused = rows.paused[0]
-        writers.append(draw(st.sampled_from((
+        writers.append(draw(sampled((
             make_op("claim_suspension", ctx_of(ROLES["exact"]), paused, keys=[run_key(paused)]),
             make_op("delete_suspension", ctx_of(ROLES["exact"]), paused, keys=[run_key(paused)]),
             make_op("mark_notified", ctx_of(ROLES["exact"]), paused, rows.t0, keys=[run_key(paused)]),

@@ -18,6 +18,7 @@ from .kinds import class_machines
 from .ops import Op
 from .plugin import MachineTest, World, storm
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
+from .world import sampled
 
 NAME = "memory"
 
@@ -29,8 +30,8 @@ SESSION_KEYS = [("table", SESSIONS.name)]
 
 
 def _messages() -> Any:
-    one = st.builds(Message, role=st.sampled_from(("user", "assistant")), content=st.sampled_from(("", "hi", "bye")),
-                    tool_calls=st.sampled_from(([], [{"a": 1}])), metadata=st.sampled_from(({}, {"n": 1.0})))
+    one = st.builds(Message, role=sampled(("user", "assistant")), content=sampled(("", "hi", "bye")),
+                    tool_calls=sampled(([], [{"a": 1}])), metadata=sampled(({}, {"n": 1.0})))
     return st.lists(one, max_size=3)
 
 
@@ -43,7 +44,7 @@ def _session_id(m: Any, data: Any) -> str:
 
 def _conv(method: str, *extra: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Op]:
     def rule(m: Any, data: Any) -> Op:
-        args = [data.draw(st.sampled_from(AGENTS), "agent_id"), _session_id(m, data)]
+        args = [data.draw(sampled(AGENTS), "agent_id"), _session_id(m, data)]
         args += [draw(m, data) for draw in extra]
         return make_op(method, data.draw(m.ctx_choice(), "ctx"), *args, keys=SESSION_KEYS)
     rule.__name__ = method
@@ -52,12 +53,12 @@ def _conv(method: str, *extra: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
 
 def _working(method: str, with_key: bool, with_value: bool) -> Callable[[Any, Any], Op]:
     def rule(m: Any, data: Any) -> Op:
-        run = data.draw(st.sampled_from(RUNS), "run_id")
+        run = data.draw(sampled(RUNS), "run_id")
         args: list[Any] = [run]
         if with_key:
-            args.append(data.draw(st.sampled_from(KEYS), "key"))
+            args.append(data.draw(sampled(KEYS), "key"))
         if with_value:
-            args.append(data.draw(st.one_of(json_objects(), st.sampled_from((1, 1.0, None, [True]))), "value"))
+            args.append(data.draw(st.one_of(json_objects(), sampled((1, 1.0, None, [True]))), "value"))
         return make_op(method, data.draw(m.ctx_choice(), "ctx"), *args, keys=[("working", run)])
     rule.__name__ = method
     return rule
@@ -65,8 +66,8 @@ def _working(method: str, with_key: bool, with_value: bool) -> Callable[[Any, An
 
 def _summary(method: str, with_text: bool) -> Callable[[Any, Any], Op]:
     def rule(m: Any, data: Any) -> Op:
-        agent = data.draw(st.sampled_from(AGENTS), "agent_id")
-        args = [agent] + ([data.draw(st.sampled_from(("s", "t", "")), "text")] if with_text else [])
+        agent = data.draw(sampled(AGENTS), "agent_id")
+        args = [agent] + ([data.draw(sampled(("s", "t", "")), "text")] if with_text else [])
         return make_op(method, data.draw(m.ctx_choice(), "ctx"), *args, keys=[("summaries", agent)])
     rule.__name__ = method
     return rule
@@ -77,7 +78,7 @@ RULES = {
                                                      _session_id(m, data), keys=SESSION_KEYS),
     "memory_save_conversation": _conv("save_conversation", lambda m, data: data.draw(MESSAGES, "messages")),
     "memory_load_conversation": _conv("load_conversation",
-                                      lambda m, data: data.draw(st.sampled_from((0, 1, 2, -1)), "limit")),
+                                      lambda m, data: data.draw(sampled((0, 1, 2, -1)), "limit")),
     "memory_clear_conversation": _conv("clear_conversation"),
     "memory_save_working": _working("save_working", True, True),
     "memory_load_working": _working("load_working", True, False),
@@ -122,16 +123,16 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
         return make_op("delete_session", exact, first.id, keys=SESSION_KEYS, label="delete")
 
     def update(draw: Any) -> Op:
-        obj = attrs.evolve(first, title=draw(st.sampled_from(("t1", "t2"))), is_default=draw(st.booleans()),
+        obj = attrs.evolve(first, title=draw(sampled(("t1", "t2"))), is_default=draw(st.booleans()),
                            message_count=0, last_message="stale")
         return make_op("update_session", exact, obj, keys=SESSION_KEYS, label="update")
 
     def load(draw: Any) -> Op:
-        return make_op("load_conversation", ctx_of(ROLES[draw(st.sampled_from(("exact", "ancestor")))]),
-                       first.agent_id, first.id, draw(st.sampled_from((0, 2))), keys=SESSION_KEYS, label="load")
+        return make_op("load_conversation", ctx_of(ROLES[draw(sampled(("exact", "ancestor")))]),
+                       first.agent_id, first.id, draw(sampled((0, 2))), keys=SESSION_KEYS, label="load")
 
     def working(draw: Any) -> Op:
-        return make_op("save_working", exact, RUNS[0], "k", draw(st.sampled_from((1, 2, 1.0, [3]))),
+        return make_op("save_working", exact, RUNS[0], "k", draw(sampled((1, 2, 1.0, [3]))),
                        keys=[("working", RUNS[0])], label="working")
 
     builders = [save, save_or(clear), save_or(delete), save_or(update), save_or(load), working]
@@ -146,26 +147,26 @@ STORM_CLAUSES = (("MEM-RACE-1",), ("MEM-RACE-2",), ("MEM-RACE-3",), ("MEM-RACE-4
 def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Any memory call on the world's sessions, runs and agents."""
     rows = w[NAME].rows[SESSIONS.name]
-    sessions = st.sampled_from(tuple(r.id for r in rows))
-    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling"))
+    sessions = sampled(tuple(r.id for r in rows))
+    roles = sampled(("exact", "exact", "ancestor", "sibling"))
 
     def conv(draw: Any) -> Op:
-        method = draw(st.sampled_from(("save_conversation", "load_conversation", "clear_conversation")))
-        args: list[Any] = [draw(st.sampled_from(AGENTS)), draw(sessions)]
+        method = draw(sampled(("save_conversation", "load_conversation", "clear_conversation")))
+        args: list[Any] = [draw(sampled(AGENTS)), draw(sessions)]
         if method == "save_conversation":
             args.append(draw(MESSAGES))
         return make_op(method, ctx_of(ROLES[draw(roles)]), *args, keys=SESSION_KEYS)
 
     def work(draw: Any) -> Op:
-        method = draw(st.sampled_from(("save_working", "load_working", "clear_working")))
-        run = draw(st.sampled_from(RUNS))
-        args: list[Any] = [run] + ([draw(st.sampled_from(KEYS))] if method != "clear_working" else [])
+        method = draw(sampled(("save_working", "load_working", "clear_working")))
+        run = draw(sampled(RUNS))
+        args: list[Any] = [run] + ([draw(sampled(KEYS))] if method != "clear_working" else [])
         if method == "save_working":
-            args.append(draw(st.sampled_from((1, "v", None))))
+            args.append(draw(sampled((1, "v", None))))
         return make_op(method, ctx_of(ROLES[draw(roles)]), *args, keys=[("working", run)])
 
     def summary(draw: Any) -> Op:
-        agent = draw(st.sampled_from(AGENTS))
+        agent = draw(sampled(AGENTS))
         if draw(st.booleans()):
             return make_op("save_summary", ctx_of(ROLES[draw(roles)]), agent, "s", keys=[("summaries", agent)])
         return make_op("load_summaries", ctx_of(ROLES[draw(roles)]), agent, keys=[("summaries", agent)])

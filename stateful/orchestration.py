@@ -18,6 +18,7 @@ from .kinds import KindRows, class_machines
 from .ops import Op
 from .plugin import Family, Race, World
 from .world import ROLES, ctx_of, fixed_id, make_op
+from .world import sampled
 
 NAME = "orchestration"
 
@@ -40,7 +41,7 @@ def r_claim(m: Any, data: Any) -> Op:
 
 def r_link(m: Any, data: Any) -> Op:
     return _link(data.draw(m.ctx_choice(), "ctx"), data.draw(m.id_choice(TEAM_RUNS.name), "team_id"),
-                 data.draw(st.sampled_from(CHILDREN), "child_run_id"))
+                 data.draw(sampled(CHILDREN), "child_run_id"))
 
 
 RULES = {"claim_orchestration_continuation": r_claim, "link_orchestration_child": r_link}
@@ -67,13 +68,13 @@ def _update(team: Any, status: OrchestrationStatus) -> Op:
 
 def racing_ops(w: World) -> list[Any]:
     teams = tuple(t.id for t in w[NAME].rows[TEAM_RUNS.name])
-    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling"))
+    roles = sampled(("exact", "exact", "ancestor", "sibling"))
 
     def claim(draw: Any) -> Op:
-        return _claim(ctx_of(ROLES[draw(roles)]), draw(st.sampled_from(teams)))
+        return _claim(ctx_of(ROLES[draw(roles)]), draw(sampled(teams)))
 
     def link(draw: Any) -> Op:
-        return _link(ctx_of(ROLES[draw(roles)]), draw(st.sampled_from(teams)), draw(st.sampled_from(CHILDREN)))
+        return _link(ctx_of(ROLES[draw(roles)]), draw(sampled(teams)), draw(sampled(CHILDREN)))
 
     return [claim, link]
 
@@ -91,7 +92,7 @@ def _claim_vs_update(draw: Any, w: World, declared: frozenset[str]) -> Race:
     """ORCH-RACE-2: a claim (or two) against an update of the status."""
     w = _with_first_team(w, OrchestrationStatus.WAITING)
     team = _first_team(w)
-    status = draw(st.sampled_from(list(OrchestrationStatus)))
+    status = draw(sampled(list(OrchestrationStatus)))
     claims = tuple((_claim(ctx_of(ROLES["exact"]), team.id),) for _ in range(draw(st.integers(1, 2))))
     return Race(("ORCH-RACE-2", "ORCH-CLAIM-2"), claims + ((_update(team, status),),), world=w)
 
@@ -101,7 +102,7 @@ def _links(draw: Any, w: World, declared: frozenset[str]) -> Race:
     running team run."""
     w = _with_first_team(w, OrchestrationStatus.RUNNING)
     team = _first_team(w).id
-    kids = draw(st.lists(st.sampled_from(CHILDREN), min_size=2, max_size=4))
+    kids = draw(st.lists(sampled(CHILDREN), min_size=2, max_size=4))
     return Race(("ORCH-RACE-3", "ORCH-LINK-6", "ORCH-LINK-3"),
                 tuple((_link(ctx_of(ROLES["exact"]), team, k),) for k in kids), world=w)
 
@@ -111,7 +112,7 @@ def _link_vs_stop(draw: Any, w: World, declared: frozenset[str]) -> Race:
     against the claim of a waiting team run."""
     if draw(st.booleans()):
         w = _with_first_team(w, OrchestrationStatus.RUNNING)
-        other = _update(_first_team(w), draw(st.sampled_from((OrchestrationStatus.WAITING,
+        other = _update(_first_team(w), draw(sampled((OrchestrationStatus.WAITING,
                                                                 OrchestrationStatus.COMPLETED))))
     else:
         w = _with_first_team(w, OrchestrationStatus.WAITING)

@@ -24,6 +24,7 @@ from .kinds import _example, _held, _keys, _world_refs
 from .ops import Op
 from .plugin import ClassMachines, Family, Race, World
 from .world import ROLES, ctx_of, make_op
+from .world import sampled
 
 NAME = "preparation"
 
@@ -66,7 +67,7 @@ _CAPTURE_ROLES = ("exact", "exact", "ancestor", "descendant")
 def racing_ops(w: World) -> list[Any]:
     """A capture from the rows' scope or around it, among any catalog and
     memory calls."""
-    return [lambda draw: capture(ctx_of(ROLES[draw(st.sampled_from(_CAPTURE_ROLES))]))]
+    return [lambda draw: capture(ctx_of(ROLES[draw(sampled(_CAPTURE_ROLES))]))]
 
 
 # -- the family: one writer, captures ----------------------------------------------------------
@@ -108,7 +109,7 @@ def _same(table: Any, first: Any) -> dict[str, Any]:
 def _writer_and_captures(draw: Any, w: World, declared: frozenset[str]) -> Race:
     writer = _updates(w, 1) + _updates(w, 2)
     readers = tuple(
-        tuple(capture(ctx_of(ROLES[draw(st.sampled_from(_CAPTURE_ROLES))]), label="capture")
+        tuple(capture(ctx_of(ROLES[draw(sampled(_CAPTURE_ROLES))]), label="capture")
               for _ in range(draw(st.integers(1, 3))))
         for _ in range(draw(st.integers(1, 3)))
     )

@@ -17,6 +17,7 @@ import attrs
 from .ops import Op
 from .plugin import ClassMachines, World
 from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
+from .world import sampled
 
 NAME = "runs"
 
@@ -33,16 +34,16 @@ def run_entity(data: st.DataObject, run_id: str, *, state: Any = None) -> Run:
     """A run with drawn mutable fields (the identity fields are the caller's)."""
     return Run(
         id=run_id,
-        agent_id=data.draw(st.sampled_from(AGENTS), "agent_id"),
-        session_id=data.draw(st.sampled_from((None, fixed_id(ids.SESSION, 1))), "session_id"),
-        state=state if state is not None else data.draw(st.sampled_from(list(RunState)), "state"),
+        agent_id=data.draw(sampled(AGENTS), "agent_id"),
+        session_id=data.draw(sampled((None, fixed_id(ids.SESSION, 1))), "session_id"),
+        state=state if state is not None else data.draw(sampled(list(RunState)), "state"),
         input=data.draw(short_texts(), "input"),
-        output=data.draw(st.sampled_from(("", "done")), "output"),
+        output=data.draw(sampled(("", "done")), "output"),
         step_count=data.draw(st.integers(0, 3), "step_count"),
-        tokens_used=data.draw(st.sampled_from((0, 7, 2**63 - 1)), "tokens_used"),
-        started_at=data.draw(st.sampled_from(STARTS), "started_at"),
+        tokens_used=data.draw(sampled((0, 7, 2**63 - 1)), "tokens_used"),
+        started_at=data.draw(sampled(STARTS), "started_at"),
         metadata=data.draw(json_objects(), "metadata"),
-        reply_route=data.draw(st.sampled_from((None, {"channel": "slack", "n": 1})), "reply_route"),
+        reply_route=data.draw(sampled((None, {"channel": "slack", "n": 1})), "reply_route"),
     )
 
 
@@ -78,11 +79,11 @@ def _run_filter(data: st.DataObject) -> RunFilter | None:
     if data.draw(st.booleans(), "no filter"):
         return None
     return RunFilter(
-        agent_id=data.draw(st.sampled_from((None,) + AGENTS), "agent_id"),
-        state=data.draw(st.sampled_from((None, RunState.PAUSED, RunState.RUNNING, RunState.FAILED))),
+        agent_id=data.draw(sampled((None,) + AGENTS), "agent_id"),
+        state=data.draw(sampled((None, RunState.PAUSED, RunState.RUNNING, RunState.FAILED))),
         exact=data.draw(st.booleans(), "exact"),
-        limit=data.draw(st.sampled_from((0, 1, 2, -1)), "limit"),
-        offset=data.draw(st.sampled_from((0, 1, 3)), "offset"),
+        limit=data.draw(sampled((0, 1, 2, -1)), "limit"),
+        offset=data.draw(sampled((0, 1, 3)), "offset"),
     )
 
 
@@ -102,7 +103,7 @@ def r_create_step(m, data):
         id=step_id,
         run_id=run_id,
         index=data.draw(st.integers(0, 2), "index"),
-        type=data.draw(st.sampled_from(("llm", "tool")), "type"),
+        type=data.draw(sampled(("llm", "tool")), "type"),
         metadata=data.draw(json_objects(), "metadata"),
     )
     return make_op("create_step", data.draw(m.ctx_choice(), "ctx"), step,
@@ -122,7 +123,7 @@ def r_create_tool_call(m, data):
         id=tc_id,
         step_id=step_id,
         run_id=_run_id(m, data),
-        tool_name=data.draw(st.sampled_from(("search", "deploy")), "tool_name"),
+        tool_name=data.draw(sampled(("search", "deploy")), "tool_name"),
         arguments=data.draw(short_texts(), "arguments"),
     )
     return make_op("create_tool_call", data.draw(m.ctx_choice(), "ctx"), tc,
@@ -216,27 +217,27 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     world = w[NAME]
 
     def update(draw):
-        run_id = draw(st.sampled_from(world.runs))
-        role = draw(st.sampled_from(("exact", "ancestor")))
+        run_id = draw(sampled(world.runs))
+        role = draw(sampled(("exact", "ancestor")))
         return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
                        keys=[run_key(run_id)])
 
     def read(draw):
-        run_id = draw(st.sampled_from(world.runs))
-        role = draw(st.sampled_from(("exact", "ancestor", "sibling", "lookalike")))
+        run_id = draw(sampled(world.runs))
+        role = draw(sampled(("exact", "ancestor", "sibling", "lookalike")))
         return make_op("get_run", ctx_of(ROLES[role]), run_id, keys=[run_key(run_id)])
 
     def create_dup(draw):
-        run_id = draw(st.sampled_from(world.runs + (world.spare,)))
-        role = draw(st.sampled_from(("exact", "sibling", "other")))
+        run_id = draw(sampled(world.runs + (world.spare,)))
+        role = draw(sampled(("exact", "sibling", "other")))
         return make_op("create_run", ctx_of(ROLES[role]),
                        Run(id=run_id, agent_id=AGENTS[0], state=RunState.PAUSED),
                        keys=[run_key(run_id)])
 
     def listing(draw):
-        role = draw(st.sampled_from(("exact", "ancestor")))
-        method = draw(st.sampled_from(("list_runs", "count_runs")))
-        return make_op(method, ctx_of(ROLES[role]), draw(st.sampled_from(RACING_FILTERS)), keys=None)
+        role = draw(sampled(("exact", "ancestor")))
+        method = draw(sampled(("list_runs", "count_runs")))
+        return make_op(method, ctx_of(ROLES[role]), draw(sampled(RACING_FILTERS)), keys=None)
 
     return [update, read, create_dup, listing]
 
@@ -248,12 +249,12 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     run_id = world.runs[0]
 
     def update(draw):
-        role = draw(st.sampled_from(("exact", "ancestor")))
+        role = draw(sampled(("exact", "ancestor")))
         return make_op("update_run", ctx_of(ROLES[role]), run_entity(_Drawer(draw), run_id),
                        keys=[run_key(run_id)])
 
     def create_twice(draw):
-        role = draw(st.sampled_from(("exact", "sibling", "other", "lookalike")))
+        role = draw(sampled(("exact", "sibling", "other", "lookalike")))
         return make_op("create_run", ctx_of(ROLES[role]),
                        Run(id=world.spare, agent_id=AGENTS[0], state=RunState.PAUSED),
                        keys=[run_key(world.spare)])

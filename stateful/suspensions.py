@@ -23,6 +23,7 @@ from .ops import Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
 from .runs import AGENTS, run_key
 from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op
+from .world import sampled
 
 NAME = "suspensions"
 
@@ -33,9 +34,9 @@ def suspension_entity(data: Any, sus_id: str, run_id: str, expires_at: Any) -> S
     return Suspension(
         id=sus_id,
         run_id=run_id,
-        reason=data.draw(st.sampled_from(list(SuspensionReason)), "reason"),
+        reason=data.draw(sampled(list(SuspensionReason)), "reason"),
         pending=data.draw(
-            st.sampled_from(((), (PendingCall(id="c1", name="deploy", arguments='{"a": 1}'),))),
+            sampled(((), (PendingCall(id="c1", name="deploy", arguments='{"a": 1}'),))),
             "pending",
         ),
         continuation=data.draw(json_objects(), "continuation"),
@@ -84,7 +85,7 @@ def r_claim_expired_suspension(m, data):
 def r_list_expired(m, data):
     return make_op(
         "list_expired", data.draw(m.ctx_choice(), "ctx"),
-        data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from((0, 1, 2, -3)), "limit"),
+        data.draw(m.instant_choice(), "now"), data.draw(sampled((0, 1, 2, -3)), "limit"),
         keys=None,
     )
 
@@ -92,7 +93,7 @@ def r_list_expired(m, data):
 def r_list_expired_across_scopes(m, data):
     return make_op(
         "list_expired_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
-        data.draw(m.instant_choice(), "now"), data.draw(st.sampled_from((0, 1, 2)), "limit"),
+        data.draw(m.instant_choice(), "now"), data.draw(sampled((0, 1, 2)), "limit"),
         keys=None,
     )
 
@@ -163,7 +164,7 @@ def world(draw: Any, w: World, size: int, live: bool) -> SuspensionRows:
     offsets = LIVE_OFFSETS if live else DEADLINE_OFFSETS
     deadlines = {}
     for run_id in runs.runs:
-        off = draw(st.sampled_from(offsets))
+        off = draw(sampled(offsets))
         deadlines[run_id] = None if off is None else w.t0 + off
     return SuspensionRows(
         t0=w.t0,
@@ -190,13 +191,13 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     """Claims of both kinds from every role, deletes, re-creates, lists and
     state changes of the run.  Each builder takes Hypothesis' ``draw``."""
     world: SuspensionRows = w[NAME]
-    roles = st.sampled_from(("exact", "exact", "ancestor", "sibling", "lookalike"))
-    runs = st.sampled_from(world.runs)
+    roles = sampled(("exact", "exact", "ancestor", "sibling", "lookalike"))
+    runs = sampled(world.runs)
     instants = instants_around([world.t0] + [d for d in world.deadlines.values() if d is not None])
 
     def claimer(draw) -> Context:
         # claimers act for several principals: none is written into the run
-        return attrs.evolve(ctx_of(ROLES[draw(roles)]), principal=draw(st.sampled_from(PRINCIPALS)))
+        return attrs.evolve(ctx_of(ROLES[draw(roles)]), principal=draw(sampled(PRINCIPALS)))
 
     def claim(draw):
         run_id = draw(runs)
@@ -218,7 +219,7 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     def recreate(draw):
         run_id = draw(runs)
         sus_id = world.spare_suspensions[draw(st.integers(0, 1))]
-        role = draw(st.sampled_from(("exact", "sibling")))
+        role = draw(sampled(("exact", "sibling")))
         return make_op("create_suspension", ctx_of(ROLES[role]),
                        Suspension(id=sus_id, run_id=run_id, expires_at=None),
                        keys=[run_key(run_id), ("sus", sus_id)])
@@ -226,7 +227,7 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     def listing(draw):
         # at a deadline instant or 1 ms either side, all rows or the first one or two
         now = draw(instants)
-        limit = draw(st.sampled_from((0, 1, 2)))
+        limit = draw(sampled((0, 1, 2)))
         if draw(st.booleans()):
             return make_op("list_expired_across_scopes", ctx_of(ROLES["other"]), now, limit, keys=None)
         return make_op("list_expired", ctx_of(ROLES[draw(roles)]), now, limit, keys=None)
@@ -234,7 +235,7 @@ def racing_ops(w: World) -> list[Callable[[Any], Op]]:
     def set_state(draw):
         # an update of the run racing the claims (pausing again, or failing it)
         run_id = draw(runs)
-        state = draw(st.sampled_from((RunState.PAUSED, RunState.FAILED)))
+        state = draw(sampled((RunState.PAUSED, RunState.FAILED)))
         return make_op("update_run", ctx_of(ROLES["exact"]),
                        Run(id=run_id, agent_id=world.agent_of(run_id), state=state), keys=[run_key(run_id)])
 
@@ -246,7 +247,7 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
     (SUSP-CLAIM-10, the deadline partition, duplicate suspensions)."""
     world: SuspensionRows = w[NAME]
     run_id = world.runs[0]
-    visible = st.sampled_from(("exact", "exact", "ancestor"))
+    visible = sampled(("exact", "exact", "ancestor"))
     deadline = world.deadlines[run_id]
     instants = instants_around([world.t0] + ([deadline] if deadline is not None else []))
 
@@ -261,7 +262,7 @@ def storm_ops(w: World) -> list[Callable[[Any], Op]]:
 
     def create_twice(draw):
         sus_id = world.spare_suspensions[draw(st.integers(0, 1))]
-        role = draw(st.sampled_from(("exact", "sibling", "other")))
+        role = draw(sampled(("exact", "sibling", "other")))
         return make_op("create_suspension", ctx_of(ROLES[role]),
                        Suspension(id=sus_id, run_id=world.spare_run),
                        keys=[run_key(world.spare_run), ("sus", sus_id)])
@@ -376,7 +377,7 @@ def four_writers(draw: Any, w: World, declared: frozenset[str]) -> Race:
         cp = w["checkpoints"].checkpoints[0]
     else:
         cp = None
-    names = draw(st.lists(st.sampled_from(tuple(sorted(WRITERS))), min_size=2, max_size=4, unique=True))
+    names = draw(st.lists(sampled(tuple(sorted(WRITERS))), min_size=2, max_size=4, unique=True))
     exact = ctx_of(ROLES["exact"])
     branches = tuple((writer(n, exact, rows.runs[0], cp, rows.t0),) for n in names)
     return Race(("FOUR-7",), branches, world=w)
@@ -403,7 +404,7 @@ def _claim(m: Any, data: Any) -> Op:
     if not m.known.get("run"):
         # nothing paused yet: pause a run here first, so the fault always has a target
         _pause_a_run(m, data.draw(m.ctx_choice(), "where"))
-    run_id = data.draw(st.sampled_from(tuple(m.known["run"])), "run_id")
+    run_id = data.draw(sampled(tuple(m.known["run"])), "run_id")
     return make_op("claim_suspension", c, run_id, keys=None)
 
 

@@ -92,7 +92,7 @@ def contexts(zero: bool = False, actors: bool = False) -> st.SearchStrategy[Cont
         choices.append(Context(Scope()))
     if actors:
         choices = [attrs.evolve(c, principal=p) for c in choices for p in PRINCIPALS]
-    return st.sampled_from(tuple(choices))
+    return sampled(tuple(choices))
 
 
 def instants_around(points: Iterable[datetime]) -> st.SearchStrategy[datetime]:
@@ -102,14 +102,27 @@ def instants_around(points: Iterable[datetime]) -> st.SearchStrategy[datetime]:
     for p in points:
         out |= {p, p - timedelta(milliseconds=1), p + timedelta(milliseconds=1),
                 p - timedelta(days=1), p + timedelta(days=1)}
-    return _sampled(tuple(sorted(out)))
+    return sampled(tuple(sorted(out)))
+
+
+def sampled(choices: Iterable[Any]) -> st.SearchStrategy[Any]:
+    """``sampled(choices)``, built once per distinct choice list.
+
+    A machine draws from the same few choice lists thousands of times, and
+    Hypothesis validates every strategy it has not seen on its first draw:
+    building ``st.sampled_from`` anew for each draw made the draw about half
+    as expensive again.  Choices are told apart by value and type (``1``,
+    ``1.0`` and ``True`` are equal in Python, not to a store); a list with an
+    unhashable element is built each time."""
+    key = choices if type(choices) is tuple else tuple(choices)
+    try:
+        return _sampled(key, tuple(map(type, key)))
+    except TypeError:  # an unhashable choice
+        return st.sampled_from(key)
 
 
 @functools.lru_cache(maxsize=4096)
-def _sampled(choices: tuple) -> st.SearchStrategy:
-    # Built strategies are cached: a machine draws from the same few choice
-    # lists thousands of times, and building a strategy anew each time costs
-    # more than drawing from it.
+def _sampled(choices: tuple, types: tuple) -> st.SearchStrategy:
     return st.sampled_from(choices)
 
 
@@ -142,7 +155,7 @@ def json_objects() -> st.SearchStrategy[dict[str, Any]]:
     """Small JSON objects whose values keep their types (1, 1.0, True
     differ), drawn from :data:`JSON_POOL`; each draw is a fresh copy (a store
     that changed its argument must not change later examples)."""
-    return st.sampled_from(JSON_POOL).map(copy.deepcopy)
+    return sampled(JSON_POOL).map(copy.deepcopy)
 
 
 @functools.cache

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cortex_spec import Context, ManualClock, Scope, errors, ids
 from cortex_spec.clock import EPOCH, from_millis, to_instant, to_millis, truncate_ms
@@ -246,6 +249,29 @@ def test_copy_json_is_deep_and_type_exact():
 def test_entity_size_counts_utf8_bytes():
     assert entity_size({"a": "é"}) == len('{"a":"é"}'.encode())
     assert MAX_ENTITY_BYTES == 8 * 1024 * 1024
+
+
+def _encoded_size(value: object) -> int:
+    """RSC-GEN-8's measure as the contract words it: the compact JSON, encoded."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+_ESCAPED = st.sampled_from(['"', "\\", "\b", "\t", "\n", "\f", "\r", "\x00", "\x1f", "\x7f", "/",
+                            "\ud800", "\udfff", "é", "\U0001F600", "\u2028", "x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(head=st.text(max_size=50), pieces=st.lists(_ESCAPED, max_size=40), repeat=st.integers(1, 300),
+       key=st.text(max_size=5))
+def test_entity_size_of_long_strings_equals_the_encoded_size(head, pieces, repeat, key):
+    """Strings of 4096 code points and more are measured without the
+    encoder: to the byte what the encoder gives, escapes, surrogates and
+    wide characters included, alone, nested in lists and objects, and
+    beside short strings."""
+    long = (head + "".join(pieces)) * repeat + "q" * 4096
+    for value in (long, [long, head], {key: long, "b": [1, 2.5, None, True, {"c": long}]}, {"s": head}):
+        assert entity_size(value) == _encoded_size(value), value if len(str(value)) < 200 else len(str(value))
 
 
 def test_page_and_check_page():

@@ -78,6 +78,8 @@ __all__ = ["DriverConnection", "IdleConnections", "Prepared", "Result", "Stateme
 #: A store's prepared statements stop growing past this many (a statement
 #: built per call is a bug, not something to cache forever).
 _MAX_PREPARED = 4096
+#: where an engine keeps its :class:`Statements`
+_STATEMENTS = "_cortex_statements"
 
 
 def named_dialect(dialect: Any) -> Any:
@@ -196,10 +198,27 @@ def _field_name(column: Any, i: int) -> str:
 
 
 class Statements:
-    """A store's prepared statements, by statement object (and, for an
+    """An engine's prepared statements, by statement object (and, for an
     INSERT or UPDATE whose columns come from the call's parameters, by the
     parameter names, which decide the columns written — as SQLAlchemy's
-    ``column_keys``)."""
+    ``column_keys``).
+
+    One set per engine (:meth:`of`), shared by every store opened on it: a
+    prepared statement is SQL text and parameter handling, which depend on
+    the engine's dialect and schema translation only, not on a store or a
+    connection.  A store reopened on the same engine (a restart, a test
+    harness that keeps its engines) prepares nothing again; preparing is
+    SQLAlchemy's compilation, several milliseconds a statement."""
+
+    @classmethod
+    def of(cls, engine: Engine) -> Statements:
+        """The statements of ``engine`` (made on first use)."""
+        found: Statements | None = engine.__dict__.get(_STATEMENTS)
+        if found is None:
+            # two stores racing here each make one; the last one stays, and
+            # the other's few statements are prepared again: harmless
+            found = engine.__dict__[_STATEMENTS] = cls(engine)
+        return found
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

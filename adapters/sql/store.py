@@ -176,7 +176,7 @@ class SqlStoreBase:
 
     def _init_driver(self) -> None:
         """The driver path's state: prepared statements, the driver's errors."""
-        self._statements = Statements(self._engine)
+        self._statements = Statements.of(self._engine)
         self._dbapi_error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
         #: whether the dialect switches a connection into and out of its
         #: single-statement mode (PostgreSQL autocommit); SQLite's is a no-op
