@@ -447,7 +447,12 @@ def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(t
     outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
     assert data["certified"] is False
     assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
-    assert outcomes["FOUR-1"] == "failed"
+    # the four-writers race catches it too, by whichever check the thread
+    # schedule breaks first: two winners (FOUR-1), or a loser that saw the
+    # second winner's write (FOUR-5; the race's later clauses are then not
+    # established); which one varies from run to run
+    four = {c: outcomes[c] for c in ("FOUR-1", "FOUR-5")}
+    assert "failed" in four.values(), four
     assert outcomes["SUSP-CREATE-1"] == "passed"  # what the bug does not touch
 
 
