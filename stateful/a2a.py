@@ -33,8 +33,7 @@ from cortex_spec.scope import Scope
 
 from .ops import HeldToken, Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
-from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, short_texts
-from .world import sampled
+from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, sampled, short_texts
 
 NAME = "a2a"
 

@@ -19,8 +19,7 @@ from cortex_spec.scope import Scope
 from .a2a import OTHER_PARTITION, RUNS, A2AWorld, ReclaimSplit, _bind, _claim, _claim_ask, _ctx, _finish
 from .ops import Op
 from .plugin import ClassMachines, Family, Race, World
-from .world import ROLES, make_op
-from .world import sampled
+from .world import ROLES, make_op, sampled
 
 NAME = "a2a_discovery"
 MS = timedelta(milliseconds=1)

@@ -31,8 +31,7 @@ from .a2a_resolutions import outcome
 from .ops import Op, Outcome
 from .plugin import ClassMachines, Family, Redo, World
 from .runs import AGENTS, run_key
-from .world import Script, fixed_id, make_op
-from .world import sampled
+from .world import Script, fixed_id, make_op, sampled
 
 NAME = "a2a_held"
 PLANNER, WORKER, CRITIC = Address("planner"), Address("worker"), Address("critic")

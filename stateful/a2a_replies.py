@@ -26,8 +26,7 @@ from .a2a import OTHER_PARTITION, RUNS, _ctx, _exact, _known, _role, conv_key, d
 from .a2a import home_views, page_known, race_family, read_known
 from .ops import HeldToken, Op
 from .plugin import ClassMachines, Family, Redo, World
-from .world import Tick, fixed_id, make_op
-from .world import sampled
+from .world import Tick, fixed_id, make_op, sampled
 
 NAME = "a2a_replies"
 PLANNER, WORKER, CRITIC = Address("planner"), Address("worker"), Address("critic")

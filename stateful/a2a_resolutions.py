@@ -27,8 +27,7 @@ from cortex_spec.scope import Scope
 from .a2a import OTHER_PARTITION, A2AWorld, _ask, _ctx, _exact, _role, ask_key, home_views, page_known, race_family
 from .ops import Op
 from .plugin import Claim, ClassMachines, Family, Redo, World
-from .world import ROLES, fixed_id, make_op
-from .world import sampled
+from .world import ROLES, fixed_id, make_op, sampled
 
 NAME = "a2a_resolutions"
 A2A = "a2a"

@@ -14,8 +14,7 @@ import attrs
 from .ops import Op
 from .plugin import ClassMachines, World
 from .runs import AGENTS
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, short_texts
-from .world import sampled
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, sampled, short_texts
 
 NAME = "checkpoints"
 

@@ -59,8 +59,7 @@ from .model import ReferenceModel
 from .ops import Bindings, Op, Outcome
 from .plugin import Race, World, storm_clauses
 from .stats import MachineStats
-from .world import Script, Tick
-from .world import sampled
+from .world import Script, Tick, sampled
 
 __all__ = [
     "CALL_TIMEOUT",

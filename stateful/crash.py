@@ -48,9 +48,8 @@ from cortex_spec.reference import MemoryStore
 from .classes import machine_classes, plugins_for, reference_session, reopen_session
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
 from .ops import outcome_of
-from .world import instants_around
+from .world import instants_around, sampled
 from .stats import MachineStats
-from .world import sampled
 
 __all__ = ["run_crash", "CrashMachineBase", "has_faults"]
 

@@ -43,8 +43,7 @@ from .classes import (
 )
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
-from .world import contexts, ctx_of, fixed_id, instants_around
-from .world import sampled
+from .world import contexts, ctx_of, fixed_id, instants_around, sampled
 
 __all__ = ["DifferentialMachineBase", "Mismatch", "build_differential", "run_differential"]
 

@@ -37,8 +37,7 @@ from cortex_spec.scope import Scope
 
 from .ops import Op
 from .plugin import ClassMachines, Family, MachineTest, Target, World
-from .world import instants_around, make_op
-from .world import sampled
+from .world import instants_around, make_op, sampled
 
 NAME = "gateway"
 #: the session target gateway ops run on

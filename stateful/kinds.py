@@ -29,8 +29,7 @@ from cortex_spec import kinds as k
 
 from .ops import Op
 from .plugin import ClassMachines, World, storm
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
-from .world import sampled
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, sampled
 
 #: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
 RACE_RULES = ("race.unique", "race.rename", "race.delete")

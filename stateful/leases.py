@@ -25,8 +25,7 @@ from cortex_spec.scope import Scope
 from .ops import Op
 from .plugin import ClassMachines, Family, MachineTest, Race, World, storm
 from .runs import AGENTS, run_key
-from .world import ROLES, ctx_of, instants_around, make_op
-from .world import sampled
+from .world import ROLES, ctx_of, instants_around, make_op, sampled
 
 NAME = "leases"
 

@@ -17,8 +17,7 @@ from cortex_spec.memory import SESSIONS, TABLES, Message
 from .kinds import class_machines
 from .ops import Op
 from .plugin import MachineTest, World, storm
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op
-from .world import sampled
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, sampled
 
 NAME = "memory"
 

@@ -17,8 +17,7 @@ from cortex_spec.orchestration import TABLES, TEAM_RUNS, OrchestrationStatus
 from .kinds import KindRows, class_machines
 from .ops import Op
 from .plugin import Family, Race, World
-from .world import ROLES, ctx_of, fixed_id, make_op
-from .world import sampled
+from .world import ROLES, ctx_of, fixed_id, make_op, sampled
 
 NAME = "orchestration"
 

@@ -23,8 +23,7 @@ from cortex_spec import catalog, memory
 from .kinds import _example, _held, _keys, _world_refs
 from .ops import Op
 from .plugin import ClassMachines, Family, Race, World
-from .world import ROLES, ctx_of, make_op
-from .world import sampled
+from .world import ROLES, ctx_of, make_op, sampled
 
 NAME = "preparation"
 

@@ -22,8 +22,7 @@ from cortex_spec.scope import Scope
 from .ops import Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
 from .runs import AGENTS, run_key
-from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op
-from .world import sampled
+from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op, sampled
 
 NAME = "suspensions"
 
