@@ -75,7 +75,7 @@ from cortex_spec.errors import StoreError
 __all__ = ["DriverConnection", "IdleConnections", "Prepared", "Result", "Statements", "idle_of",
            "install_idle", "named_dialect"]
 
-#: A store's prepared statements stop growing past this many (a statement
+#: An engine's prepared statements stop growing past this many (a statement
 #: built per call is a bug, not something to cache forever).
 _MAX_PREPARED = 4096
 #: where an engine keeps its :class:`Statements`
@@ -416,11 +416,7 @@ class DriverConnection:
         self.writing = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
-        # the hot path of every call: plain lookups, no helper calls where a
-        # statement needs none (no constants, no bind or result processors)
-        prepared = self._statements._plain.get(stmt)
-        if prepared is None:
-            prepared = self._statements.get(stmt, params)
+        prepared = self._statements.get(stmt, params)
         args = params if prepared.passthrough and params is not None else prepared.parameters(params)
         sql = prepared.sql
         self.last_sql, self.last_params = sql, args
@@ -445,9 +441,6 @@ class DriverConnection:
             if len(cursor.description or ()) != len(prepared.column_names):
                 raise StoreError(f"unexpected result columns from: {sql}")
             prepared.checked = True
-        if prepared.result_processors is None:
-            make = prepared.row_type._make
-            return Result([make(r) for r in fetched], len(fetched))
         return Result(prepared.rows(fetched), len(fetched))
 
     @property
