@@ -430,20 +430,38 @@ def test_docker_harness_removes_its_container_when_the_server_never_answers(monk
     assert removed == [True]
 
 
-def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(tmp_path):
-    """The clause suite, through the wrapper, fails the mutant's claim races."""
+#: a test of the certified suite that runs this long has hung: pytest's
+#: faulthandler then prints every thread's stack (shown if the run times out)
+_HUNG_TEST_S = 240
+
+
+def _certify_mutant(tmp_path: Path, suite: str, harness: str) -> dict:
+    """Run ``suite`` against ``mongo_mutants:<harness>`` in a fresh process;
+    the report, after checking that the run failed (exit status 1)."""
     report = tmp_path / "report.json"
     # only the tests folder on the path: the source tree must not shadow the
     # installed package
     environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
-         "cortex_spec.conformance.test_suspensions",
-         "--cortex-store", "mongo_mutants:ReadThenWriteHarness", "--cortex-report", str(report)],
-        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
-    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
+               f"faulthandler_timeout={_HUNG_TEST_S}", "--pyargs", suite,
+               "--cortex-store", f"mongo_mutants:{harness}", "--cortex-report", str(report)]
+    try:
+        proc = subprocess.run(command, cwd=tmp_path, env=environ, capture_output=True, text=True,
+                              timeout=2 * _HUNG_TEST_S + 120)
+    except subprocess.TimeoutExpired as exc:
+        def tail(out: bytes | str | None, n: int) -> str:
+            text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+            return text[-n:]
+        raise AssertionError(f"{suite} against {harness} did not finish in {exc.timeout} s; "
+                             f"the stacks of a hung test follow (stderr):\n{tail(exc.stderr, 20000)}\n"
+                             f"stdout:\n{tail(exc.output, 3000)}") from None
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    data = json.loads(report.read_text())
+    return json.loads(report.read_text())
+
+
+def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(tmp_path):
+    """The clause suite, through the wrapper, fails the mutant's claim races."""
+    data = _certify_mutant(tmp_path, "cortex_spec.conformance.test_suspensions", "ReadThenWriteHarness")
     outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
     assert data["certified"] is False
     assert outcomes["SUSP-CLAIM-10"] == "failed"  # two resume claims both won
@@ -459,16 +477,7 @@ def test_certification_catches_a_read_then_write_adapter_on_faithful_mongomock(t
 def test_certification_catches_an_a2a_admission_without_a_transaction(tmp_path):
     """Conditional charge, then a separate insert: the budget holds, but an
     identical retry racing the first call is charged twice (A2A-HOP-3)."""
-    report = tmp_path / "report.json"
-    environ = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
-         "cortex_spec.conformance.test_a2a",
-         "--cortex-store", "mongo_mutants:NoTransactionAdmissionHarness", "--cortex-report", str(report)],
-        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    data = json.loads(report.read_text())
+    data = _certify_mutant(tmp_path, "cortex_spec.conformance.test_a2a", "NoTransactionAdmissionHarness")
     outcomes = {c["id"]: c["outcome"] for c in data["clauses"]}
     assert data["certified"] is False
     assert outcomes["A2A-RACE-8"] == "failed"  # one envelope, two hop charges
