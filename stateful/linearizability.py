@@ -61,7 +61,7 @@ import time
 from collections import deque
 from collections.abc import Generator, Hashable, Sequence
 from itertools import islice
-from operator import attrgetter, gt
+from operator import attrgetter, gt, le, lt
 from typing import Any, Protocol
 
 import attrs
@@ -180,6 +180,12 @@ _SLICE = 256
 #: steps, or sooner when a turn has lasted 1/_TURN of the budget (slow models)
 _TURN = 16
 
+#: The replay in invocation order goes first (see :meth:`_Search.run`) in
+#: sub-histories whose calls do not overlap and in those up to this many calls;
+#: ``_FAST_PATH = False`` leaves every sub-history to the search (tests compare both).
+_REPLAY_CALLS = 64
+_FAST_PATH = True
+
 #: Sub-histories up to this many calls key the memo on the set of linearized
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
 _EXACT_CALLS = 256
@@ -240,7 +246,6 @@ class _Search:
             calls = sorted(calls, key=_start)
             times = [c.start for c in calls]
         self.calls = calls
-        n = len(calls)
         ends = [c.end for c in calls]
         self.ops = [c.op for c in calls]
         self.observed = observed = [c.outcome for c in calls]
@@ -252,7 +257,17 @@ class _Search:
             infinity = max(times[-1], max([e for e in ends if e is not None], default=0)) + 1
             for i in self.open:
                 ends[i] = infinity
-        times += ends
+        self.times, self.ends = times, ends
+        is_split = getattr(model, "is_split", None)
+        self.split = is_split is not None and any(map(is_split, self.ops))
+        #: no two calls overlap: each returned before the next was invoked
+        #: (a call never completed can only be the last)
+        self.sequential = all(map(le, times, ends)) and all(map(lt, ends, islice(times, 1, None)))
+        self.entry: list[int] = []  # the entry list, made when the search needs it
+
+    def _entries(self) -> None:
+        """Make the time-ordered entry list (see the class docstring)."""
+        n, times = len(self.calls), self.times + self.ends
         m = 2 * n
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
@@ -265,11 +280,50 @@ class _Search:
         self.head, self.tail = m, m + 1
         self.nxt = [*range(1, m), m + 1, 0, -1]
         self.prv = [m, *range(m - 1), -1, m - 1]
-        is_split = getattr(model, "is_split", None)
-        self.split = is_split is not None and any(map(is_split, self.ops))
 
     def run(self) -> Generator[None, None, None]:
-        return self._run_split() if self.split else self._run_plain()
+        """The search, after the replay in invocation order when it may decide.
+
+        The replay alone decides a sub-history whose calls do not overlap (no
+        other order respects real time); for others it is tried when they are
+        small (:data:`_REPLAY_CALLS`): a replay every step of which the model
+        accepts is a legal order, so the history is linearizable; at the first
+        refusal the search starts from scratch (a replay costs one model step
+        a call, while setting up a search costs several)."""
+        if _FAST_PATH and not self.split and (self.sequential or len(self.calls) <= _REPLAY_CALLS):
+            yield from self._replay()
+            if self.result is not None:
+                return
+        self._entries()
+        yield from self._run_split() if self.split else self._run_plain()
+
+    def _replay(self) -> Generator[None, None, None]:
+        """Step the model through the calls in invocation order.
+
+        When no calls overlap this is the search's own course: it tries the
+        calls in that order, and at a refusal backtracks to the start with
+        nothing else to try; so the verdict, the longest legal prefix and the
+        refused call with the expected outcome are the ones it would find.
+        Leaves ``result`` unset when a refusal does not decide (calls overlap).
+        """
+        step, ops, observed = self.model.step, self.ops, self.observed
+        state = self.model.init()
+        steps = 0
+        turn = _SLICE
+        for x in range(len(ops)):
+            accepted, state, expected = step(state, ops[x], observed[x])
+            steps += 1
+            if not accepted:
+                self.steps += steps
+                if self.sequential:
+                    self.result = self._violation(list(range(x)), {} if expected is None else {x: expected})
+                return
+            if steps >= turn:
+                self.steps += steps
+                steps = 0
+                yield
+        self.steps += steps
+        self.result = _Result("ok")
 
     def _twins(self) -> tuple[list[int], list[int]]:
         """Symmetry among calls that never completed.
@@ -284,6 +338,8 @@ class _Search:
         as ``~i``.
         """
         twin = [-1] * len(self.calls)
+        if not self.entry:
+            self._entries()
         entry = self.entry
         if len(self.open) < 2:
             return twin, entry
@@ -377,8 +433,8 @@ class _Search:
         best_len = agree = 0
         stale = False
         rejected: dict[int, Outcome] = {}
-        steps = 0
-        turn = _SLICE
+        steps = self.steps  # (the replay's, when it went first)
+        turn = steps + _SLICE
         p = nxt[head]
         while True:
             x = entry[p]
@@ -523,8 +579,8 @@ class _Search:
         best: list[int] = []
         best_len = agree = 0
         rejected: dict[int, Outcome] = {}
-        steps = 0
-        turn = _SLICE
+        steps = self.steps  # (the replay's, when it went first)
+        turn = steps + _SLICE
         p = nxt[head]
         while True:
             x = entry[p]
