@@ -34,6 +34,16 @@ operations and outcomes ("twins", e.g. two crashed writes of one value) are
 taken in invocation order only, since either order leads to mirror-image
 searches.
 
+**The replay first.**  Before a sub-history's search is set up, its calls
+may be stepped through the model in invocation order (an order that always
+respects real time).  Where no two calls overlap that is the only legal
+order, so the replay decides alone, with the verdict, longest prefix and
+refused call the search would report; in a small sub-history (up to
+:data:`_REPLAY_CALLS` calls) a replay the model accepts throughout proves it
+linearizable, and at the first refusal the search takes over.  Most
+sub-histories of a history over many objects are decided so, at one model
+step a call, without the entry list, memo or caches of a search.
+
 The search is exponential in the worst case, so it runs under a time budget;
 running out yields the verdict ``unknown`` — never a pass.
 
