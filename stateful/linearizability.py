@@ -34,6 +34,16 @@ operations and outcomes ("twins", e.g. two crashed writes of one value) are
 taken in invocation order only, since either order leads to mirror-image
 searches.
 
+**The replay first.**  Before a sub-history's search is set up, its calls
+may be stepped through the model in invocation order (an order that always
+respects real time).  Where no two calls overlap that is the only legal
+order, so the replay decides alone, with the verdict, longest prefix and
+refused call the search would report; in a small sub-history (up to
+:data:`_REPLAY_CALLS` calls) a replay the model accepts throughout proves it
+linearizable, and at the first refusal the search takes over.  Most
+sub-histories of a history over many objects are decided so, at one model
+step a call, without the entry list, memo or caches of a search.
+
 The search is exponential in the worst case, so it runs under a time budget;
 running out yields the verdict ``unknown`` — never a pass.
 
@@ -60,7 +70,8 @@ import random
 import time
 from collections import deque
 from collections.abc import Generator, Hashable, Sequence
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, gt, le, lt
 from typing import Any, Protocol
 
 import attrs
@@ -128,7 +139,9 @@ class Verdict:
 
 def partition(calls: Sequence[Call]) -> list[list[Call]]:
     """Split into independent sub-histories by shared object keys."""
-    key_sets = list(map(_keys_of, calls))
+    # (comprehensions, not map(attrgetter): on Python 3.11 an attribute read
+    # in a comprehension is specialised and costs half as much)
+    key_sets = [c.op.keys for c in calls]
     groups: dict[Any, list[Call]] = dict.fromkeys(key_sets)  # type: ignore[arg-type]
     if None in groups:  # a call spans every object
         return [list(calls)]
@@ -177,15 +190,17 @@ _SLICE = 256
 #: steps, or sooner when a turn has lasted 1/_TURN of the budget (slow models)
 _TURN = 16
 
+#: The replay in invocation order goes first (see :meth:`_Search.run`) in
+#: sub-histories whose calls do not overlap and in those up to this many calls;
+#: ``_FAST_PATH = False`` leaves every sub-history to the search (tests compare both).
+_REPLAY_CALLS = 64
+_FAST_PATH = True
+
 #: Sub-histories up to this many calls key the memo on the set of linearized
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
 _EXACT_CALLS = 256
 
 _start = attrgetter("start")
-_end = attrgetter("end")
-_keys_of = attrgetter("op.keys")
-_op = attrgetter("op")
-_outcome = attrgetter("outcome")
 _index = attrgetter("index")
 _DONE = object()
 _NO_RESULTS: dict[Any, Any] = {}
@@ -212,7 +227,8 @@ class _Result:
 
 
 class _Search:
-    """The search of one sub-history (calls sorted by invocation).
+    """The search of one sub-history (its calls sorted by invocation here
+    when they are not already).
 
     :meth:`run` is a generator that pauses (yields) every :data:`_SLICE`
     steps, so that :func:`check` can keep the budget and interleave
@@ -231,21 +247,37 @@ class _Search:
 
     def __init__(self, model: Model, calls: list[Call]) -> None:
         self.model = model
-        self.calls = calls
         self.steps = 0
         self.result: _Result | None = None
-        n = len(calls)
-        times = list(map(_start, calls))
-        ends = list(map(_end, calls))
+        # Each field is read once, by a comprehension (on Python 3.11 an
+        # attribute read there is specialised: half the cost of map(attrgetter)).
+        times = [c.start for c in calls]
+        if any(map(gt, times, islice(times, 1, None))):  # not in invocation order
+            calls = sorted(calls, key=_start)
+            times = [c.start for c in calls]
+        self.calls = calls
+        ends = [c.end for c in calls]
+        self.ops = [c.op for c in calls]
+        self.observed = observed = [c.outcome for c in calls]
         #: calls that never completed (in call order)
-        self.open = [i for i, c in enumerate(calls) if c.end is None or c.outcome.kind == "unknown"]
+        self.open = [i for i, o in enumerate(observed) if ends[i] is None or o.kind == "unknown"]
         if self.open:
             # +∞: a time after every other one, of the same type (a sort
             # compares keys of one type faster than ints against a float)
-            infinity = max(max(times), max([e for e in ends if e is not None], default=0)) + 1
+            infinity = max(times[-1], max([e for e in ends if e is not None], default=0)) + 1
             for i in self.open:
                 ends[i] = infinity
-        times += ends
+        self.times, self.ends = times, ends
+        is_split = getattr(model, "is_split", None)
+        self.split = is_split is not None and any(map(is_split, self.ops))
+        #: no two calls overlap: each returned before the next was invoked
+        #: (a call never completed can only be the last)
+        self.sequential = all(map(le, times, ends)) and all(map(lt, ends, islice(times, 1, None)))
+        self.entry: list[int] = []  # the entry list, made when the search needs it
+
+    def _entries(self) -> None:
+        """Make the time-ordered entry list (see the class docstring)."""
+        n, times = len(self.calls), self.times + self.ends
         m = 2 * n
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
@@ -258,11 +290,50 @@ class _Search:
         self.head, self.tail = m, m + 1
         self.nxt = [*range(1, m), m + 1, 0, -1]
         self.prv = [m, *range(m - 1), -1, m - 1]
-        is_split = getattr(model, "is_split", None)
-        self.split = is_split is not None and any(is_split(c.op) for c in calls)
 
     def run(self) -> Generator[None, None, None]:
-        return self._run_split() if self.split else self._run_plain()
+        """The search, after the replay in invocation order when it may decide.
+
+        The replay alone decides a sub-history whose calls do not overlap (no
+        other order respects real time); for others it is tried when they are
+        small (:data:`_REPLAY_CALLS`): a replay every step of which the model
+        accepts is a legal order, so the history is linearizable; at the first
+        refusal the search starts from scratch (a replay costs one model step
+        a call, while setting up a search costs several)."""
+        if _FAST_PATH and not self.split and (self.sequential or len(self.calls) <= _REPLAY_CALLS):
+            yield from self._replay()
+            if self.result is not None:
+                return
+        self._entries()
+        yield from self._run_split() if self.split else self._run_plain()
+
+    def _replay(self) -> Generator[None, None, None]:
+        """Step the model through the calls in invocation order.
+
+        When no calls overlap this is the search's own course: it tries the
+        calls in that order, and at a refusal backtracks to the start with
+        nothing else to try; so the verdict, the longest legal prefix and the
+        refused call with the expected outcome are the ones it would find.
+        Leaves ``result`` unset when a refusal does not decide (calls overlap).
+        """
+        step, ops, observed = self.model.step, self.ops, self.observed
+        state = self.model.init()
+        steps = 0
+        turn = _SLICE
+        for x in range(len(ops)):
+            accepted, state, expected = step(state, ops[x], observed[x])
+            steps += 1
+            if not accepted:
+                self.steps += steps
+                if self.sequential:
+                    self.result = self._violation(list(range(x)), {} if expected is None else {x: expected})
+                return
+            if steps >= turn:
+                self.steps += steps
+                steps = 0
+                yield
+        self.steps += steps
+        self.result = _Result("ok")
 
     def _twins(self) -> tuple[list[int], list[int]]:
         """Symmetry among calls that never completed.
@@ -277,6 +348,8 @@ class _Search:
         as ``~i``.
         """
         twin = [-1] * len(self.calls)
+        if not self.entry:
+            self._entries()
         entry = self.entry
         if len(self.open) < 2:
             return twin, entry
@@ -284,9 +357,9 @@ class _Search:
         # its context, in Python) and by the outcome's compared fields, then
         # their operations are compared in full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
-        calls = self.calls
+        ops, observed = self.ops, self.observed
         for i in self.open:
-            op, outcome = calls[i].op, calls[i].outcome
+            op, outcome = ops[i], observed[i]
             key = (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value)
             try:
                 group = alike.get(key)
@@ -297,7 +370,7 @@ class _Search:
                 continue
             earlier = -1
             for j in reversed(group):  # most often the first one is equal
-                if calls[j].op == op:
+                if ops[j] == op:
                     earlier = j
                     break
             group.append(i)
@@ -312,7 +385,7 @@ class _Search:
         calls = self.calls
         return _Result(
             "violation",
-            tuple(map(_index, map(calls.__getitem__, best))),
+            tuple([calls[i].index for i in best]),
             tuple(
                 Unexplained(calls[j].index, calls[j].outcome.describe(), expected.describe())
                 for j, expected in rejected.items()
@@ -339,10 +412,8 @@ class _Search:
         sub-histories never do); when most questions turn out new (states
         that keep growing), it is dropped.
         """
-        calls = self.calls
-        n = len(calls)
-        ops = list(map(_op, calls))
-        observed = list(map(_outcome, calls))
+        n = len(self.calls)
+        ops, observed = self.ops, self.observed
         step = self.model.step
         # one dict per call, made at its first step (until then a shared empty one)
         results: list[dict[Hashable, tuple[bool, Any, Outcome | None, Any]]] = [_NO_RESULTS] * n
@@ -372,8 +443,8 @@ class _Search:
         best_len = agree = 0
         stale = False
         rejected: dict[int, Outcome] = {}
-        steps = 0
-        turn = _SLICE
+        steps = self.steps  # (the replay's, when it went first)
+        turn = steps + _SLICE
         p = nxt[head]
         while True:
             x = entry[p]
@@ -518,8 +589,8 @@ class _Search:
         best: list[int] = []
         best_len = agree = 0
         rejected: dict[int, Outcome] = {}
-        steps = 0
-        turn = _SLICE
+        steps = self.steps  # (the replay's, when it went first)
+        turn = steps + _SLICE
         p = nxt[head]
         while True:
             x = entry[p]
@@ -620,8 +691,6 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     started = turn_started = time.monotonic()
     deadline = started + budget_s
     parts = partition(calls)
-    for part in parts:
-        part.sort(key=_start)
     parts.sort(key=len)
     # one entry per undecided sub-history: [its calls, its search, the search's
     # turns]; the search is made when its first turn comes
@@ -642,7 +711,7 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
             if search.result is not None and search.result.result == "violation":
                 return Verdict(
                     "violation",
-                    calls=tuple(map(_index, search.calls)),
+                    calls=tuple([c.index for c in search.calls]),
                     best_order=search.result.best_order,
                     unexplained=search.result.unexplained,
                     steps=finished + _steps(running),

@@ -390,3 +390,85 @@ def test_twins_are_open_calls_with_equal_operations_and_outcomes():
     twin, _ = linearizability._Search(Register(), calls)._twins()
     assert twin == [-1, -1, 0, -1, -1]
     assert check(Register(), calls[:3] + [R(5, 5, "x", 1, 6, 7)]).ok
+
+
+# -- the replay in invocation order (the fast path) against the search -------------------
+
+
+def sequential_history(rng, n):
+    """Calls on two keys, each invoked after the previous one returned (ties
+    of a return and the next invocation included: those overlap), with
+    outcomes of executing them in that order; then maybe one outcome changed
+    and the last call left open."""
+    state, calls, t = (), [], 0
+    for i in range(n):
+        key = rng.choice("ab")
+        if rng.random() < 0.5:
+            op = Op("write", ZERO, (key, rng.randint(1, 2)), keys=frozenset({key}))
+        else:
+            op = Op("read", ZERO, (key,), keys=frozenset({key}))
+        start = t + rng.randint(0, 1)
+        end = start + rng.randint(0, 3)
+        t = end
+        state, outcome = Registers().apply(state, op)
+        calls.append(Call(i, i % 3, op, start, end, outcome))
+    if rng.random() < 0.6:
+        c = rng.choice(calls)
+        c.outcome = Outcome("ok", (c.outcome.value or 0) + rng.choice([-1, 1]) if c.op.method == "read" else 9)
+    if rng.random() < 0.2:
+        calls[-1].end, calls[-1].outcome = None, UNKNOWN
+    return calls
+
+
+def verdict_of(calls, fast):
+    """Everything a verdict reports but its time and steps, with the fast path on or off."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(linearizability, "_FAST_PATH", fast)
+        v = check(Registers(), calls, budget_s=60)
+    return v.result, v.calls, v.best_order, v.unexplained, v.partitions
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=400, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), sequential=st.booleans())
+def test_the_replay_gives_the_search_verdict_prefix_and_refusals(seed, n, sequential):
+    import random
+
+    rng = random.Random(seed)
+    calls = sequential_history(rng, n) if sequential else random_history(rng, min(n, 6))
+    assert verdict_of(calls, fast=True) == verdict_of(calls, fast=False)
+
+
+def test_the_replay_alone_decides_calls_that_do_not_overlap():
+    # a stale read at the end of calls that never overlap: decided by the
+    # replay, no entry list made, with the prefix and the refused call
+    calls = [W(0, 1, "x", 1, 0, 1), R(1, 2, "x", 1, 2, 3), W(2, 1, "x", 2, 4, 5), R(3, 2, "x", 1, 6, 7)]
+    search = linearizability._Search(Register(), calls)
+    assert search.sequential
+    for _ in search.run():
+        pass
+    assert search.entry == []
+    assert search.result.result == "violation"
+    assert search.result.best_order == (0, 1, 2)
+    assert [(u.call, u.expected) for u in search.result.unexplained] == [(3, "-> 2")]
+    # touching intervals overlap: the same calls with the read invoked as the
+    # write returns are no longer sequential, and the search finds them legal
+    touching = calls[:3] + [R(3, 2, "x", 1, 5, 7)]
+    assert not linearizability._Search(Register(), touching).sequential
+    assert check(Register(), touching).ok
+
+
+def test_a_replay_refused_in_overlapping_calls_leaves_the_verdict_to_the_search(monkeypatch):
+    # the read, invoked first, returns the value of the write beside it: the
+    # replay in invocation order refuses it, the search finds the order
+    monkeypatch.setattr(linearizability, "_REPLAY_CALLS", 64)
+    calls = [R(0, 1, "x", 5, 0, 10), W(1, 2, "x", 5, 1, 9)]
+    search = linearizability._Search(Register(), calls)
+    for _ in search.run():
+        pass
+    assert search.entry != [] and search.result.result == "ok"
+    assert check(Register(), calls).ok
