@@ -21,7 +21,9 @@ deployment has snapshot reads); ``update`` reads the visible row, checks
 the size of the row it will store (its other fields are the key, the scope,
 the creation time and store-owned fields), then writes the mutable fields
 with one ``find_one_and_update`` on the same filter — unconditional on
-their old values, so the last writer wins and lands whole; ``delete`` one
+their old values, so the last writer wins and lands whole, unless the call
+names conditions (``expect``, a claim's ``state: pending``): both filters
+then hold them, and of racing claims one matches; ``delete`` one
 ``delete_one``.
 """
 

@@ -11,7 +11,8 @@ module is the codec between entities and rows, and the five primitives of
   per scope level (never ``LIKE``), the filters, the search as a literal
   substring of the ASCII-folded field (``instr``/``strpos`` of
   :meth:`.dialect.Dialect.ascii_lower`), the listing's total order;
-* ``update`` — one transaction: ``UPDATE … WHERE id AND visible RETURNING``,
+* ``update`` — one transaction: ``UPDATE … WHERE id AND visible [AND the
+  call's conditions] RETURNING``,
   then the size check of the row as stored (an oversized row rolls back); a
   unique index refuses a rename into a taken name;
 * ``delete`` — one DELETE on the visible row.
