@@ -9,24 +9,40 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol, Sequence, runtime_checkable
-
-import attrs
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from . import ids
-from .context import Context
+from .context import Context, require_context, require_scope
 from .entities import entity, replace
-from .errors import InvalidArgument
-from .scope import Scope
-from .validation import (
-    check_bool,
-    check_count,
-    check_entity_size,
-    check_json_object,
-    check_page,
-    check_short_str,
-    check_str,
+from .errors import CheckpointNotFound, InvalidArgument, InvalidState, StoreError
+from .kinds import (
+    Bool,
+    Choice,
+    Count,
+    Filter,
+    Id,
+    Instant,
+    Json,
+    Listing,
+    Optional,
+    Query,
+    Record,
+    Short,
+    Table,
+    Text,
+    check_protocol,
+    check_value,
+    created,
+    field,
+    install,
+    key,
+    new_entity,
+    owned,
+    scope_field,
+    updated,
 )
+from .scope import Scope
+from .validation import check_bool, check_entity_size, check_page, check_short_str, check_str
 from .views import Refs
 
 __all__ = [
@@ -35,6 +51,9 @@ __all__ = [
     "Checkpoint",
     "CheckpointFilter",
     "CheckpointStore",
+    "CHECKPOINTS",
+    "TABLES",
+    "CheckpointsMethods",
     "validate_new_checkpoint",
     "validate_decision",
     "validate_checkpoint_filter",
@@ -54,25 +73,29 @@ class CheckpointState(str, Enum):
 class Decision:
     """A human's decision; ``decided_at`` is stamped by the store (CP-RESOLVE-1)."""
 
-    approved: bool
-    decided_by: str = ""
-    reason: str = ""
-    decided_at: datetime | None = None
+    approved: bool = field(Bool())
+    decided_by: str = field(Short(), default="")
+    reason: str = field(Text(), default="")
+    decided_at: datetime | None = field(Optional(Instant()), default=None)
 
 
 @entity
 class Checkpoint:
-    id: str
-    run_id: str
-    agent_id: str
-    scope: Scope = Scope()
-    reason: str = ""
-    step_index: int = 0
-    state: CheckpointState | str = CheckpointState.PENDING
-    decision: Decision | None = None
-    metadata: dict[str, Any] = attrs.Factory(dict)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    """A stored kind (:mod:`.kinds`): created ``pending`` without a decision
+    (CP-CREATE-2: the two are store-owned, a new object holding anything
+    else is refused); only :meth:`CheckpointsMethods.resolve` writes them."""
+
+    id: str = key(ids.CHECKPOINT)
+    run_id: str = field(Id(ids.RUN))
+    agent_id: str = field(Id(ids.AGENT))
+    scope: Scope = scope_field()
+    reason: str = field(Text(), default="")
+    step_index: int = field(Count(), default=0)
+    state: CheckpointState | str = owned(Choice(CheckpointState), CheckpointState.PENDING, on_create="require")
+    decision: Decision | None = owned(Optional(Record(Decision)), None, on_create="require")
+    metadata: dict[str, Any] = field(Json(), factory=dict)
+    created_at: datetime | None = created()
+    updated_at: datetime | None = updated()
 
 
 @entity
@@ -84,30 +107,26 @@ class CheckpointFilter:
     offset: int = 0
 
 
+#: The stored kind: created and read by id, listed while pending (CP-LIST-1..3);
+#: never updated but by ``resolve``, never deleted.
+CHECKPOINTS = Table(
+    Checkpoint, "checkpoints", "checkpoints", CheckpointNotFound, "checkpoint", "checkpoints",
+    ops=("create", "get"),
+    listings=(Listing("list_pending", count="count_pending", filters=(Filter("run_id", "run_id"),),
+                      fixed=(("state", CheckpointState.PENDING),), exact=False,
+                      filter_class=CheckpointFilter),),
+    clauses={"create": "CP-CREATE-1", "create.id": "CP-CREATE-3", "create.nonempty": "CP-CREATE-1",
+             "get": "CP-GET-1", "list": "CP-LIST-2", "count": "CP-LIST-3", "fields": "CP-CREATE-1"},
+)
+
+#: Every stored kind of the class.
+TABLES = (CHECKPOINTS,)
+
+
 def validate_new_checkpoint(cp: object, ctx: Context, now: datetime) -> Checkpoint:
-    """CP-CREATE-1/2: the checkpoint as stored, or ``InvalidArgument``."""
-    if not isinstance(cp, Checkpoint):
-        raise InvalidArgument(f"checkpoint must be a Checkpoint, got {type(cp).__name__}")
-    if not (
-        isinstance(cp.state, str) and cp.state == CheckpointState.PENDING.value
-    ):
-        raise InvalidArgument(f"a new checkpoint must be 'pending', got {cp.state!r}")
-    if cp.decision is not None:
-        raise InvalidArgument("a new checkpoint must not carry a decision")
-    stored = Checkpoint(
-        id=ids.check_id(cp.id, ids.CHECKPOINT, "checkpoint.id"),
-        run_id=ids.check_id(cp.run_id, ids.RUN, "checkpoint.run_id"),
-        agent_id=ids.check_id(cp.agent_id, ids.AGENT, "checkpoint.agent_id"),
-        scope=ctx.scope,
-        reason=check_str(cp.reason, "checkpoint.reason"),
-        step_index=check_count(cp.step_index, "checkpoint.step_index"),
-        state=CheckpointState.PENDING,
-        decision=None,
-        metadata=check_json_object(cp.metadata, "checkpoint.metadata"),
-        created_at=now,
-        updated_at=now,
-    )
-    check_entity_size(stored, "checkpoint")
+    """CP-CREATE-1/2: the checkpoint as stored, or ``InvalidArgument`` (the
+    description's validation, for stores written without :class:`~.kinds.Crud`)."""
+    stored: Checkpoint = new_entity(CHECKPOINTS, cp, ctx, now)
     return stored
 
 
@@ -147,6 +166,66 @@ def validate_checkpoint_filter(flt: object) -> CheckpointFilter:
     )
 
 
+if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
+    from .generated import GeneratedCheckpointsMethods as _Generated
+else:
+    _Generated = object
+
+#: How often a resolve that lost the race between its read and its write
+#: (another resolve won) goes round again; the next read classifies it.
+_RETRIES = 100
+
+
+class CheckpointsMethods(_Generated):
+    """The class's store methods on ``self._crud`` (a :class:`~.kinds.Crud`
+    over the backend's storage): the generated create, get and pending
+    listing of :data:`CHECKPOINTS`, and the two written here.  A backend's
+    checkpoints mixin inherits this."""
+
+    _crud: Any
+
+    def resolve(self, ctx: Context, checkpoint_id: str, decision: Decision) -> Checkpoint:
+        """CP-RESOLVE-1..7: read the visible row (absent: ``CheckpointNotFound``,
+        resolved: ``InvalidState``), measure the resolved row (CP-RESOLVE-7),
+        then one conditional update on ``state = pending``: of concurrent
+        resolves exactly one matches (CP-RESOLVE-4) and it returns the row
+        as written.  A pending checkpoint changes only by a resolve, so the
+        row written is the row measured; a loser wrote nothing and reads again."""
+        scope = require_scope(ctx)
+        cp_id = check_value(Checkpoint, "id", checkpoint_id, "checkpoint_id")
+        decision = validate_decision(decision)
+        storage = self._crud.storage
+        for _ in range(_RETRIES):
+            rows = storage.select(CHECKPOINTS, Query(scope, where=(("id", cp_id),)))
+            if not rows:
+                raise CheckpointNotFound(f"checkpoint {cp_id} not found")  # CP-RESOLVE-2
+            if rows[0].state != CheckpointState.PENDING:
+                raise InvalidState(f"checkpoint {cp_id} is already resolved")  # CP-RESOLVE-3: the first stays
+            now = self._crud.now()
+            done = resolved(rows[0], decision, now)
+            stored: Checkpoint | None = storage.update(
+                CHECKPOINTS, cp_id, scope, {"state": done.state, "decision": done.decision}, now,
+                expect=(("state", CheckpointState.PENDING),))
+            if stored is not None:
+                return stored
+        raise StoreError(f"resolving checkpoint {cp_id} kept racing concurrent writes")
+
+    def list_pending_across_scopes(
+        self, ctx: Context, after_id: str | None = None, limit: int = 0
+    ) -> list[Checkpoint]:
+        """CP-XLIST-1..4: pending checkpoints of every scope after the cursor, by id."""
+        require_context(ctx)  # SCOPE-XS-2
+        after = ids.check_optional_id(after_id, ids.CHECKPOINT, "after_id")
+        limit, _ = check_page(limit)
+        rows: list[Checkpoint] = self._crud.storage.select(CHECKPOINTS, Query(
+            None, where=(("state", CheckpointState.PENDING),), order=(("id", False),), limit=limit,
+            after=None if after is None else ("id", after)))
+        return rows
+
+
+install(CheckpointsMethods, TABLES)
+
+
 @runtime_checkable
 class CheckpointStore(Protocol):
     """What a store of class ``checkpoints`` provides (CP-*)."""
@@ -177,6 +256,9 @@ class CheckpointStore(Protocol):
         """Pending checkpoints of every scope with ``id > after_id``, ``id`` ASC;
         ignores ``ctx.scope`` (CP-XLIST-1..4)."""
         ...
+
+
+check_protocol(CheckpointStore, TABLES, CheckpointsMethods)
 
 
 # -- what the class shows (cortex_spec.views) ------------------------------------------------

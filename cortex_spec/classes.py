@@ -152,6 +152,7 @@ CLASSES: dict[str, ConformanceClass] = {
                 "count_pending",
             )
             + _m("list_pending_across_scopes", scoped=False),
+            tables=checkpoints.TABLES,
             view=checkpoints.view,
             view_across=checkpoints.view_across,
         ),

@@ -4,6 +4,7 @@ The methods cortex_spec.kinds.install generates, declared for type checkers
 (see cortex_spec/stubs.py)."""
 
 from cortex_spec.catalog import Agent, Behavior, Overlay, Persona, Skill, Trait
+from cortex_spec.checkpoints import Checkpoint, CheckpointFilter
 from cortex_spec.context import Context
 from cortex_spec.memory import Session
 from cortex_spec.orchestration import ConfigFilter, OrchestrationConfig, OrchestrationRun, OrchestrationRunFilter
@@ -53,6 +54,15 @@ class GeneratedCatalogMethods:
     def update_overlay(self, ctx: Context, overlay: Overlay) -> Overlay: ...
     def delete_overlay(self, ctx: Context, overlay_id: str) -> None: ...
     def list_overlays(self, ctx: Context, *, agent_id: str | None=None, exact: bool=False, limit: int=0, offset: int=0) -> list[Overlay]: ...
+
+
+class GeneratedCheckpointsMethods:
+    """What cortex_spec.kinds.install gives cortex_spec.checkpoints.CheckpointsMethods."""
+
+    def create_checkpoint(self, ctx: Context, checkpoint: Checkpoint) -> Checkpoint: ...
+    def get_checkpoint(self, ctx: Context, checkpoint_id: str) -> Checkpoint: ...
+    def list_pending(self, ctx: Context, filter: CheckpointFilter | None=None) -> list[Checkpoint]: ...
+    def count_pending(self, ctx: Context, filter: CheckpointFilter | None=None) -> int: ...
 
 
 class GeneratedMemoryMethods:

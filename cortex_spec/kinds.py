@@ -743,10 +743,12 @@ class Storage(Protocol):
     def count(self, table: Table, query: Query) -> int: ...
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime) -> Any | None:
+               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
         """Write ``fields`` and ``updated_at = now`` to the row ``key`` if
-        ``scope`` sees it, and return the row as stored (``None`` when it is
-        not visible); a unique key taken by another row → ``AlreadyExists``;
+        ``scope`` sees it and each ``(field, value)`` of ``expect`` holds of
+        it (a claim's condition, ``state = pending``), in the same atomic
+        step, and return the row as stored (``None`` when it is not visible
+        or a condition fails); a unique key taken by another row → ``AlreadyExists``;
         a row over the size limit → ``InvalidArgument``; either way nothing
         is written."""
 

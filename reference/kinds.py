@@ -72,11 +72,11 @@ class MemoryStorage:
             return sum(1 for r in self._rows(t, table).values() if _matches(query, r))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime) -> Any | None:
+               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
         with self.store._tx() as t:
             rows = self._rows(t, table)
             row = rows.get(key)
-            if row is None or not scope.covers(row.scope):
+            if row is None or not scope.covers(row.scope) or any(getattr(row, n) != v for n, v in expect):
                 return None
             new = attrs.evolve(row, updated_at=now, **detach(fields))
             check_size(new, table)

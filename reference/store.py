@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from cortex_spec.a2a import Conversation, Delivery, Envelope, PendingAsk
 from cortex_spec.admin import schema_mismatch
-from cortex_spec.checkpoints import Checkpoint
 from cortex_spec.clock import Clock, SystemClock, truncate_ms
 from cortex_spec.errors import StoreClosed
 from cortex_spec.runs import Run
@@ -46,7 +45,6 @@ class MemoryMedium:
         self.suspensions: dict[str, Suspension] = {}
         #: suspension id -> run_id (ids are unique too, SUSP-CREATE-3)
         self.suspension_ids: dict[str, str] = {}
-        self.checkpoints: dict[str, Checkpoint] = {}
         # class a2a: envelopes, conversations, deliveries by id; pending asks
         # by reply_with; and every claim token issued, per delivery (A2A-DLV-6)
         self.a2a_messages: dict[str, Envelope] = {}

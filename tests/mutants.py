@@ -52,7 +52,7 @@ from cortex_spec.errors import (
     NotSuspended,
     SuspensionExpired,
 )
-from cortex_spec.errors import OverlayNotFound, StoreError
+from cortex_spec.errors import InvalidArgument, OverlayNotFound, StoreError
 from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.a2a import MemoryA2ARows
@@ -214,7 +214,7 @@ class ResolveReadThenWrite(MemoryStore):
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
         with self._tx() as t:
-            cp = t.checkpoints.get(checkpoint_id)
+            cp = t.kind_checkpoints.get(checkpoint_id)
             if cp is None or not scope.covers(cp.scope):
                 raise CheckpointNotFound("not found")
             if cp.state != CheckpointState.PENDING:
@@ -222,10 +222,10 @@ class ResolveReadThenWrite(MemoryStore):
             now = self._now()
         time.sleep(GAP)
         with self._tx() as t:
-            cp = t.checkpoints[checkpoint_id]
+            cp = t.kind_checkpoints[checkpoint_id]
             resolved = replace(cp, state=CheckpointState.RESOLVED,
                                decision=replace(decision, decided_at=now), updated_at=now)
-            t.checkpoints[checkpoint_id] = resolved
+            t.kind_checkpoints[checkpoint_id] = resolved
             return detach(resolved)
 
 
@@ -241,6 +241,17 @@ class CheckpointScopeIndexedWhole(MemoryStore):
         return super().create_checkpoint(ctx, cp)
 
 
+class CheckpointStepIndexOffByOne(MemoryStore):
+    """create_checkpoint bounds step_index with an exclusive 2**63 - 1 (an
+    off-by-one): the largest 64-bit counter is refused."""
+
+    def create_checkpoint(self, ctx, checkpoint):
+        require_scope(ctx)
+        if getattr(checkpoint, "step_index", None) == 2**63 - 1:
+            raise InvalidArgument("checkpoint.step_index must be below 2**63 - 1")
+        return super().create_checkpoint(ctx, checkpoint)
+
+
 class ResolveOverwrites(MemoryStore):
     """resolve is unconditional, as upstream: a second decision replaces the first."""
 
@@ -249,30 +260,32 @@ class ResolveOverwrites(MemoryStore):
         ids.check_id(checkpoint_id, ids.CHECKPOINT, "checkpoint_id")
         decision = validate_decision(decision)
         with self._tx() as t:
-            cp = t.checkpoints.get(checkpoint_id)
+            cp = t.kind_checkpoints.get(checkpoint_id)
             if cp is None or not scope.covers(cp.scope):
                 raise CheckpointNotFound("not found")
             now = self._now()
             resolved = replace(cp, state=CheckpointState.RESOLVED,
                                decision=replace(decision, decided_at=now), updated_at=now)
-            t.checkpoints[checkpoint_id] = resolved
+            t.kind_checkpoints[checkpoint_id] = resolved
             return detach(resolved)
 
 
 def _pending_rows(store, ctx, flt, keep):
-    """The pending-list query with its selection split: ``keep(cp)`` says which
-    rows the mutant's query selects before it pages; the rest of the
-    selection (run filter, visibility, state) is applied to the page."""
-    from cortex_spec.checkpoints import validate_checkpoint_filter
+    """The pending-list query with its selection split: ``keep(scope, run_id,
+    cp)`` says which rows the mutant's query selects before it pages; the
+    rest of the selection (run filter, visibility, state) is applied to the
+    page."""
+    from cortex_spec.checkpoints import CHECKPOINTS
+    from cortex_spec.kinds import listing_query
 
-    scope = require_scope(ctx)
-    flt = validate_checkpoint_filter(flt)
+    query = listing_query(CHECKPOINTS, CHECKPOINTS.listing("list_pending"), ctx, {}, flt)
+    scope, run_id = query.scope, dict(query.where).get("run_id")
     with store._tx() as t:
-        rows = sorted((cp for cp in t.checkpoints.values() if keep(scope, flt, cp)),
+        rows = sorted((cp for cp in t.kind_checkpoints.values() if keep(scope, run_id, cp)),
                       key=lambda cp: (cp.created_at, cp.id))
-    return [detach(cp) for cp in page(rows, flt.limit, flt.offset)
+    return [detach(cp) for cp in page(rows, query.limit, query.offset)
             if cp.state == CheckpointState.PENDING and scope.covers(cp.scope)
-            and (flt.run_id is None or cp.run_id == flt.run_id)]
+            and (run_id is None or cp.run_id == run_id)]
 
 
 class PendingPagedBeforeRunFilter(MemoryStore):
@@ -282,7 +295,7 @@ class PendingPagedBeforeRunFilter(MemoryStore):
 
     def list_pending(self, ctx, filter=None):
         return _pending_rows(self, ctx, filter,
-                             lambda scope, flt, cp: cp.state == CheckpointState.PENDING and scope.covers(cp.scope))
+                             lambda scope, run_id, cp: cp.state == CheckpointState.PENDING and scope.covers(cp.scope))
 
 
 class PendingPagedOverResolved(MemoryStore):
@@ -290,8 +303,8 @@ class PendingPagedOverResolved(MemoryStore):
     resolved ones: offset and limit count resolved checkpoints too."""
 
     def list_pending(self, ctx, filter=None):
-        return _pending_rows(self, ctx, filter, lambda scope, flt, cp: scope.covers(cp.scope)
-                             and (flt.run_id is None or cp.run_id == flt.run_id))
+        return _pending_rows(self, ctx, filter, lambda scope, run_id, cp: scope.covers(cp.scope)
+                             and (run_id is None or cp.run_id == run_id))
 
 
 class SuspensionPerScope(MemoryStore):
@@ -2003,6 +2016,8 @@ MUTANTS: list[Mutant] = [
     # generic sizes and long scopes (issue 10: the class parts moved into each class's examples)
     _m("gw-reply-measured-alone", _opener(ReplyMeasuredAlone), ("GW-ACC-6", "RSC-GEN-8", "RSC-GEN-13"), ("gateway",)),
     _m("checkpoint-scope-indexed-whole", CheckpointScopeIndexedWhole, ("SCOPE-CANON-6",), ("checkpoints",)),
+    # checkpoints on the stored-kind description (issue 10 item 4)
+    _m("checkpoint-step-index-off-by-one", CheckpointStepIndexOffByOne, ("MC-GEN-12", "MC-GEN-2"), ("checkpoints",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

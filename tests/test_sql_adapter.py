@@ -290,6 +290,25 @@ def test_unparseable_stored_scope_is_a_store_error(store):
         store.get_checkpoint(c, cp.id)
 
 
+def test_a_checkpoint_decision_is_spread_over_the_first_layouts_columns(store, clock):
+    """The stored kind keeps cortex_checkpoints as it was: NULL decision
+    columns while pending, one column per decision field once resolved
+    (the interpreter's spread record), the CP-ENT-1 check holding."""
+    from cortex_spec.checkpoints import Decision
+    from cortex_spec.clock import to_millis
+
+    c = ctx("ws=w1")
+    cp = store.create_checkpoint(c, make_checkpoint())
+    cols = "state, decision_approved, decided_by, decision_reason, decided_at"
+    row = _raw(store, f"SELECT {cols} FROM cortex_checkpoints WHERE id = :i", {"i": cp.id}).one()
+    assert tuple(row) == ("pending", None, None, None, None)
+    done = store.resolve(c, cp.id, Decision(approved=False, decided_by="ops", reason="not now"))
+    row = _raw(store, f"SELECT {cols} FROM cortex_checkpoints WHERE id = :i", {"i": cp.id}).one()
+    assert (row[0], bool(row[1]), row[2], row[3], row[4]) == (
+        "resolved", False, "ops", "not now", to_millis(clock.now()))
+    assert store.get_checkpoint(c, cp.id) == done and done.decision.decided_at == clock.now()
+
+
 def test_duplicate_key_is_already_exists_with_the_driver_error_chained(store):
     c = ctx("ws=w1")
     run = store.create_run(c, make_run())

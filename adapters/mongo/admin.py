@@ -25,7 +25,7 @@ from cortex_spec.admin import Inspection, ScopeIssue, check_visitor, schema_mism
 from cortex_spec.context import Context, require_context
 from cortex_spec.scope import MAX_DEPTH
 
-from .store import COLLECTIONS, SCHEMA_VERSION, MongoStoreBase
+from .store import SCHEMA_VERSION, MongoStoreBase
 
 __all__ = ["AdminMixin", "stored_scope"]
 
@@ -76,7 +76,6 @@ class AdminMixin(MongoStoreBase):
         from cortex_spec.classes import CLASSES
 
         prefix = self.collection_prefix
-        yield COLLECTIONS["checkpoints"], self.database[prefix + COLLECTIONS["checkpoints"]]
         for name in ("a2a_messages", "a2a_conversations", "a2a_deliveries", "a2a_asks"):
             yield name, self.database[prefix + name]
         for cls in CLASSES.values():

@@ -21,7 +21,9 @@ deployment has snapshot reads); ``update`` reads the visible row, checks
 the size of the row it will store (its other fields are the key, the scope,
 the creation time and store-owned fields), then writes the mutable fields
 with one ``find_one_and_update`` on the same filter — unconditional on
-their old values, so the last writer wins and lands whole; ``delete`` one
+their old values, so the last writer wins and lands whole, unless the call
+names conditions (``expect``, a claim's ``state: pending``): both filters
+then hold them, and of racing claims one matches; ``delete`` one
 ``delete_one``.
 """
 
@@ -252,16 +254,17 @@ class MongoStorage:
             return self.store._count(self._collection(table), self._filter(table, query))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime) -> Any | None:
+               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
         from pymongo import ReturnDocument
 
         if self.session is None and self.store._transactions and any(
                 s.role == k.OWNED for s in table.fields.values()):
             # the size check reads store-owned fields another step may be
             # changing: read and write in one transaction
-            return self.atomic(lambda s: s.update(table, key, scope, fields, now))
+            return self.atomic(lambda s: s.update(table, key, scope, fields, now, expect))
         collection = self._collection(table)
-        mine = {"_id": key, **scope_filter("scope", scope)}
+        mine = {"_id": key, **scope_filter("scope", scope),
+                **{name: _encode(table.fields[name].kind, value) for name, value in expect}}
         with self.store._guard():
             doc = collection.find_one(mine, **self._s())
             if doc is None:

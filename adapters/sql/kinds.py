@@ -11,7 +11,8 @@ module is the codec between entities and rows, and the five primitives of
   per scope level (never ``LIKE``), the filters, the search as a literal
   substring of the ASCII-folded field (``instr``/``strpos`` of
   :meth:`.dialect.Dialect.ascii_lower`), the listing's total order;
-* ``update`` — one transaction: ``UPDATE … WHERE id AND visible RETURNING``,
+* ``update`` — one transaction: ``UPDATE … WHERE id AND visible [AND the
+  call's conditions] RETURNING``,
   then the size check of the row as stored (an oversized row rolls back); a
   unique index refuses a rename into a taken name;
 * ``delete`` — one DELETE on the visible row.
@@ -39,7 +40,7 @@ from cortex_spec.scope import Scope
 from .schema import KIND_TABLES
 from .store import db_int, decode, dump_json, load_json, read_scope, scope_params, scope_values, visible
 
-__all__ = ["SqlStorage", "encode", "decode_value", "row_of", "entity_of"]
+__all__ = ["SqlStorage", "encode", "decode_value", "cells", "row_of", "entity_of"]
 
 T = TypeVar("T")
 
@@ -148,6 +149,39 @@ def _has_scope_key(tname: str) -> bool:
     return "scope_key" in KIND_TABLES[tname].c
 
 
+@lru_cache(maxsize=None)
+def _spread(tname: str, name: str, kind: k.FieldKind) -> tuple[tuple[str, str, k.FieldKind], ...]:
+    """``(column key, sub-field, kind)`` of a nested record a laid-out table
+    spreads over one column per field, keyed ``<field>_<sub-field>`` (the
+    checkpoint's decision); ``()`` for a field in a column of its own."""
+    inner = kind.inner if isinstance(kind, k.Optional) else kind
+    if name in KIND_TABLES[tname].c or not isinstance(inner, k.Record):
+        return ()
+    return tuple((f"{name}_{sub}", sub, spec.kind) for sub, spec in k.specs(inner.record).items())
+
+
+def cells(table: Table, name: str, value: Any) -> dict[str, Any]:
+    """The columns (by key) that hold field ``name`` at ``value``: its own
+    column, or those of a spread record (all NULL for ``None``)."""
+    kind = table.fields[name].kind
+    spread = _spread(table.name, name, kind)
+    if not spread:
+        return {name: encode(kind, value)}
+    return {col: None if value is None else encode(sub_kind, getattr(value, sub)) for col, sub, sub_kind in spread}
+
+
+def _field_of(table: Table, name: str, kind: k.FieldKind, row: Any) -> Any:
+    spread = _spread(table.name, name, kind)
+    if not spread:
+        return decode_value(kind, getattr(row, name))  # by column key
+    raw = [getattr(row, col) for col, _, _ in spread]
+    if all(v is None for v in raw):
+        return None
+    inner = kind.inner if isinstance(kind, k.Optional) else kind
+    assert isinstance(inner, k.Record)
+    return inner.record(**{sub: decode_value(sub_kind, v) for (_, sub, sub_kind), v in zip(spread, raw)})
+
+
 def row_of(table: Table, entity: Any) -> dict[str, Any]:
     """The row of a (validated) entity, by column key (the field's name)."""
     row: dict[str, Any] = {}
@@ -158,7 +192,7 @@ def row_of(table: Table, entity: Any) -> dict[str, Any]:
             if _has_scope_key(table.name):
                 row["scope_key"] = scope_key(value)
         else:
-            row[name] = encode(spec.kind, value)
+            row.update(cells(table, name, value))
     return row
 
 
@@ -171,7 +205,7 @@ def entity_of(table: Table, row: Any) -> Any:
             if spec.role == k.SCOPE:
                 values[name] = read_scope(row)
             else:
-                values[name] = decode_value(spec.kind, getattr(row, name))  # by column key
+                values[name] = _field_of(table, name, spec.kind, row)
         return table.entity(**values)
 
     return decode(table.singular, build)
@@ -226,11 +260,12 @@ def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, 
 
 
 @lru_cache(maxsize=None)
-def _update(tname: str, depth: int, fields: tuple[str, ...]) -> Any:
+def _update(tname: str, depth: int, columns: tuple[str, ...], expect: tuple[str, ...] = ()) -> Any:
     t = KIND_TABLES[tname]
-    values: dict[str, Any] = {name: sa.bindparam(f"v_{name}") for name in fields}
+    values: dict[str, Any] = {name: sa.bindparam(f"v_{name}") for name in columns}
     values["updated_at"] = sa.bindparam("v_updated_at")
-    return (sa.update(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth))
+    return (sa.update(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth),
+                               *(t.c[name] == sa.bindparam(f"x_{name}") for name in expect))
             .values(values).returning(t))
 
 
@@ -329,11 +364,12 @@ class SqlStorage:
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime) -> Any | None:
-        names = tuple(sorted(fields))
-        params = {f"v_{n}": encode(table.fields[n].kind, fields[n]) for n in names}
+               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
+        written = {col: v for name in sorted(fields) for col, v in cells(table, name, fields[name]).items()}
+        params = {f"v_{col}": v for col, v in written.items()}
+        params.update({f"x_{n}": encode(table.fields[n].kind, v) for n, v in expect})
         params.update({"v_updated_at": to_millis(now), "w_id": key, **scope_params(scope)})
-        stmt = _update(table.name, scope.depth, names)
+        stmt = _update(table.name, scope.depth, tuple(written), tuple(n for n, _ in expect))
 
         def write(conn: sa.Connection) -> Any | None:
             row = conn.execute(stmt, params).one_or_none()

@@ -207,10 +207,12 @@ checkpoints = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("step_index", sa.BigInteger, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
+    # the nested decision spread over one column per field (NULL: none),
+    # keyed <field>_<sub-field> as the interpreter reads them (.kinds.cells)
     sa.Column("decision_approved", sa.Boolean, nullable=True),
-    sa.Column("decided_by", sa.Text, nullable=True),
+    sa.Column("decided_by", sa.Text, nullable=True, key="decision_decided_by"),
     sa.Column("decision_reason", sa.Text, nullable=True),
-    sa.Column("decided_at", sa.BigInteger, nullable=True),
+    sa.Column("decided_at", sa.BigInteger, nullable=True, key="decision_decided_at"),
     sa.Column("metadata", sa.Text, nullable=False),
     *_stamps(),
     # CP-ENT-1: pending without a decision, or resolved with one
@@ -404,7 +406,7 @@ def kind_table(table: Any) -> sa.Table:
 #: Stored kinds whose tables predate the description (schema version 1),
 #: declared above: the interpreter reads and writes them through the kind's
 #: codec (a column's ``key`` is its field's name), and their layout stays.
-LAID_OUT = {"steps": steps, "tool_calls": tool_calls}
+LAID_OUT = {"steps": steps, "tool_calls": tool_calls, "checkpoints": checkpoints}
 
 
 def _kind_tables() -> dict[str, sa.Table]:
@@ -417,5 +419,5 @@ def _kind_tables() -> dict[str, sa.Table]:
 KIND_TABLES = _kind_tables()
 
 #: Every table holding data (the per-test reset empties these).
-DATA_TABLES = (runs, suspensions, checkpoints,
+DATA_TABLES = (runs, suspensions,
                a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks, *KIND_TABLES.values())
