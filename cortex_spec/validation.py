@@ -175,8 +175,11 @@ def check_optional_json_object(value: object, field: str) -> dict[str, Any] | No
 
 def check_instant(value: object, field: str) -> datetime:
     """Aware ``datetime`` → UTC, truncated to ms (RSC-GEN-2)."""
-    if type(value) is datetime and value.tzinfo is UTC and not value.microsecond % 1000:
-        return value  # already what to_instant makes of it (an equal datetime)
+    if type(value) is datetime and value.tzinfo is UTC:
+        # what to_instant makes of a UTC instant (an equal datetime), without
+        # its conversion to UTC
+        extra = value.microsecond % 1000
+        return value.replace(microsecond=value.microsecond - extra) if extra else value
     return to_instant(value, field)
 
 
