@@ -329,17 +329,17 @@ def _size_bound(entity: object) -> int | None:
         value = getattr(entity, name)
         kind = type(value)
         if kind is str:
-            bound += _MAX_CHAR_BYTES * len(value) + 2  # type: ignore[arg-type]
+            bound += _MAX_CHAR_BYTES * len(value) + 2
         elif value is None or kind is bool or kind is float:
             bound += _MAX_SCALAR_BYTES
         elif kind is int:
-            if not INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
+            if not INT64_MIN <= value <= INT64_MAX:
                 return None
             bound += _MAX_SCALAR_BYTES
         elif kind is datetime:
             bound += _MAX_INSTANT_BYTES
         elif kind is Scope:
-            bound += _MAX_CHAR_BYTES * len(value.canonical()) + 2  # type: ignore[attr-defined]
+            bound += _MAX_CHAR_BYTES * len(value.canonical()) + 2
         elif isinstance(value, Enum) and type(value.value) is str:
             bound += _MAX_CHAR_BYTES * len(value.value) + 2
         else:

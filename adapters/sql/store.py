@@ -644,7 +644,7 @@ def dump_json(value: Any) -> str:
 
 #: The JSON decoder's scanner: one value at an index, without ``json.loads``'
 #: checks around it (a third of its time on the short texts rows hold).
-_SCAN = json.JSONDecoder().scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def load_json(text: str | None) -> Any:
