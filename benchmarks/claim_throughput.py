@@ -35,11 +35,16 @@ status 1 when one is not).  ``--contract`` adds a third path, not a target:
 the driver's statements with the contract's own Python around them (the
 store's entry checks, clock read and refusals), which tells how much of the
 store's extra latency is the contract's rather than the adapter's.
+``--serial`` runs no race: one thread tries each key as often as the race
+would (one win, the rest losses), so "CPU us" is each path's own work per
+attempt, without lock waits or GIL hand-offs — the figure that stays
+comparable when other processes load the machine.
 
 Run from a checkout with the ``postgres`` extra installed::
 
     python benchmarks/claim_throughput.py                  # both dialects
     python benchmarks/claim_throughput.py --runs 1000 --dialects sqlite
+    python benchmarks/claim_throughput.py --dialects sqlite --serial --contract
 
 PostgreSQL comes from ``CORTEX_SPEC_POSTGRES_URL`` or, by default, the
 embedded server of the ``postgres`` certification harness.
@@ -150,6 +155,26 @@ def _race(keys: list[str], threads: int, workers: list[Worker]) -> dict[str, Any
     return {"seconds": elapsed, "attempts": len(every), "wins": sum(wins), "runs": len(keys),
             "rate": len(every) / elapsed, "p50": _quantile(every, 0.50),
             "p99": _quantile(every, 0.99), "cpu": cpu / max(1, len(every))}
+
+
+def _serial(keys: list[str], threads: int, workers: list[Worker]) -> dict[str, Any]:
+    """No race (``--serial``): one thread tries every key ``threads`` times
+    in a row — one win, then ``threads - 1`` losses, the race's mix — so the
+    CPU time per attempt is the path's own work, without lock waits or GIL
+    hand-offs: the figure that stays comparable on a loaded machine."""
+    attempt, wins, lat = workers[0], 0, []
+    clock = time.perf_counter
+    started, cpu = clock(), time.process_time()
+    for key in keys:
+        for _ in range(threads):
+            t0 = clock()
+            wins += attempt(key)
+            lat.append(clock() - t0)
+    elapsed, cpu = clock() - started, time.process_time() - cpu
+    lat.sort()
+    return {"seconds": elapsed, "attempts": len(lat), "wins": wins, "runs": len(keys),
+            "rate": len(lat) / elapsed, "p50": _quantile(lat, 0.50), "p99": _quantile(lat, 0.99),
+            "cpu": cpu / max(1, len(lat))}
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -408,14 +433,15 @@ def _messages(n: int) -> dict[str, Any]:
 
 
 def _measure(op: str, path: str, seed: Callable[[str], tuple[list[str], Callable[[], list[Worker]],
-                                                              Callable[[], dict[str, Any]]]]) -> dict[str, Any]:
+                                                              Callable[[], dict[str, Any]]]],
+             race: Callable[[list[str], int, list[Worker]], dict[str, Any]] = _race) -> dict[str, Any]:
     """One race; ``done()`` closes what ``seed`` opened and tells the lock
     retries past the busy timeout and the statements whose SQL differed."""
     keys, make_workers, done = seed(path)
     finished = False
     try:
         workers = make_workers()
-        row = _race(keys, len(workers), workers)
+        row = race(keys, len(workers), workers)
         finished = True
     finally:
         extra = done()
@@ -430,7 +456,7 @@ def _adapter_extra(stmts: _Statements, store: SqlStore, gateway: Any) -> dict[st
 
 
 def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
-                 paths: tuple[str, ...] = ("adapter", "driver")) -> list[dict[str, Any]]:
+                 paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race) -> list[dict[str, Any]]:
     clock = ManualClock()
     now = clock.now()
     now_ms = to_millis(now)
@@ -482,13 +508,13 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
         for op in operations:
             for r in range(repeats):
                 for path in paths:
-                    row = _measure(op, path, lambda p, op=op: seed(op, p))
+                    row = _measure(op, path, lambda p, op=op: seed(op, p), race)
                     results.append({"dialect": "sqlite", "operation": op, "path": path, "repeat": r, **row})
     return results
 
 
 def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
-                   paths: tuple[str, ...] = ("adapter", "driver")) -> list[dict[str, Any]]:
+                   paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race) -> list[dict[str, Any]]:
     from cortex_spec.adapters.sql.harness import PostgresHarness
 
     harness = PostgresHarness()
@@ -544,7 +570,7 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
         for op in operations:
             for r in range(repeats):
                 for path in paths:
-                    row = _measure(op, path, lambda p, op=op: seed(op, p))
+                    row = _measure(op, path, lambda p, op=op: seed(op, p), race)
                     results.append({"dialect": "postgresql", "operation": op, "path": path,
                                     "repeat": r, **row})
     finally:
@@ -592,9 +618,14 @@ the refusal; "CPU us" (process CPU time per attempt, all threads) shows it."""
 
 
 def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
-           load: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> bool:
-    print(f"claim throughput: {threads} threads racing for {runs} keys per operation "
-          f"({threads * runs} attempts, {runs} must win); medians of {repeats} interleaved repeats")
+           load: tuple[tuple[float, ...], tuple[float, ...]] | None = None, serial: bool = False) -> bool:
+    if serial:
+        print(f"claim cost, no race (--serial): one thread tries each of {runs} keys {threads} times "
+              f"in a row ({threads * runs} attempts, {runs} must win); medians of {repeats} "
+              f"interleaved repeats")
+    else:
+        print(f"claim throughput: {threads} threads racing for {runs} keys per operation "
+              f"({threads * runs} attempts, {runs} must win); medians of {repeats} interleaved repeats")
     if load is not None:
         print("load average: " + " -> ".join(" ".join(f"{x:.2f}" for x in la) for la in load)
               + f" ({os.cpu_count()} cores)")
@@ -613,6 +644,9 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
                   f"{row[p + '_cpu'] * 1e6:>7.0f} {row[p + '_retries']:>12}{tail}")
     differ = [f"{row['dialect']} {row['operation']}: {', '.join(row['differ'])}" for row in rows if row["differ"]]
     print("same SQL on both paths: " + ("yes" if not differ else "NO (" + "; ".join(differ) + ")"))
+    if serial:
+        print("targets: none without a race (they are the race's; this shows each path's own CPU)")
+        return not differ
     print("targets:")
     ok = not differ
     for row in rows:
@@ -644,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contract", action="store_true",
                         help="also race the driver path with the contract's own Python around it "
                              "(+contract: validation, clock, refusals; not a target)")
+    parser.add_argument("--serial", action="store_true",
+                        help="no race: one thread tries each key --threads times in a row (the race's "
+                             "mix of one win and losses); CPU us per attempt is each path's own cost")
     args = parser.parse_args(argv)
     operations = [o.strip() for o in args.operations.split(",") if o.strip()]
     for o in operations:
@@ -652,16 +689,17 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     paths = ("adapter", "driver", "contract") if args.contract else ("adapter", "driver")
+    race = _serial if args.serial else _race
     for d in args.dialects.split(","):
         d = d.strip()
         if d == "sqlite":
-            results += bench_sqlite(args.runs, args.threads, args.repeats, operations, paths)
+            results += bench_sqlite(args.runs, args.threads, args.repeats, operations, paths, race)
         elif d in ("postgres", "postgresql"):
-            results += bench_postgres(args.runs, args.threads, args.repeats, operations, paths)
+            results += bench_postgres(args.runs, args.threads, args.repeats, operations, paths, race)
         else:
             parser.error(f"unknown dialect {d!r}")
     rows = summarize(results)
-    ok = report(rows, args.runs, args.threads, args.repeats, (load_before, os.getloadavg()))
+    ok = report(rows, args.runs, args.threads, args.repeats, (load_before, os.getloadavg()), args.serial)
     if not all(row["exact"] for row in rows):
         print("ERROR: some measurement did not have exactly one winner per key", file=sys.stderr)
         return 1

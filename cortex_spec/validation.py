@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .clock import to_instant
+from .clock import UTC, to_instant
 from .errors import InvalidArgument
 from .scope import Scope
 
@@ -61,8 +61,22 @@ def _check_text(value: str, field: str) -> None:
         raise InvalidArgument(f"{field} contains a lone surrogate") from None
 
 
+# The checks below open with a fast path for the common, well-formed value:
+# an exact ``str`` that is ASCII (so it holds no lone surrogate) without
+# U+0000, short enough where that matters.  It only ever *accepts*; every
+# other value takes the general check (the ``_..._general`` functions), which
+# decides and words every refusal.  tests/test_validation_fast.py checks that
+# both give the same answer on every input.
+
+
 def check_str(value: object, field: str) -> str:
     """Any length; no NUL, no lone surrogate (RSC-GEN-6)."""
+    if type(value) is str and value.isascii() and "\x00" not in value:
+        return value
+    return _check_str_general(value, field)
+
+
+def _check_str_general(value: object, field: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(f"{field} must be a str, got {type(value).__name__}")
     _check_text(value, field)
@@ -71,7 +85,13 @@ def check_str(value: object, field: str) -> str:
 
 def check_short_str(value: object, field: str) -> str:
     """At most 255 code points (RSC-GEN-6)."""
-    check_str(value, field)
+    if type(value) is str and len(value) <= SHORT_STRING and value.isascii() and "\x00" not in value:
+        return value
+    return _check_short_str_general(value, field)
+
+
+def _check_short_str_general(value: object, field: str) -> str:
+    _check_str_general(value, field)
     assert isinstance(value, str)
     if len(value) > SHORT_STRING:
         raise InvalidArgument(f"{field} is {len(value)} code points long (at most {SHORT_STRING})")
@@ -79,7 +99,14 @@ def check_short_str(value: object, field: str) -> str:
 
 
 def check_nonempty_short_str(value: object, field: str) -> str:
-    check_short_str(value, field)
+    if (type(value) is str and 0 < len(value) <= SHORT_STRING and value.isascii()
+            and "\x00" not in value):
+        return value
+    return _check_nonempty_short_str_general(value, field)
+
+
+def _check_nonempty_short_str_general(value: object, field: str) -> str:
+    _check_short_str_general(value, field)
     if value == "":
         raise InvalidArgument(f"{field} must not be empty")
     return value  # type: ignore[return-value]
@@ -148,11 +175,16 @@ def check_optional_json_object(value: object, field: str) -> dict[str, Any] | No
 
 def check_instant(value: object, field: str) -> datetime:
     """Aware ``datetime`` → UTC, truncated to ms (RSC-GEN-2)."""
+    if type(value) is datetime and value.tzinfo is UTC:
+        # what to_instant makes of a UTC instant (an equal datetime), without
+        # its conversion to UTC
+        extra = value.microsecond % 1000
+        return value.replace(microsecond=value.microsecond - extra) if extra else value
     return to_instant(value, field)
 
 
 def check_optional_instant(value: object, field: str) -> datetime | None:
-    return None if value is None else to_instant(value, field)
+    return None if value is None else check_instant(value, field)
 
 
 def check_enum(value: object, enum: type[E], field: str) -> E:
@@ -261,7 +293,68 @@ def entity_size(entity: object) -> int:
     return size + sum(_text_size(t) - 2 for t in long)  # each stands in the text as ""
 
 
+#: An upper bound of the bytes one code point takes in :func:`entity_size`'s
+#: JSON: at most 4 in UTF-8 (3 for a lone surrogate), 6 as an escape
+#: (``\\u00XX``; the encoder escapes nothing but ``"``, ``\\`` and controls).
+_MAX_CHAR_BYTES = 6
+#: An upper bound of the JSON of a scalar that is not a string: ``null``,
+#: ``false``, a 64-bit int (20 characters), a float's ``repr`` (at most 24,
+#: ``-1.7976931348623157e+308``) or ``Infinity``/``NaN``.
+_MAX_SCALAR_BYTES = 24
+#: An upper bound of a ``datetime``'s ``isoformat()`` in quotes (26 characters
+#: with microseconds, an offset of at most 16: ``+HH:MM:SS.ffffff``).
+_MAX_INSTANT_BYTES = 48
+
+
+#: Per attrs class met by :func:`_size_bound`: its field names and the
+#: bound of everything but the values (braces, quoted names, colons, commas).
+_FRAMES: dict[type, tuple[tuple[str, ...], int]] = {}
+
+
+def _size_bound(entity: object) -> int | None:
+    """An upper bound of :func:`entity_size` for a *flat* attrs entity (every
+    field an exact ``str``, ``None``, ``bool``, ``float``, 64-bit ``int``,
+    ``datetime``, ``Scope`` or enum with a ``str`` value), computed from
+    lengths alone; ``None`` when a field is anything else (a dict, a list, a
+    nested entity, a subclass), which only the encoder measures."""
+    kind = type(entity)
+    frame = _FRAMES.get(kind)
+    if frame is None:
+        if not attrs.has(kind):
+            return None
+        names = tuple(f.name for f in attrs.fields(kind))
+        frame = _FRAMES[kind] = (names, 2 + sum(_MAX_CHAR_BYTES * len(n) + 4 for n in names))
+    names, bound = frame
+    for name in names:
+        value = getattr(entity, name)
+        kind = type(value)
+        if kind is str:
+            bound += _MAX_CHAR_BYTES * len(value) + 2
+        elif value is None or kind is bool or kind is float:
+            bound += _MAX_SCALAR_BYTES
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:
+                return None
+            bound += _MAX_SCALAR_BYTES
+        elif kind is datetime:
+            bound += _MAX_INSTANT_BYTES
+        elif kind is Scope:
+            bound += _MAX_CHAR_BYTES * len(value.canonical()) + 2
+        elif isinstance(value, Enum) and type(value.value) is str:
+            bound += _MAX_CHAR_BYTES * len(value.value) + 2
+        else:
+            return None
+    return bound
+
+
 def check_entity_size(entity: object, what: str) -> None:
+    """RSC-GEN-8: ``InvalidArgument`` when :func:`entity_size` of ``entity``
+    exceeds :data:`MAX_ENTITY_BYTES`.  A flat entity whose
+    :func:`_size_bound` is within the limit is accepted without encoding it
+    (the common case: the bound costs a length per field)."""
+    bound = _size_bound(entity)
+    if bound is not None and bound <= MAX_ENTITY_BYTES:
+        return
     size = entity_size(entity)
     if size > MAX_ENTITY_BYTES:
         raise InvalidArgument(f"{what} is {size} bytes as JSON (at most {MAX_ENTITY_BYTES})")

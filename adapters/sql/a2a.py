@@ -103,6 +103,7 @@ from cortex_spec.validation import (
 from .dialect import Dialect
 from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages, runs, suspensions
 from .store import (
+    Members,
     SqlStoreBase,
     db_int,
     decode,
@@ -256,12 +257,15 @@ def _delivery_row(d: Delivery) -> dict[str, Any]:
     }
 
 
+_DELIVERY_STATES = Members(DeliveryState)
+
+
 def _delivery_from_row(row: Any) -> Delivery:
     return decode("delivery", lambda: Delivery(
         id=row.id,
         message_id=row.message_id,
         receiver=Address(row.receiver_agent, row.receiver_node),
-        state=DeliveryState(row.state),
+        state=_DELIVERY_STATES[row.state],
         error=row.error,
         claim_token=row.claim_token,
         claimed_at=instant(row.claimed_at),

@@ -97,7 +97,7 @@ from cortex_spec.gateway import (
 
 from . import dialect as dialects
 from .dialect import id_type
-from .store import READ, TX, WRITE1, SqlStoreBase, db_int, instant, ms
+from .store import READ, TX, WRITE1, Members, SqlStoreBase, db_int, instant, ms
 
 __all__ = [
     "GATEWAY_SCHEMA_VERSION",
@@ -262,6 +262,9 @@ def _set_selection(dialect_name: str, field: str) -> Any:
                                       set_={field: stmt.excluded[field]})
 
 
+_STATUSES = Members(ItemStatus)
+
+
 def _item_from_row(row: Any) -> InboxItem:
     try:
         return InboxItem(
@@ -273,7 +276,7 @@ def _item_from_row(row: Any) -> InboxItem:
             trusted=bool(row.trusted),
             agent=row.agent,
             project=row.project,
-            status=ItemStatus(row.status),
+            status=_STATUSES[row.status],
             reply=row.reply,
             received_at=instant(row.received_at),
         )

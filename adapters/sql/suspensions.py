@@ -72,6 +72,7 @@ from .store import (
     decode,
     dump_json,
     instant,
+    Members,
     load_json,
     ms,
     read_scope,
@@ -101,12 +102,15 @@ def _suspension_row(s: Suspension) -> dict[str, Any]:
     }
 
 
+_REASONS = Members(SuspensionReason)
+
+
 def _suspension_from_row(row: Any) -> Suspension:
     return decode("suspension", lambda: Suspension(
         id=row.id,
         run_id=row.run_id,
         scope=read_scope(row),
-        reason=SuspensionReason(row.reason),
+        reason=_REASONS[row.reason],
         pending=tuple(
             PendingCall(id=pid, name=name, arguments=arguments)
             for pid, name, arguments in load_json(row.pending)
