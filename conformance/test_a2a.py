@@ -761,7 +761,7 @@ def test_limit_and_offset_apply_after_ordering(w, clock):
            "the receivers of worker's inbox, with mail for worker@peer and critic stored")
     for call, order, listed in cases:
         with clause(listed, what="which rows the list returns"):
-            expect("A2A-GEN-10", sorted(x.id for x in call()), sorted(order), "sorted(x.id for x in call())")
+            expect(listed, sorted(x.id for x in call()), sorted(order), "the ids the list returns, in any order")
         with clause("A2A-GEN-10", what="each page of the filtered, ordered rows"):
             expect("A2A-GEN-10", [x.id for x in call()], order, "[x.id for x in call()]")
             for limit in (-1, 0, 1, 2, len(order) - 1, len(order), 10):
@@ -2075,7 +2075,7 @@ def test_race_finish_against_reclaim(w, clock, profile):
             lambda: w.s.finish_delivery(w.c, d.id, d.claim_token, "delivered"),
             lambda: w.s.reclaim_stale_deliveries(ZERO, cut),
         ])
-        expect_is("A2A-RACE-2", reclaim.error, None, "reclaim (its error)")
+        expect_is("A2A-RACE-2", reclaim.error, None, "the error raised by the racing call reclaim")
         got = w.s.get_delivery(w.c, d.id)
         if finish.ok:
             expect("A2A-RACE-2", reclaim.value, 0, "reclaim.value")
@@ -2111,7 +2111,7 @@ def test_race_reclaims_never_push_back_a_fresh_claim(w, clock, profile):
         outcomes = race([lambda: _claim_until_won(w.s, w.c, d.id)]
                         + [functools.partial(w.s.reclaim_stale_deliveries, ZERO, cut)] * reclaimers)
         worker, moves = outcomes[0], outcomes[1:]
-        expect_is("A2A-RACE-3", worker.error, None, "worker (its error)")
+        expect_is("A2A-RACE-3", worker.error, None, "the error raised by the racing call worker")
         expect_true("A2A-RCL-6", all(m.ok for m in moves),
                     "all(m.ok for m in moves)" + ": " + shorten([m.error for m in moves]))
         expect("A2A-RACE-3", sum(m.value for m in moves), 1, "sum(m.value for m in moves)")

@@ -305,7 +305,7 @@ def test_one_store_serves_many_threads(gateway, profile):
         gateway.pending_replies(ZERO)
 
     for outcome in race([lambda i=i: worker(i) for i in range(n)]):
-        expect_is("GW-SCOPE-6", outcome.error, None, "outcome (its error)")
+        expect_is("GW-SCOPE-6", outcome.error, None, "the error raised by the racing call outcome")
     expect("GW-SCOPE-6", len(gateway.pending(ZERO)), 2 * n, "len(gateway.pending(ZERO))")
     expect("GW-SCOPE-6", sorted(i.channel for i in gateway.pending_replies(ZERO)), sorted(f"ch{i}" for i in range(n)),
            "sorted(i.channel for i in gateway.pending_replies(ZERO))")
