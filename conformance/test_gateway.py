@@ -455,7 +455,8 @@ def test_close_is_idempotent_and_every_method_then_raises_store_closed(gateway):
     }
     from cortex_spec.gateway import GATEWAY_METHODS
 
-    expect("GW-OPEN-7", set(calls), set(GATEWAY_METHODS), "set(calls)")
+    if set(calls) != set(GATEWAY_METHODS):  # the test's own table, not the store's rule
+        raise TypeError(f"calls misses or adds methods: {sorted(set(calls) ^ set(GATEWAY_METHODS))}")
     for name, call in calls.items():
         with pytest.raises(StoreClosed):
             call()
