@@ -82,3 +82,49 @@ def test_no_bare_assert_in_a_suite(path: Path):
             f"{len(lines)} bare assert(s) in {path.name}: a suite's check names its clause and says "
             f"expected and observed (cortex_spec.testing: expect, expect_raises, expect_is, expect_op, "
             f"expect_true, expect_that, …): {where}")
+
+
+def test_the_checks_that_replace_asserts_fail_as_the_asserts_did():
+    """Each ``expect_*`` holds exactly when the assert it replaces held, and
+    a failure is a ClauseViolation of its clause with expected and observed."""
+    from cortex_spec.testing import (
+        ClauseViolation, expect, expect_false, expect_is, expect_op, expect_strict, expect_that, expect_true,
+    )
+
+    holds = [
+        lambda: expect("X-1", [1], [1], "equal"),
+        lambda: expect_is("X-1", None, None, "is"),
+        lambda: expect_op("X-1", 1, "in", (1, 2), "in"),
+        lambda: expect_op("X-1", 1, "<=", 1, "<="),
+        lambda: expect_op("X-1", 1, "is not", None, "is not"),
+        lambda: expect_true("X-1", [0], "truthy"),
+        lambda: expect_false("X-1", [], "falsy"),
+        lambda: expect_that("X-1", True, "that", "e", "o"),
+        lambda: expect_strict("X-1", {"a": 1}, {"a": 1}, "strict"),
+    ]
+    for check in holds:
+        check()
+    fails = [
+        (lambda: expect("X-1", [1], [2], "equal"), [2], [1]),
+        (lambda: expect_is("X-1", 1, True, "1 is not True"), True, 1),
+        (lambda: expect_op("X-1", 3, "in", (1, 2), "in"), "in (1, 2)", 3),
+        (lambda: expect_op("X-1", 2, "<=", 1, "<="), "<= 1", 2),
+        (lambda: expect_true("X-1", 0, "truthy"), "a true value", 0),
+        (lambda: expect_false("X-1", [0], "falsy"), "a false value", [0]),
+        (lambda: expect_that("X-1", False, "that", "e", "o"), "e", "o"),
+        (lambda: expect_strict("X-1", {"a": 1}, {"a": 1.0}, "strict"), {"a": 1.0}, {"a": 1}),
+    ]
+    for check, expected, observed in fails:
+        try:
+            check()
+        except ClauseViolation as exc:
+            assert exc.cortex_clauses == ("X-1",)
+            assert (exc.expected, exc.observed) == (expected, observed)
+        else:
+            raise AssertionError(f"{check} did not fail")
+    try:
+        expect_op("X-1", 1, "=", 1, "a typo")
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("expect_op took an unknown operator")
