@@ -64,7 +64,8 @@ from cortex_spec.errors import (
     SelfAddressed,
 )
 from cortex_spec.testing import (
-    FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, expect_raises, race, state_view,
+    FAR_FUTURE, ZERO, clause, ctx, expect, expect_false, expect_is, expect_op, expect_raises,
+    expect_strict, expect_that, expect_true, race, Said, shorten, state_view,
 )
 from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
@@ -161,7 +162,7 @@ VIEW = [HOME, "ws=w1", "ws=w1/proj=p2", ctx(HOME, "orch-1")]
 
 def unchanged(w: World, before: dict, *scopes: Any) -> None:
     after = w.view(*(scopes or VIEW))
-    assert after == before, "a refused call changed the store"
+    expect("A2A-GEN-11", after, before, "the store after a refused call")
 
 
 # ===========================================================================================
@@ -170,16 +171,17 @@ def unchanged(w: World, before: dict, *scopes: Any) -> None:
 
 @pytest.mark.clause("A2A-ADDR-1")
 def test_address_equality_is_exact_on_agent_and_node():
-    assert Address("worker") == Address("worker", "")
-    assert Address("worker", "peer") == Address("worker", "peer")
+    expect("A2A-ADDR-1", Address("worker"), Address("worker", ""), 'Address("worker")')
+    expect("A2A-ADDR-1", Address("worker", "peer"), Address("worker", "peer"), 'Address("worker", "peer")')
     for other in [Address("Worker"), Address("worker", "peer"), Address("worker "), Address("worke"),
                   Address("", "worker")]:
-        assert Address("worker") != other
-    assert Address("worker", "peer") != Address("worker", "PEER")
-    assert Address("worker", "peer") != Address("worker", "pee")
-    assert Address("worker", "peer") != Address("worker")
-    assert Address("w\u00e9") != Address("we\u0301")
-    assert len({Address("a"), Address("a", ""), Address("a", "n")}) == 2
+        expect_op("A2A-ADDR-1", Address("worker"), "!=", other, 'Address("worker")')
+    expect_op("A2A-ADDR-1", Address("worker", "peer"), "!=", Address("worker", "PEER"), 'Address("worker", "peer")')
+    expect_op("A2A-ADDR-1", Address("worker", "peer"), "!=", Address("worker", "pee"), 'Address("worker", "peer")')
+    expect_op("A2A-ADDR-1", Address("worker", "peer"), "!=", Address("worker"), 'Address("worker", "peer")')
+    expect_op("A2A-ADDR-1", Address("w\u00e9"), "!=", Address("we\u0301"), 'Address("w\\u00e9")')
+    expect("A2A-ADDR-1", len({Address("a"), Address("a", ""), Address("a", "n")}), 2,
+           'len({Address("a"), Address("a", ""), Address("a", "n")})')
 
 
 @pytest.mark.clause("A2A-ADDR-2")
@@ -191,7 +193,7 @@ def test_address_equality_is_exact_on_agent_and_node():
     (Address("agent with spaces"), "agent with spaces"),
 ])
 def test_format_address(address, text):
-    assert format_address(address) == text
+    expect("A2A-ADDR-2", format_address(address), text, "format_address(address)")
 
 
 @pytest.mark.clause("A2A-ADDR-3")
@@ -205,8 +207,9 @@ def test_format_address(address, text):
 ])
 def test_parse_address_splits_at_the_last_at(text, address):
     got = parse_address(text)
-    assert got == address
-    assert type(got.agent) is str and type(got.node) is str
+    expect("A2A-ADDR-3", got, address, "got")
+    expect_is("A2A-ADDR-3", type(got.agent), str, "type(got.agent)")
+    expect_is("A2A-ADDR-3", type(got.node), str, "type(got.node)")
 
 
 @pytest.mark.clause("A2A-ADDR-4")
@@ -239,7 +242,7 @@ def _addresses(draw):
 @settings(max_examples=200, deadline=None, database=None)
 @given(_addresses())
 def test_parse_inverts_format(address):
-    assert parse_address(format_address(address)) == address
+    expect("A2A-ADDR-6", parse_address(format_address(address)), address, "parse_address(format_address(address))")
 
 
 ALL_22 = [
@@ -257,8 +260,8 @@ ANSWERS = {"inform", "inform-if", "inform-ref", "confirm", "disconfirm", "refuse
 
 @pytest.mark.clause("A2A-PERF-1")
 def test_exactly_22_lowercase_performatives():
-    assert sorted(p.value for p in Performative) == sorted(ALL_22)
-    assert len(set(ALL_22)) == 22
+    expect("A2A-PERF-1", sorted(p.value for p in Performative), sorted(ALL_22), "sorted(p.value for p in Performative)")
+    expect("A2A-PERF-1", len(set(ALL_22)), 22, "len(set(ALL_22))")
     for name in ALL_22:
         performative_class(name)
         performative_class(Performative(name))
@@ -273,17 +276,20 @@ def test_exactly_22_lowercase_performatives():
 def test_routing_class_of_each_performative(name):
     expected = (RoutingClass.DIRECTIVE if name in DIRECTIVE else
                 RoutingClass.INFORMATIVE if name in INFORMATIVE else RoutingClass.CONTROL)
-    assert performative_class(name) == expected
-    assert performative_class(Performative(name)) == expected
+    rule = {RoutingClass.DIRECTIVE: "A2A-PERF-2", RoutingClass.INFORMATIVE: "A2A-PERF-3",
+            RoutingClass.CONTROL: "A2A-PERF-4"}[expected]
+    expect(rule, performative_class(name), expected, f"performative_class({name!r})")
+    expect(rule, performative_class(Performative(name)), expected, f"performative_class(Performative({name!r}))")
     if expected == RoutingClass.CONTROL:
-        assert name == "cancel"
+        expect("A2A-PERF-4", name, "cancel", "name")
 
 
 @pytest.mark.clause("A2A-PERF-2", "A2A-PERF-3", "A2A-PERF-4")
 def test_routing_classes_partition_the_performatives():
-    assert DIRECTIVE | INFORMATIVE | {"cancel"} == set(ALL_22)
-    assert not DIRECTIVE & INFORMATIVE
-    assert len(DIRECTIVE) == 8 and len(INFORMATIVE) == 13
+    expect("A2A-PERF-2", DIRECTIVE | INFORMATIVE | {"cancel"}, set(ALL_22), 'DIRECTIVE | INFORMATIVE | {"cancel"}')
+    expect_false("A2A-PERF-2", DIRECTIVE & INFORMATIVE, "DIRECTIVE & INFORMATIVE")
+    expect("A2A-PERF-2", len(DIRECTIVE), 8, "len(DIRECTIVE)")
+    expect("A2A-PERF-3", len(INFORMATIVE), 13, "len(INFORMATIVE)")
 
 
 @pytest.mark.clause("A2A-PERF-5")
@@ -291,7 +297,7 @@ def test_routing_classes_partition_the_performatives():
                                  b"inform", RoutingClass.CONTROL, ["inform"]])
 def test_performative_class_refuses_anything_else(bad):
     err = _raise(lambda: performative_class(bad), InvalidPerformative)
-    assert isinstance(err, InvalidArgument)
+    expect_that("A2A-PERF-5", isinstance(err, InvalidArgument), "err", Said("an instance of InvalidArgument"), err)
     with pytest.raises(InvalidPerformative):
         answers_ask(bad)
 
@@ -299,10 +305,10 @@ def test_performative_class_refuses_anything_else(bad):
 @pytest.mark.clause("A2A-PERF-6")
 @pytest.mark.parametrize("name", ALL_22)
 def test_answers_ask(name):
-    assert answers_ask(name) is (name in ANSWERS)
-    assert answers_ask(Performative(name)) is (name in ANSWERS)
+    expect_is("A2A-PERF-6", answers_ask(name), name in ANSWERS, "answers_ask(name)")
+    expect_is("A2A-PERF-6", answers_ask(Performative(name)), name in ANSWERS, "answers_ask(Performative(name))")
     if name == "agree":
-        assert answers_ask(name) is False
+        expect_is("A2A-PERF-6", answers_ask(name), False, "answers_ask(name)")
 
 
 def _env(**fields: Any) -> Envelope:
@@ -327,10 +333,10 @@ def _env(**fields: Any) -> Envelope:
 ])
 def test_validate_envelope_checks_in_order(fields, error):
     err = _raise(lambda: validate_envelope(_env(**fields)), error)
-    assert isinstance(err, InvalidArgument)
+    expect_that("A2A-ENV-1", isinstance(err, InvalidArgument), "err", Said("an instance of InvalidArgument"), err)
     for other in (InvalidPerformative, NoSender, NoReceivers, SelfAddressed):
         if other is not error:
-            assert not isinstance(err, other)
+            expect_false("A2A-ENV-1", isinstance(err, other), "isinstance(err, other)")
 
 
 @pytest.mark.clause("A2A-ENV-1")
@@ -397,8 +403,9 @@ XS = {"list_queued_deliveries", "reclaim_stale_deliveries", "list_expired_asks_a
 def test_every_scoped_method_refuses_the_zero_scope(w):
     r = _seed(w)
     calls = _every_call(w, r)
-    assert set(calls) == {n for n, _ in inspect.getmembers(A2AStore, inspect.isfunction)
-                          if not n.startswith("_")}
+    methods = {n for n, _ in inspect.getmembers(A2AStore, inspect.isfunction) if not n.startswith("_")}
+    if set(calls) != methods:  # the test's own table, not the store's rule
+        raise TypeError(f"_every_call misses or adds methods: {sorted(set(calls) ^ methods)}")
     before = w.view(*VIEW)
     for name, call in calls.items():
         if name in XS:
@@ -434,13 +441,17 @@ def test_scope_ignoring_methods_take_any_scope_and_return_rows_with_their_own(w)
     expect("A2A-ASK-12", {a.reply_with: a.scope for a in first_a}, asks,
            "the asks due at the instant, listed as expired across scopes at it")
     for c in callers:
-        assert_strict_equal(w.s.list_queued_deliveries(c), first_q, f"queue from {c.scope!r}")
-        assert_strict_equal(w.s.list_expired_asks_across_scopes(c, EPOCH), first_a)
-    assert w.s.reclaim_stale_deliveries(ctx("unrelated=zz"), EPOCH + MS) == len(stale)
-    assert {d.id for d in w.s.list_queued_deliveries(ZERO)} == set(queued) | set(stale)
+        expect_strict("A2A-GEN-2", w.s.list_queued_deliveries(c), first_q, f"queue from {c.scope!r}")
+        expect_strict("A2A-GEN-2", w.s.list_expired_asks_across_scopes(c, EPOCH), first_a,
+                      "w.s.list_expired_asks_across_scopes(c, EPOCH)")
+    expect("A2A-RCL-1", w.s.reclaim_stale_deliveries(ctx("unrelated=zz"), EPOCH + MS), len(stale),
+           'w.s.reclaim_stale_deliveries(ctx("unrelated=zz"), EPOCH + MS)')
+    expect("A2A-QUEUE-1", {d.id for d in w.s.list_queued_deliveries(ZERO)}, set(queued) | set(stale),
+           "{d.id for d in w.s.list_queued_deliveries(ZERO)}")
     for did, sc in stale.items():
         got = w.s.get_delivery(Context(sc), did)
-        assert got.state == DeliveryState.QUEUED and got.scope == sc
+        expect("A2A-RCL-1", got.state, DeliveryState.QUEUED, "got.state")
+        expect("A2A-GEN-2", got.scope, sc, "got.scope")
 
 
 @pytest.mark.clause("A2A-GEN-3", "A2A-PART-3", "A2A-PART-4", "A2A-ENV-5", "A2A-CONV-10")
@@ -460,15 +471,18 @@ def test_lists_show_exactly_the_visible_rows(w):
             c = ctx(caller, p)
             vis = {k for k, (sc, pp) in made.items() if pp == p and c.scope.covers(sc)}
             exact = {k for k, (sc, pp) in made.items() if pp == p and sc == c.scope}
-            assert {x.id for x in w.s.list_conversations(c)} == vis, (caller, p)
-            assert {x.id for x in w.s.list_conversations(c, exact=True)} == exact
+            expect("A2A-CONV-10", {x.id for x in w.s.list_conversations(c)}, vis,
+                   "{x.id for x in w.s.list_conversations(c)}" + ": " + shorten((caller, p)))
+            expect("A2A-CONV-10", {x.id for x in w.s.list_conversations(c, exact=True)}, exact,
+                   "{x.id for x in w.s.list_conversations(c, exact=True)}")
             vis_m = {k for k, (sc, pp) in msgs.items() if pp == p and c.scope.covers(sc)}
             exact_m = {k for k, (sc, pp) in msgs.items() if pp == p and sc == c.scope}
-            assert {x.id for x in w.s.list_messages(c)} == vis_m
-            assert {x.id for x in w.s.list_messages(c, exact=True)} == exact_m
+            expect("A2A-ENV-5", {x.id for x in w.s.list_messages(c)}, vis_m, "{x.id for x in w.s.list_messages(c)}")
+            expect("A2A-ENV-5", {x.id for x in w.s.list_messages(c, exact=True)}, exact_m,
+                   "{x.id for x in w.s.list_messages(c, exact=True)}")
             for k, (sc, pp) in msgs.items():
                 if k in vis_m:
-                    assert w.s.get_message(c, k).id == k
+                    expect("A2A-GEN-3", w.s.get_message(c, k).id, k, "w.s.get_message(c, k).id")
                 else:
                     _raise(lambda: w.s.get_message(c, k), MessageNotFound)
 
@@ -518,7 +532,7 @@ def test_invisible_rows_read_as_missing_and_nothing_is_written(w):
         for c in _invisible_callers():
             err = _raise(lambda: call(c, False), not_found)
             missing = _raise(lambda: call(c, True), not_found)
-            assert type(err) is type(missing), (name, c)
+            expect_is("A2A-GEN-4", type(err), type(missing), "type(err)" + ": " + shorten((name, c)))
     unchanged(w, before)
     # the row's own context still reaches every row
     for name, (call, _) in _by_key_calls(w, r).items():
@@ -539,15 +553,18 @@ def test_create_stamps_scope_partition_and_times(w, clock):
     for row, get in [(conv, lambda: w.s.get_conversation(c, conv.id)), (msg, lambda: w.s.get_message(c, msg.id)),
                      (dlv, lambda: w.s.get_delivery(c, dlv.id)), (ask, lambda: w.s.get_pending_ask(c, ask.reply_with))]:
         for got in (row, get()):
-            assert got.scope == S(HOME) and got.partition == "orch-1"
-            assert got.created_at == now
+            expect("A2A-GEN-5", got.scope, S(HOME), "got.scope")
+            expect("A2A-GEN-5", got.partition, "orch-1", "got.partition")
+            expect("A2A-GEN-5", got.created_at, now, "got.created_at")
             if hasattr(got, "updated_at"):
-                assert got.updated_at == now
+                expect("A2A-GEN-5", got.updated_at, now, "got.updated_at")
     # global traffic is the empty partition and is a partition of its own
     g = w.s.create_delivery(ctx(HOME), make_delivery())
-    assert g.partition == ""
-    assert [d.id for d in w.s.list_queued_deliveries(ZERO)] == [g.id]
-    assert [d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))] == [dlv.id]
+    expect("A2A-PART-1", g.partition, "", "g.partition")
+    expect("A2A-PART-2", [d.id for d in w.s.list_queued_deliveries(ZERO)], [g.id],
+           "[d.id for d in w.s.list_queued_deliveries(ZERO)]")
+    expect("A2A-PART-2", [d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))], [dlv.id],
+           '[d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))]')
 
 
 @pytest.mark.clause("A2A-GEN-6", "SCOPE-IMM-4")
@@ -573,10 +590,12 @@ def test_no_method_moves_a_row_to_another_scope_or_partition(w, clock):
     for got in [w.s.get_conversation(row, conv.id), w.s.get_pending_ask(row, ask.reply_with),
                 *[w.s.get_delivery(row, d) for d in (d1.id, d2.id, d3.id)],
                 *w.s.list_messages(row)]:
-        assert got.scope == S("ws=w1/proj=p1/env=e1") and got.partition == "orch-1"
-    assert t2.scope == S("ws=w1/proj=p1/env=e1")
-    assert w.s.list_conversations(ctx("ws=w1")) == []
-    assert w.s.list_messages(ctx("ws=w1/proj=p1/env=e1")) == []
+        expect("A2A-GEN-6", got.scope, S("ws=w1/proj=p1/env=e1"), "got.scope")
+        expect("A2A-GEN-6", got.partition, "orch-1", "got.partition")
+    expect("A2A-GEN-6", t2.scope, S("ws=w1/proj=p1/env=e1"), "t2.scope")
+    expect("A2A-GEN-6", w.s.list_conversations(ctx("ws=w1")), [], 'w.s.list_conversations(ctx("ws=w1"))')
+    expect("A2A-GEN-6", w.s.list_messages(ctx("ws=w1/proj=p1/env=e1")), [],
+           'w.s.list_messages(ctx("ws=w1/proj=p1/env=e1"))')
 
 
 NAIVE = datetime(2026, 1, 1)
@@ -610,21 +629,27 @@ def test_instants_are_stored_and_compared_in_whole_milliseconds(w):
     odd = datetime(2026, 1, 1, 2, 0, 0, 1999, tzinfo=plus2)  # 00:00:00.001999 UTC
     cut = datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)
     conv = w.conv(deadline=odd)
-    assert conv.deadline == cut and w.s.get_conversation(w.c, conv.id).deadline == cut
-    assert w.s.get_conversation(w.c, conv.id).deadline.utcoffset() == timedelta(0)
+    expect("A2A-GEN-7", conv.deadline, cut, "conv.deadline")
+    expect("A2A-GEN-7", w.s.get_conversation(w.c, conv.id).deadline, cut, "w.s.get_conversation(w.c, conv.id).deadline")
+    expect("A2A-GEN-7", w.s.get_conversation(w.c, conv.id).deadline.utcoffset(), timedelta(0),
+           "w.s.get_conversation(w.c, conv.id).deadline.utcoffset()")
     msg = w.send(conv.id, reply_by=odd)
-    assert msg.reply_by == cut and w.s.get_message(w.c, msg.id).reply_by == cut
+    expect("A2A-GEN-7", msg.reply_by, cut, "msg.reply_by")
+    expect("A2A-GEN-7", w.s.get_message(w.c, msg.id).reply_by, cut, "w.s.get_message(w.c, msg.id).reply_by")
     ask = w.ask(deadline=odd)
-    assert ask.deadline == cut
+    expect("A2A-GEN-7", ask.deadline, cut, "ask.deadline")
     # `now` 999 µs past the truncated deadline is the same millisecond: expired
-    assert [a.reply_with for a in w.s.list_expired_asks(w.c, cut + timedelta(microseconds=999))] == [ask.reply_with]
-    assert w.s.list_expired_asks(w.c, cut - timedelta(microseconds=1)) == []
+    expect("A2A-GEN-7", [a.reply_with for a in w.s.list_expired_asks(w.c, cut + timedelta(microseconds=999))],
+           [ask.reply_with], "[a.reply_with for a in w.s.list_expired_asks(w.c, cut + timedelta(microseconds=999))]")
+    expect("A2A-GEN-7", w.s.list_expired_asks(w.c, cut - timedelta(microseconds=1)), [],
+           "w.s.list_expired_asks(w.c, cut - timedelta(microseconds=1))")
     # older_than is cut too: a claim at exactly the cut instant is not older
     w.clock.set(cut)
     d = w.claimed()
-    assert w.s.reclaim_stale_deliveries(w.c, cut + timedelta(microseconds=999)) == 0
-    assert w.s.reclaim_stale_deliveries(w.c, cut + MS) == 1
-    assert w.s.get_delivery(w.c, d.id).state == DeliveryState.QUEUED
+    expect("A2A-GEN-7", w.s.reclaim_stale_deliveries(w.c, cut + timedelta(microseconds=999)), 0,
+           "w.s.reclaim_stale_deliveries(w.c, cut + timedelta(microseconds=999))")
+    expect("A2A-GEN-7", w.s.reclaim_stale_deliveries(w.c, cut + MS), 1, "w.s.reclaim_stale_deliveries(w.c, cut + MS)")
+    expect("A2A-GEN-7", w.s.get_delivery(w.c, d.id).state, DeliveryState.QUEUED, "w.s.get_delivery(w.c, d.id).state")
 
 
 @pytest.mark.clause("A2A-GEN-8", "A2A-GEN-11")
@@ -684,10 +709,14 @@ def test_returned_entities_are_detached(w):
     msg.metadata["nested"]["list"].append(3)
     msg.metadata["new"] = True
     again = w.s.get_message(w.c, msg.id)
-    assert_strict_equal(again.metadata, {"nested": {"list": [1, 2]}})
+    expect_strict("A2A-ENV-4", again.metadata, {"nested": {"list": [1, 2]}}, "again.metadata")
     again.metadata.clear()
-    assert w.s.list_messages(w.c)[0].metadata == {"nested": {"list": [1, 2]}}
-    assert isinstance(again.receivers, tuple) and isinstance(w.s.get_conversation(w.c, conv.id).participants, tuple)
+    expect("A2A-ENV-4", w.s.list_messages(w.c)[0].metadata, {"nested": {"list": [1, 2]}},
+           "w.s.list_messages(w.c)[0].metadata")
+    expect_that("A2A-GEN-10", isinstance(again.receivers, tuple), "again.receivers", Said("an instance of tuple"),
+                again.receivers)
+    expect_true("A2A-GEN-10", isinstance(w.s.get_conversation(w.c, conv.id).participants, tuple),
+                "isinstance(w.s.get_conversation(w.c, conv.id).participants, tuple)")
 
 
 @pytest.mark.clause("A2A-GEN-10", "A2A-ENV-5", "A2A-CONV-10", "A2A-INBOX-1", "A2A-INBOX-2", "A2A-INBOX-5",
@@ -733,23 +762,25 @@ def test_limit_and_offset_apply_after_ordering(w, clock):
            "the receivers of worker's inbox, with mail for worker@peer and critic stored")
     for call, order, listed in cases:
         with clause(listed, what="which rows the list returns"):
-            assert sorted(x.id for x in call()) == sorted(order)
+            expect(listed, sorted(x.id for x in call()), sorted(order), "the ids the list returns, in any order")
         with clause("A2A-GEN-10", what="each page of the filtered, ordered rows"):
-            assert [x.id for x in call()] == order
+            expect("A2A-GEN-10", [x.id for x in call()], order, "[x.id for x in call()]")
             for limit in (-1, 0, 1, 2, len(order) - 1, len(order), 10):
                 for offset in (-3, 0, 1, 3, len(order), 9):
                     want = order[max(offset, 0):]
                     want = want[:limit] if limit > 0 else want
                     got = [x.id for x in call(limit=limit, offset=offset)]
-                    assert got == want, (listed, limit, offset, got, want)
+                    expect("A2A-GEN-10", got, want, "got" + ": " + shorten((listed, limit, offset, got, want)))
     with clause("A2A-GEN-10", what="the limit of the scope-ignoring lists at 0, 1, n - 1, n and beyond"):
         for limit in (-1, 0, 1, n - 1, n, n + 1):
             want = queue if limit <= 0 else queue[:limit]
-            assert [d.id for d in w.s.list_queued_deliveries(ZERO, limit)] == want, ("queue", limit)
+            expect("A2A-GEN-10", [d.id for d in w.s.list_queued_deliveries(ZERO, limit)], want,
+                   "[d.id for d in w.s.list_queued_deliveries(ZERO, limit)]" + ": " + shorten(("queue", limit)))
             want = asks if limit <= 0 else asks[:limit]
-            assert [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE, limit)] == want, ("asks", limit)
-            assert [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE, limit)] == want, (
-                "asks across scopes", limit)
+            expect("A2A-GEN-10", [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE, limit)], want,
+                   "[a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE, limit)]" + ": " + shorten(("asks", limit)))
+            expect("A2A-GEN-10", [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE, limit)], want, "[a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE, limit)]" + ": " + shorten((
+                "asks across scopes", limit)))
     for bad in ("1", True, 1.0, None):
         _raise(lambda: w.s.list_messages(w.c, limit=bad), InvalidArgument)
         _raise(lambda: w.s.list_conversations(w.c, offset=bad), InvalidArgument)
@@ -849,7 +880,8 @@ def test_bad_input_is_refused_and_nothing_is_written(w):
 def test_entities_just_under_the_size_limit_are_stored(w):
     conv = w.conv()
     msg = w.send(conv.id, content="x" * (8 * 1024 * 1024 - 4096))
-    assert len(w.s.get_message(w.c, msg.id).content) == 8 * 1024 * 1024 - 4096
+    expect("RSC-GEN-8", len(w.s.get_message(w.c, msg.id).content), 8 * 1024 * 1024 - 4096,
+           "len(w.s.get_message(w.c, msg.id).content)")
 
 
 @pytest.mark.clause("A2A-PART-4", "A2A-PART-5", "A2A-PART-3", "A2A-RCL-1", "A2A-QUEUE-1", "A2A-ASK-12")
@@ -865,12 +897,17 @@ def test_partitions_compare_as_exact_strings(w):
     for p in ["", "orch-10", "orch-", "Orch-1", "orch-1 ", " orch-1", "orch-1\t"]:
         c = ctx("ws=w1", p)
         anywhere = Context(Scope(), p)
-        assert w.s.list_conversations(c) == [] and w.s.list_messages(c) == []
-        assert w.s.list_inbox(c, "worker") == [] and w.s.list_expired_asks(c, FAR_FUTURE) == []
-        assert w.s.list_queued_deliveries(anywhere) == []
-        assert w.s.list_expired_asks_across_scopes(anywhere, FAR_FUTURE) == []
-        assert w.s.list_pending_asks_by_conversation(c, conv.id) == []
-        assert w.s.reclaim_stale_deliveries(anywhere, FAR_FUTURE) == 0
+        expect("A2A-PART-4", w.s.list_conversations(c), [], "w.s.list_conversations(c)")
+        expect("A2A-PART-4", w.s.list_messages(c), [], "w.s.list_messages(c)")
+        expect("A2A-PART-4", w.s.list_inbox(c, "worker"), [], 'w.s.list_inbox(c, "worker")')
+        expect("A2A-PART-4", w.s.list_expired_asks(c, FAR_FUTURE), [], "w.s.list_expired_asks(c, FAR_FUTURE)")
+        expect("A2A-QUEUE-1", w.s.list_queued_deliveries(anywhere), [], "w.s.list_queued_deliveries(anywhere)")
+        expect("A2A-ASK-12", w.s.list_expired_asks_across_scopes(anywhere, FAR_FUTURE), [],
+               "w.s.list_expired_asks_across_scopes(anywhere, FAR_FUTURE)")
+        expect("A2A-PART-4", w.s.list_pending_asks_by_conversation(c, conv.id), [],
+               "w.s.list_pending_asks_by_conversation(c, conv.id)")
+        expect("A2A-RCL-1", w.s.reclaim_stale_deliveries(anywhere, FAR_FUTURE), 0,
+               "w.s.reclaim_stale_deliveries(anywhere, FAR_FUTURE)")
         _raise(lambda: w.s.get_conversation_by_peer_context(c, "n", "x"), ConversationNotFound)
         _raise(lambda: w.s.get_delivery(c, q.id), DeliveryNotFound)
         _raise(lambda: w.s.claim_delivery(c, q.id), DeliveryNotFound)
@@ -883,9 +920,12 @@ def test_partitions_compare_as_exact_strings(w):
     unchanged(w, before)
     # and the partition itself sees everything
     c = ctx("ws=w1", "orch-1")
-    assert [d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))] == [q.id]
-    assert w.s.reclaim_stale_deliveries(Context(Scope(), "orch-1"), FAR_FUTURE) == 1
-    assert w.s.claim_pending_ask(c, ask.reply_with).claimed_at is not None
+    expect("A2A-QUEUE-1", [d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))], [q.id],
+           '[d.id for d in w.s.list_queued_deliveries(Context(Scope(), "orch-1"))]')
+    expect("A2A-RCL-1", w.s.reclaim_stale_deliveries(Context(Scope(), "orch-1"), FAR_FUTURE), 1,
+           'w.s.reclaim_stale_deliveries(Context(Scope(), "orch-1"), FAR_FUTURE)')
+    expect_op("A2A-PART-3", w.s.claim_pending_ask(c, ask.reply_with).claimed_at, "is not", None,
+              "w.s.claim_pending_ask(c, ask.reply_with).claimed_at")
 
 
 # ===========================================================================================
@@ -906,7 +946,8 @@ def test_record_message_validates_before_it_looks_anything_up(w):
                 dict(receivers=(Address("w", "n@m"),)), dict(content="\x00")]:
         err = _raise(lambda: s.record_message(c, make_envelope(conv.id, performative="bogus", **bad)),
                      InvalidArgument)
-        assert not isinstance(err, InvalidPerformative), bad
+        expect_false("A2A-ENV-2", isinstance(err, InvalidPerformative),
+                     "isinstance(err, InvalidPerformative)" + ": " + shorten(bad))
     # validate_envelope before the conversation is looked up, in its own order
     for fields, error in [
         (dict(performative="bogus", sender=Address("")), InvalidPerformative),
@@ -933,20 +974,26 @@ def test_envelope_round_trip_and_immutability(w, clock):
     stored = w.s.record_message(w.c, sent)
     got = w.s.get_message(w.c, sent.id)
     for e in (stored, got):
-        assert not hasattr(e, "updated_at")
+        expect_false("A2A-ENV-3", hasattr(e, "updated_at"), 'hasattr(e, "updated_at")')
         for f in ("id", "conversation_id", "sender", "content", "language", "encoding", "ontology", "protocol",
                   "reply_with", "in_reply_to", "reply_by", "origin_run_id"):
-            assert getattr(e, f) == getattr(sent, f), f
-        assert e.performative == Performative.QUERY_REF
-        assert e.receivers == tuple(sent.receivers) and isinstance(e.receivers, tuple)
-        assert e.reply_to == tuple(sent.reply_to) and isinstance(e.reply_to, tuple)
-        assert_strict_equal(e.metadata, sent.metadata, "metadata")
-        assert e.hops == 1 and e.created_at == EPOCH and e.scope == S(HOME) and e.partition == ""
+            expect("A2A-ENV-3", getattr(e, f), getattr(sent, f), "getattr(e, f)" + ": " + shorten(f))
+        expect("A2A-ENV-3", e.performative, Performative.QUERY_REF, "e.performative")
+        expect("A2A-ENV-3", e.receivers, tuple(sent.receivers), "e.receivers")
+        expect_that("A2A-ENV-3", isinstance(e.receivers, tuple), "e.receivers", Said("an instance of tuple"),
+                    e.receivers)
+        expect("A2A-ENV-3", e.reply_to, tuple(sent.reply_to), "e.reply_to")
+        expect_that("A2A-ENV-3", isinstance(e.reply_to, tuple), "e.reply_to", Said("an instance of tuple"), e.reply_to)
+        expect_strict("A2A-ENV-4", e.metadata, sent.metadata, "metadata")
+        expect("A2A-HOP-8", e.hops, 1, "e.hops")
+        expect("A2A-HOP-8", e.created_at, EPOCH, "e.created_at")
+        expect("A2A-ENV-4", e.scope, S(HOME), "e.scope")
+        expect("A2A-ENV-4", e.partition, "", "e.partition")
     # later traffic, a close and time passing change nothing about it
     clock.advance(seconds=3)
     w.send(conv.id)
     w.s.update_conversation(w.c, attrs.evolve(conv, status="closed"))
-    assert_strict_equal(w.s.get_message(w.c, sent.id), got, "envelope after later writes")
+    expect_strict("A2A-ENV-4", w.s.get_message(w.c, sent.id), got, "envelope after later writes")
 
 
 @pytest.mark.clause("A2A-ENV-5", "A2A-GEN-10")
@@ -960,9 +1007,11 @@ def test_message_list_order_is_created_at_then_id(w, clock):
     clock.advance(milliseconds=1)
     later = w.send(conv.id).id
     w.send(other.id)
-    assert [m.id for m in w.s.list_messages(w.c, conversation_id=conv.id)] == sorted(made) + [later]
-    assert len(w.s.list_messages(w.c)) == 5
-    assert w.s.list_messages(w.c, conversation_id=ids.new_id(ids.CONVERSATION)) == []
+    expect("A2A-ENV-5", [m.id for m in w.s.list_messages(w.c, conversation_id=conv.id)], sorted(made) + [later],
+           "[m.id for m in w.s.list_messages(w.c, conversation_id=conv.id)]")
+    expect("A2A-ENV-5", len(w.s.list_messages(w.c)), 5, "len(w.s.list_messages(w.c))")
+    expect("A2A-ENV-5", w.s.list_messages(w.c, conversation_id=ids.new_id(ids.CONVERSATION)), [],
+           "w.s.list_messages(w.c, conversation_id=ids.new_id(ids.CONVERSATION))")
 
 
 @pytest.mark.clause("A2A-ENV-6", "A2A-HOP-8")
@@ -971,11 +1020,14 @@ def test_duplicate_receivers_are_kept_and_counted_once_as_participants(w, clock)
     clock.advance(seconds=1)
     e = w.send(conv.id, sender=Address("boss"),
                receivers=(Address("worker"), Address("critic"), Address("worker"), Address("worker", "peer")))
-    assert e.receivers == (Address("worker"), Address("critic"), Address("worker"), Address("worker", "peer"))
+    expect("A2A-ENV-6", e.receivers,
+           (Address("worker"), Address("critic"), Address("worker"), Address("worker", "peer")), "e.receivers")
     got = w.s.get_conversation(w.c, conv.id)
-    assert got.participants == (Address("planner"), Address("critic"), Address("boss"), Address("worker"),
-                                Address("worker", "peer"))
-    assert got.hops_used == 1 and got.updated_at == clock.now() and got.created_at == EPOCH
+    expect("A2A-ENV-6", got.participants, (Address("planner"), Address("critic"), Address("boss"), Address("worker"),
+                                Address("worker", "peer")), "got.participants")
+    expect("A2A-HOP-8", got.hops_used, 1, "got.hops_used")
+    expect("A2A-HOP-8", got.updated_at, clock.now(), "got.updated_at")
+    expect("A2A-HOP-8", got.created_at, EPOCH, "got.created_at")
 
 
 @pytest.mark.clause("A2A-HOP-1", "A2A-DLV-2")
@@ -984,13 +1036,13 @@ def test_record_message_is_the_only_way_to_store_an_envelope(w):
         n for n, fn in inspect.getmembers(A2AStore, inspect.isfunction)
         if not n.startswith("_") and "envelope" in inspect.signature(fn).parameters
     ]
-    assert takes_envelope == ["record_message"]
+    expect("A2A-HOP-1", takes_envelope, ["record_message"], "takes_envelope")
     # a delivery or an ask naming a message id does not make that message exist
     mid = ids.new_id(ids.MESSAGE)
     w.queued(message_id=mid)
     w.ask(message_id=mid)
     _raise(lambda: w.s.get_message(w.c, mid), MessageNotFound)
-    assert w.s.list_messages(w.c) == []
+    expect("A2A-HOP-1", w.s.list_messages(w.c), [], "w.s.list_messages(w.c)")
 
 
 @pytest.mark.clause("A2A-HOP-3", "A2A-HOP-2")
@@ -1001,14 +1053,15 @@ def test_identical_retry_is_free_even_after_close_or_budget(w):
     w.send(conv.id)  # budget now spent
     for _ in range(2):
         again = w.s.record_message(w.c, attrs.evolve(first, hops=77, created_at=FAR_FUTURE))
-        assert_strict_equal(again, stored, "identical retry")
+        expect_strict("A2A-HOP-3", again, stored, "identical retry")
     w.s.update_conversation(w.c, attrs.evolve(conv, status="closed"))
-    assert_strict_equal(w.s.record_message(w.c, first), stored)
+    expect_strict("A2A-HOP-3", w.s.record_message(w.c, first), stored, "w.s.record_message(w.c, first)")
     got = w.s.get_conversation(w.c, conv.id)
-    assert got.hops_used == 2
+    expect("A2A-HOP-3", got.hops_used, 2, "got.hops_used")
     # a list given where the tuple was stored is the same value
-    assert_strict_equal(w.s.record_message(w.c, attrs.evolve(first, receivers=list(first.receivers))), stored)
-    assert len(w.s.list_messages(w.c)) == 2
+    expect_strict("A2A-HOP-3", w.s.record_message(w.c, attrs.evolve(first, receivers=list(first.receivers))), stored,
+                  "w.s.record_message(w.c, attrs.evolve(first, receivers=list(first.receivers)))")
+    expect("A2A-HOP-3", len(w.s.list_messages(w.c)), 2, "len(w.s.list_messages(w.c))")
 
 
 @pytest.mark.clause("A2A-HOP-4", "A2A-HOP-3", "A2A-GEN-11")
@@ -1042,7 +1095,8 @@ def test_conversation_must_be_visible(w):
         _raise(lambda: w.s.record_message(c, make_envelope(conv.id)), ConversationNotFound)
     _raise(lambda: w.s.record_message(w.c, make_envelope(ids.new_id(ids.CONVERSATION))), ConversationNotFound)
     unchanged(w, before)
-    assert w.s.record_message(ctx("ws=w1"), make_envelope(conv.id)).scope == S("ws=w1")
+    expect("A2A-HOP-5", w.s.record_message(ctx("ws=w1"), make_envelope(conv.id)).scope, S("ws=w1"),
+           'w.s.record_message(ctx("ws=w1"), make_envelope(conv.id)).scope')
 
 
 @pytest.mark.clause("A2A-HOP-6", "A2A-HOP-2", "A2A-GEN-11")
@@ -1067,19 +1121,22 @@ def test_hop_ceiling_is_enforced_at_the_boundary(w):
     senders = [Address("planner"), Address("critic"), Address("judge", "peer")]
     conv = w.conv(hop_ceiling=3)
     hops = [w.send(conv.id, sender=sender).hops for sender in senders]
-    assert hops == [1, 2, 3]
+    expect("A2A-HOP-7", hops, [1, 2, 3], "hops")
     before = w.view(*VIEW)
     for sender in senders + [Address("newcomer")]:
         _raise(lambda s=sender: w.send(conv.id, sender=s), HopCeilingExceeded)
     unchanged(w, before)
-    assert w.s.get_conversation(w.c, conv.id).hops_used == 3
+    expect("A2A-HOP-10", w.s.get_conversation(w.c, conv.id).hops_used, 3,
+           "w.s.get_conversation(w.c, conv.id).hops_used")
     # raising the ceiling admits again; lowering it below hops_used admits nothing
     w.s.update_conversation(w.c, attrs.evolve(conv, hop_ceiling=4))
-    assert w.send(conv.id).hops == 4
+    expect("A2A-HOP-10", w.send(conv.id).hops, 4, "w.send(conv.id).hops")
     w.s.update_conversation(w.c, attrs.evolve(conv, hop_ceiling=1))
     _raise(lambda: w.send(conv.id), HopCeilingExceeded)
-    assert w.s.get_conversation(w.c, conv.id).hops_used == 4
-    assert sorted(m.hops for m in w.s.list_messages(w.c)) == [1, 2, 3, 4]
+    expect("A2A-HOP-10", w.s.get_conversation(w.c, conv.id).hops_used, 4,
+           "w.s.get_conversation(w.c, conv.id).hops_used")
+    expect("A2A-HOP-7", sorted(m.hops for m in w.s.list_messages(w.c)), [1, 2, 3, 4],
+           "sorted(m.hops for m in w.s.list_messages(w.c))")
 
 
 @pytest.mark.clause("A2A-HOP-8", "A2A-HOP-9")
@@ -1087,15 +1144,20 @@ def test_admission_charges_the_conversation_in_one_step(w, clock):
     conv = w.conv(participants=(Address("planner"),), hop_ceiling=8)
     clock.advance(minutes=1)
     e = w.send(conv.id, hops=42, sender=Address("worker"), receivers=(Address("planner"), Address("critic")))
-    assert e.hops == 1 and e.created_at == clock.now()
+    expect("A2A-HOP-8", e.hops, 1, "e.hops")
+    expect("A2A-HOP-8", e.created_at, clock.now(), "e.created_at")
     got = w.s.get_conversation(w.c, conv.id)
-    assert got.hops_used == 1 and got.updated_at == clock.now() and got.created_at == EPOCH
-    assert got.participants == (Address("planner"), Address("worker"), Address("critic"))
+    expect("A2A-HOP-8", got.hops_used, 1, "got.hops_used")
+    expect("A2A-HOP-8", got.updated_at, clock.now(), "got.updated_at")
+    expect("A2A-HOP-8", got.created_at, EPOCH, "got.created_at")
+    expect("A2A-HOP-8", got.participants, (Address("planner"), Address("worker"), Address("critic")),
+           "got.participants")
     clock.advance(minutes=1)
     e2 = w.send(conv.id, hops=1, sender=Address("critic"), receivers=(Address("judge"),))
-    assert e2.hops == 2
-    assert w.s.get_conversation(w.c, conv.id).participants[-1] == Address("judge")
-    assert w.s.get_message(w.c, e.id).hops == 1
+    expect("A2A-HOP-8", e2.hops, 2, "e2.hops")
+    expect("A2A-HOP-8", w.s.get_conversation(w.c, conv.id).participants[-1], Address("judge"),
+           "w.s.get_conversation(w.c, conv.id).participants[-1]")
+    expect("A2A-HOP-8", w.s.get_message(w.c, e.id).hops, 1, "w.s.get_message(w.c, e.id).hops")
 
 
 # ===========================================================================================
@@ -1106,8 +1168,8 @@ def test_admission_charges_the_conversation_in_one_step(w, clock):
 @pytest.mark.clause("A2A-CONV-1", "A2A-GEN-11")
 def test_create_conversation_checks_status_ceiling_and_hops(w):
     for status in ("open", "closed", "expired", ConversationStatus.CLOSED):
-        assert w.conv(status=status).status == ConversationStatus(status)
-    assert w.conv(hop_ceiling=1).hop_ceiling == 1
+        expect("A2A-CONV-1", w.conv(status=status).status, ConversationStatus(status), "w.conv(status=status).status")
+    expect("A2A-CONV-1", w.conv(hop_ceiling=1).hop_ceiling, 1, "w.conv(hop_ceiling=1).hop_ceiling")
     before = w.view(*VIEW)
     for bad in [dict(status="Open"), dict(status="done"), dict(status=None), dict(hop_ceiling=0),
                 dict(hop_ceiling=-1), dict(hops_used=1), dict(hops_used=-1), dict(hops_used=None)]:
@@ -1118,8 +1180,9 @@ def test_create_conversation_checks_status_ceiling_and_hops(w):
 @pytest.mark.clause("A2A-CONV-2")
 def test_participants_are_deduplicated_in_first_order(w):
     c = w.conv(participants=[Address("b"), Address("a"), Address("b"), Address("a", "n"), Address("a")])
-    assert c.participants == (Address("b"), Address("a"), Address("a", "n"))
-    assert w.s.get_conversation(w.c, c.id).participants == c.participants
+    expect("A2A-CONV-2", c.participants, (Address("b"), Address("a"), Address("a", "n")), "c.participants")
+    expect("A2A-CONV-2", w.s.get_conversation(w.c, c.id).participants, c.participants,
+           "w.s.get_conversation(w.c, c.id).participants")
 
 
 @pytest.mark.clause("A2A-CONV-3", "A2A-GEN-11")
@@ -1132,7 +1195,8 @@ def test_peer_pair_is_both_empty_or_both_set(w):
         _raise(lambda: w.s.update_conversation(w.c, attrs.evolve(conv, peer_node=node, peer_context=context)),
                InvalidArgument)
     unchanged(w, before)
-    assert w.conv(peer_node="n", peer_context="x").peer_context == "x"
+    expect("A2A-CONV-3", w.conv(peer_node="n", peer_context="x").peer_context, "x",
+           'w.conv(peer_node="n", peer_context="x").peer_context')
 
 
 @pytest.mark.clause("A2A-CONV-4")
@@ -1141,7 +1205,7 @@ def test_get_conversation(w):
                   initiator=Address("planner", "n1"))
     for c in (w.c, ctx("ws=w1")):
         got = w.s.get_conversation(c, conv.id)
-        assert got == conv
+        expect("A2A-CONV-4", got, conv, "got")
     _raise(lambda: w.s.get_conversation(w.c, ids.new_id(ids.CONVERSATION)), ConversationNotFound)
 
 
@@ -1160,13 +1224,13 @@ def test_update_replaces_exactly_the_six_fields(w, clock):
     )
     updated = w.s.update_conversation(ctx("ws=w1"), arg)
     stored = w.s.get_conversation(w.c, conv.id)
-    assert updated == stored
-    assert (stored.protocol, stored.status, stored.hop_ceiling, stored.deadline, stored.peer_node,
-            stored.peer_context) == ("fipa-contract-net", ConversationStatus.EXPIRED, 9,
-                                     EPOCH + timedelta(days=1), "peer", "thread-9")
-    assert stored.updated_at == clock.now()
+    expect("A2A-CONV-5", updated, stored, "updated")
+    expect("A2A-CONV-5", (stored.protocol, stored.status, stored.hop_ceiling, stored.deadline, stored.peer_node,
+            stored.peer_context), ("fipa-contract-net", ConversationStatus.EXPIRED, 9,
+                                     EPOCH + timedelta(days=1), "peer", "thread-9"), "(stored.protocol, stored.status, stored.hop_ceiling, stored.deadline, stored.peer_node, stored.peer_context)")
+    expect("A2A-CONV-5", stored.updated_at, clock.now(), "stored.updated_at")
     for f in ("id", "scope", "partition", "initiator", "participants", "hops_used", "created_at"):
-        assert getattr(stored, f) == getattr(charged, f), f
+        expect("A2A-CONV-6", getattr(stored, f), getattr(charged, f), "getattr(stored, f)" + ": " + shorten(f))
 
 
 @pytest.mark.clause("A2A-CONV-7", "A2A-GEN-11")
@@ -1180,11 +1244,13 @@ def test_closed_and_expired_are_final(w, final):
     unchanged(w, before)
     # keeping the status while changing other fields is allowed
     got = w.s.update_conversation(w.c, attrs.evolve(conv, status=final, protocol="later", hop_ceiling=2))
-    assert got.status == ConversationStatus(final) and got.protocol == "later"
+    expect("A2A-CONV-7", got.status, ConversationStatus(final), "got.status")
+    expect("A2A-CONV-7", got.protocol, "later", "got.protocol")
     # open may go anywhere
     for target in ("open", "closed"):
         fresh = w.conv()
-        assert w.s.update_conversation(w.c, attrs.evolve(fresh, status=target)).status == ConversationStatus(target)
+        expect("A2A-CONV-7", w.s.update_conversation(w.c, attrs.evolve(fresh, status=target)).status,
+               ConversationStatus(target), "w.s.update_conversation(w.c, attrs.evolve(fresh, status=target)).status")
 
 
 @pytest.mark.clause("A2A-CONV-8", "A2A-GEN-11", "A2A-PEER-3")
@@ -1209,9 +1275,11 @@ def test_update_refusals_come_in_order(w):
 def test_a_passed_deadline_does_not_expire_a_conversation(w, clock):
     conv = w.conv(deadline=EPOCH + MS)
     clock.advance(days=3)
-    assert w.s.get_conversation(w.c, conv.id).status == ConversationStatus.OPEN
-    assert w.send(conv.id).hops == 1
-    assert [c.id for c in w.s.list_conversations(w.c, status="open")] == [conv.id]
+    expect("A2A-CONV-9", w.s.get_conversation(w.c, conv.id).status, ConversationStatus.OPEN,
+           "w.s.get_conversation(w.c, conv.id).status")
+    expect("A2A-CONV-9", w.send(conv.id).hops, 1, "w.send(conv.id).hops")
+    expect("A2A-CONV-9", [c.id for c in w.s.list_conversations(w.c, status="open")], [conv.id],
+           '[c.id for c in w.s.list_conversations(w.c, status="open")]')
 
 
 @pytest.mark.clause("A2A-CONV-10", "A2A-GEN-3")
@@ -1222,12 +1290,18 @@ def test_conversation_list_order_status_filter_and_exact(w, clock):
     newest = w.conv(status="closed").id
     clock.advance(milliseconds=1)
     deeper = w.at("ws=w1/proj=p1/env=e1").conv(status="expired").id
-    assert [c.id for c in w.s.list_conversations(w.c)] == [deeper, newest] + sorted(same_ms, reverse=True)
-    assert [c.id for c in w.s.list_conversations(w.c, exact=True)] == [newest] + sorted(same_ms, reverse=True)
-    assert [c.id for c in w.s.list_conversations(w.c, status="closed")] == [newest]
-    assert [c.id for c in w.s.list_conversations(w.c, status=ConversationStatus.EXPIRED)] == [deeper]
-    assert [c.id for c in w.s.list_conversations(w.c, status="expired", exact=True)] == []
-    assert len(w.s.list_conversations(w.c, status="open")) == 3
+    expect("A2A-CONV-10", [c.id for c in w.s.list_conversations(w.c)], [deeper, newest] + sorted(same_ms, reverse=True),
+           "[c.id for c in w.s.list_conversations(w.c)]")
+    expect("A2A-CONV-10", [c.id for c in w.s.list_conversations(w.c, exact=True)],
+           [newest] + sorted(same_ms, reverse=True), "[c.id for c in w.s.list_conversations(w.c, exact=True)]")
+    expect("A2A-CONV-10", [c.id for c in w.s.list_conversations(w.c, status="closed")], [newest],
+           '[c.id for c in w.s.list_conversations(w.c, status="closed")]')
+    expect("A2A-CONV-10", [c.id for c in w.s.list_conversations(w.c, status=ConversationStatus.EXPIRED)], [deeper],
+           "[c.id for c in w.s.list_conversations(w.c, status=ConversationStatus.EXPIRED)]")
+    expect("A2A-CONV-10", [c.id for c in w.s.list_conversations(w.c, status="expired", exact=True)], [],
+           '[c.id for c in w.s.list_conversations(w.c, status="expired", exact=True)]')
+    expect("A2A-CONV-10", len(w.s.list_conversations(w.c, status="open")), 3,
+           'len(w.s.list_conversations(w.c, status="open"))')
 
 
 @pytest.mark.clause("A2A-PEER-1")
@@ -1244,8 +1318,10 @@ def test_empty_peer_pair_is_not_found_without_reading_storage(store, w):
 @pytest.mark.clause("A2A-PEER-2", "A2A-GEN-4")
 def test_peer_lookup_matches_node_and_context_together(w):
     conv = w.conv(peer_node="node-a", peer_context="ctx-1")
-    assert w.s.get_conversation_by_peer_context(w.c, "node-a", "ctx-1").id == conv.id
-    assert w.s.get_conversation_by_peer_context(ctx("ws=w1"), "node-a", "ctx-1").id == conv.id
+    expect("A2A-PEER-2", w.s.get_conversation_by_peer_context(w.c, "node-a", "ctx-1").id, conv.id,
+           'w.s.get_conversation_by_peer_context(w.c, "node-a", "ctx-1").id')
+    expect("A2A-PEER-2", w.s.get_conversation_by_peer_context(ctx("ws=w1"), "node-a", "ctx-1").id, conv.id,
+           'w.s.get_conversation_by_peer_context(ctx("ws=w1"), "node-a", "ctx-1").id')
     for c, node, context in [(w.c, "node-b", "ctx-1"), (w.c, "node-a", "ctx-2"), (w.c, "Node-a", "ctx-1"),
                              (w.c, "node-a", "ctx-1 "), (ctx("ws=w1/proj=p2"), "node-a", "ctx-1"),
                              (ctx(HOME, "orch-1"), "node-a", "ctx-1"), (ctx(HOME + "/env=e"), "node-a", "ctx-1")]:
@@ -1257,9 +1333,11 @@ def test_peer_pair_is_unique_per_exact_scope_and_partition(w):
     first = w.conv(peer_node="n", peer_context="x")
     before = w.view(*VIEW)
     _raise(lambda: w.conv(peer_node="n", peer_context="x"), AlreadyExists)
+    unchanged(w, before)
     other = w.conv(peer_node="n", peer_context="y")
     _raise(lambda: w.s.update_conversation(w.c, attrs.evolve(other, peer_context="x")), AlreadyExists)
-    assert w.s.get_conversation(w.c, other.id).peer_context == "y"
+    expect("A2A-PEER-3", w.s.get_conversation(w.c, other.id).peer_context, "y",
+           "w.s.get_conversation(w.c, other.id).peer_context")
     # the same pair at another exact scope, or another partition, is allowed
     w.at("ws=w1").conv(peer_node="n", peer_context="x")
     w.at(ctx(HOME + "/env=e1")).conv(peer_node="n", peer_context="x")
@@ -1267,7 +1345,6 @@ def test_peer_pair_is_unique_per_exact_scope_and_partition(w):
     # an update keeping its own pair is fine; a closed one still holds it
     w.s.update_conversation(w.c, attrs.evolve(first, status="closed"))
     _raise(lambda: w.conv(peer_node="n", peer_context="x"), AlreadyExists)
-    assert before  # (views taken only to prove the refusals wrote nothing)
 
 
 @pytest.mark.clause("A2A-PEER-4")
@@ -1275,19 +1352,23 @@ def test_peer_lookup_prefers_the_shallowest_then_oldest_then_smallest_id(w, cloc
     deep = w.at("ws=w1/proj=p1/env=e1").conv(peer_node="n", peer_context="x")
     clock.advance(seconds=1)
     mid = w.at("ws=w1/proj=p1").conv(peer_node="n", peer_context="x")
-    assert w.s.get_conversation_by_peer_context(ctx("ws=w1"), "n", "x").id == mid.id
-    assert w.s.get_conversation_by_peer_context(ctx("ws=w1/proj=p1/env=e1"), "n", "x").id == deep.id
+    expect("A2A-PEER-4", w.s.get_conversation_by_peer_context(ctx("ws=w1"), "n", "x").id, mid.id,
+           'w.s.get_conversation_by_peer_context(ctx("ws=w1"), "n", "x").id')
+    expect("A2A-PEER-4", w.s.get_conversation_by_peer_context(ctx("ws=w1/proj=p1/env=e1"), "n", "x").id, deep.id,
+           'w.s.get_conversation_by_peer_context(ctx("ws=w1/proj=p1/env=e1"), "n", "x").id')
     # two at the same depth: the older wins, then the smaller id
     clock.advance(seconds=1)
     a = w.at("ws=w2/proj=b").conv(peer_node="n", peer_context="y")
     clock.advance(seconds=1)
     w.at("ws=w2/proj=a").conv(peer_node="n", peer_context="y")
-    assert w.s.get_conversation_by_peer_context(ctx("ws=w2"), "n", "y").id == a.id
+    expect("A2A-PEER-4", w.s.get_conversation_by_peer_context(ctx("ws=w2"), "n", "y").id, a.id,
+           'w.s.get_conversation_by_peer_context(ctx("ws=w2"), "n", "y").id')
     base = ids.new_id(ids.CONVERSATION)
     big, small = f"conv_{base[5:-1]}z", f"conv_{base[5:-1]}a"
     w.at("ws=w3/proj=b").conv(id=big, peer_node="n", peer_context="z")
     w.at("ws=w3/proj=a").conv(id=small, peer_node="n", peer_context="z")
-    assert w.s.get_conversation_by_peer_context(ctx("ws=w3"), "n", "z").id == small
+    expect("A2A-PEER-4", w.s.get_conversation_by_peer_context(ctx("ws=w3"), "n", "z").id, small,
+           'w.s.get_conversation_by_peer_context(ctx("ws=w3"), "n", "z").id')
 
 
 # ===========================================================================================
@@ -1300,10 +1381,13 @@ def test_create_delivery_stores_a_queued_row(w, clock):
     clock.advance(seconds=1)
     d = w.queued(receiver=Address("worker", "peer"))
     for got in (d, w.s.get_delivery(w.c, d.id)):
-        assert got.state == DeliveryState.QUEUED and got.error == ""
-        assert (got.claim_token, got.claimed_at, got.delivered_at, got.read_at, got.run_id) == (None,) * 5
-        assert got.created_at == got.updated_at == clock.now()
-        assert got.receiver == Address("worker", "peer")
+        expect("A2A-DLV-1", got.state, DeliveryState.QUEUED, "got.state")
+        expect("A2A-DLV-1", got.error, "", "got.error")
+        expect("A2A-DLV-1", (got.claim_token, got.claimed_at, got.delivered_at, got.read_at, got.run_id), (None,) * 5,
+               "(got.claim_token, got.claimed_at, got.delivered_at, got.read_at, got.run_id)")
+        expect("A2A-DLV-1", got.created_at, got.updated_at, "got.created_at")
+        expect("A2A-DLV-1", got.updated_at, clock.now(), "got.updated_at")
+        expect("A2A-DLV-1", got.receiver, Address("worker", "peer"), "got.receiver")
     before = w.view(*VIEW)
     for field, value in [("state", "delivering"), ("state", "delivered"), ("state", "bogus"), ("error", "x"),
                          ("error", None), ("claim_token", "t"), ("claim_token", ""), ("claimed_at", EPOCH),
@@ -1319,8 +1403,10 @@ def test_delivery_receiver_must_be_well_formed_with_an_agent(w):
     for receiver in [Address(""), Address("", "node"), Address("a@b"), Address("a", "n@m")]:
         _raise(lambda: w.s.create_delivery(w.c, make_delivery(receiver=receiver)), InvalidArgument)
     unchanged(w, before)
-    assert w.queued(receiver=Address("a@b", "node")).receiver == Address("a@b", "node")
-    assert w.queued(message_id=ids.new_id(ids.MESSAGE)).state == DeliveryState.QUEUED
+    expect("A2A-ADDR-5", w.queued(receiver=Address("a@b", "node")).receiver, Address("a@b", "node"),
+           'w.queued(receiver=Address("a@b", "node")).receiver')
+    expect("A2A-DLV-2", w.queued(message_id=ids.new_id(ids.MESSAGE)).state, DeliveryState.QUEUED,
+           "w.queued(message_id=ids.new_id(ids.MESSAGE)).state")
 
 
 @pytest.mark.clause("A2A-ADDR-5", "A2A-GEN-11")
@@ -1334,7 +1420,8 @@ def test_entity_address_fields_must_be_well_formed(w):
         _raise(lambda: w.s.create_pending_ask(w.c, make_ask(expected=a)), InvalidArgument)
         for fields in (dict(sender=a), dict(receivers=(Address("w"), a)), dict(reply_to=(a,))):
             err = _raise(lambda: w.s.record_message(w.c, make_envelope(conv.id, **fields)), InvalidArgument)
-            assert not isinstance(err, (NoSender, NoReceivers, SelfAddressed))
+            expect_false("A2A-ADDR-5", isinstance(err, (NoSender, NoReceivers, SelfAddressed)),
+                         "isinstance(err, (NoSender, NoReceivers, SelfAddressed))")
     unchanged(w, before)
 
 
@@ -1343,13 +1430,18 @@ def test_claim_returns_the_row_as_written_with_a_token(w, clock):
     d = w.queued()
     clock.advance(seconds=2)
     claimed = w.s.claim_delivery(w.c, d.id)
-    assert claimed.state == DeliveryState.DELIVERING
-    assert isinstance(claimed.claim_token, str) and claimed.claim_token != ""
-    assert claimed.claimed_at == claimed.updated_at == clock.now()
-    assert claimed.created_at == d.created_at and claimed.receiver == d.receiver
+    expect("A2A-DLV-5", claimed.state, DeliveryState.DELIVERING, "claimed.state")
+    expect_that("A2A-DLV-5", isinstance(claimed.claim_token, str), "claimed.claim_token", Said("an instance of str"),
+                claimed.claim_token)
+    expect_op("A2A-DLV-5", claimed.claim_token, "!=", "", "claimed.claim_token")
+    expect("A2A-DLV-5", claimed.claimed_at, claimed.updated_at, "claimed.claimed_at")
+    expect("A2A-DLV-5", claimed.updated_at, clock.now(), "claimed.updated_at")
+    expect("A2A-DLV-5", claimed.created_at, d.created_at, "claimed.created_at")
+    expect("A2A-DLV-5", claimed.receiver, d.receiver, "claimed.receiver")
     clock.advance(seconds=1)
-    assert w.s.get_delivery(w.c, d.id) == claimed
-    assert w.s.get_delivery(ctx("ws=w1"), d.id).claim_token == claimed.claim_token
+    expect("A2A-DLV-3", w.s.get_delivery(w.c, d.id), claimed, "w.s.get_delivery(w.c, d.id)")
+    expect("A2A-DLV-3", w.s.get_delivery(ctx("ws=w1"), d.id).claim_token, claimed.claim_token,
+           'w.s.get_delivery(ctx("ws=w1"), d.id).claim_token')
 
 
 @pytest.mark.clause("A2A-DLV-6", "A2A-RCL-9")
@@ -1359,10 +1451,14 @@ def test_every_claim_gets_a_fresh_token(w, clock):
     for _ in range(6):
         tokens.append(w.s.claim_delivery(w.c, d.id).claim_token)
         clock.advance(seconds=1)
-        assert w.s.reclaim_stale_deliveries(ZERO, clock.now()) == 1
-    assert len(set(tokens)) == len(tokens) and all(isinstance(t, str) and t for t in tokens)
+        expect("A2A-RCL-9", w.s.reclaim_stale_deliveries(ZERO, clock.now()), 1,
+               "w.s.reclaim_stale_deliveries(ZERO, clock.now())")
+    expect("A2A-DLV-6", len(set(tokens)), len(tokens), "len(set(tokens))")
+    expect_true("A2A-DLV-6", all(isinstance(t, str) and t for t in tokens),
+                "all(isinstance(t, str) and t for t in tokens)")
     others = [w.claimed().claim_token for _ in range(3)]
-    assert all(isinstance(t, str) and t for t in others)
+    expect_true("A2A-DLV-6", all(isinstance(t, str) and t for t in others),
+                "all(isinstance(t, str) and t for t in others)")
 
 
 @pytest.mark.clause("A2A-DLV-7", "A2A-DLV-4", "A2A-GEN-11")
@@ -1396,10 +1492,12 @@ def test_delivered_and_failed_are_final(w, clock):
         other = "failed" if final == "delivered" else "delivered"
         _raise(lambda: w.s.finish_delivery(w.c, d.id, d.claim_token, other), DeliveryClaimLost)
         _raise(lambda: w.s.bind_delivery_run(w.c, d.id, d.claim_token, ids.new_id(ids.RUN)), DeliveryClaimLost)
-        assert w.s.reclaim_stale_deliveries(ZERO, FAR_FUTURE) == 0
+        expect("A2A-DLV-4", w.s.reclaim_stale_deliveries(ZERO, FAR_FUTURE), 0,
+               "w.s.reclaim_stale_deliveries(ZERO, FAR_FUTURE)")
         unchanged(w, before)
         got = w.s.get_delivery(w.c, d.id)
-        assert got == done and got.run_id == run
+        expect("A2A-BIND-6", got, done, "got")
+        expect("A2A-BIND-6", got.run_id, run, "got.run_id")
 
 
 @pytest.mark.clause("A2A-DLV-10", "A2A-GEN-11")
@@ -1423,11 +1521,14 @@ def test_finish_sets_state_error_and_times_and_keeps_the_claim(w, clock, state):
     w.s.bind_delivery_run(w.c, d.id, d.claim_token, run)
     clock.advance(seconds=3)
     done = w.s.finish_delivery(ctx("ws=w1"), d.id, d.claim_token, state, "note")
-    assert done == w.s.get_delivery(w.c, d.id)
-    assert done.state == DeliveryState(state) and done.error == "note"
-    assert done.delivered_at == (clock.now() if DeliveryState(state) == DeliveryState.DELIVERED else None)
-    assert done.updated_at == clock.now()
-    assert (done.claim_token, done.claimed_at, done.run_id) == (d.claim_token, d.claimed_at, run)
+    expect("A2A-DLV-11", done, w.s.get_delivery(w.c, d.id), "done")
+    expect("A2A-DLV-11", done.state, DeliveryState(state), "done.state")
+    expect("A2A-DLV-11", done.error, "note", "done.error")
+    expect("A2A-DLV-11", done.delivered_at, clock.now() if DeliveryState(state) == DeliveryState.DELIVERED else None,
+           "done.delivered_at")
+    expect("A2A-DLV-11", done.updated_at, clock.now(), "done.updated_at")
+    expect("A2A-DLV-11", (done.claim_token, done.claimed_at, done.run_id), (d.claim_token, d.claimed_at, run),
+           "(done.claim_token, done.claimed_at, done.run_id)")
 
 
 @pytest.mark.clause("A2A-DLV-12")
@@ -1436,9 +1537,11 @@ def test_a_repeated_finish_returns_the_row_unchanged(w, clock):
     done = w.s.finish_delivery(w.c, d.id, d.claim_token, "failed", "timeout")
     clock.advance(minutes=5)
     for _ in range(2):
-        assert w.s.finish_delivery(w.c, d.id, d.claim_token, "failed", "timeout") == done
-        assert w.s.finish_delivery(w.c, d.id, d.claim_token, DeliveryState.FAILED, "timeout") == done
-    assert w.s.get_delivery(w.c, d.id) == done
+        expect("A2A-DLV-12", w.s.finish_delivery(w.c, d.id, d.claim_token, "failed", "timeout"), done,
+               'w.s.finish_delivery(w.c, d.id, d.claim_token, "failed", "timeout")')
+        expect("A2A-DLV-12", w.s.finish_delivery(w.c, d.id, d.claim_token, DeliveryState.FAILED, "timeout"), done,
+               'w.s.finish_delivery(w.c, d.id, d.claim_token, DeliveryState.FAILED, "timeout")')
+    expect("A2A-DLV-12", w.s.get_delivery(w.c, d.id), done, "w.s.get_delivery(w.c, d.id)")
 
 
 @pytest.mark.clause("A2A-DLV-13", "A2A-DLV-14", "A2A-GEN-11")
@@ -1468,21 +1571,24 @@ def test_a_late_worker_is_fenced_off_after_a_reclaim(w, clock):
     d = w.claimed()
     late = d.claim_token
     clock.advance(minutes=20)
-    assert w.s.reclaim_stale_deliveries(ZERO, clock.now()) == 1
+    expect("A2A-RCL-9", w.s.reclaim_stale_deliveries(ZERO, clock.now()), 1,
+           "w.s.reclaim_stale_deliveries(ZERO, clock.now())")
     fresh = w.s.claim_delivery(w.c, d.id)
-    assert fresh.claim_token != late
+    expect_op("A2A-RCL-9", fresh.claim_token, "!=", late, "fresh.claim_token")
     before = w.view(*VIEW)
     _raise(lambda: w.s.finish_delivery(w.c, d.id, late, "delivered"), DeliveryClaimLost)
     _raise(lambda: w.s.bind_delivery_run(w.c, d.id, late, ids.new_id(ids.RUN)), DeliveryClaimLost)
     unchanged(w, before)
-    assert w.s.finish_delivery(w.c, d.id, fresh.claim_token, "delivered").state == DeliveryState.DELIVERED
+    expect("A2A-RCL-9", w.s.finish_delivery(w.c, d.id, fresh.claim_token, "delivered").state, DeliveryState.DELIVERED,
+           'w.s.finish_delivery(w.c, d.id, fresh.claim_token, "delivered").state')
     # the protocol offers no other way to change a claimed row
     writers = {n for n, fn in inspect.getmembers(A2AStore, inspect.isfunction)
                if "delivery_id" in inspect.signature(fn).parameters}
-    assert writers == {"get_delivery", "claim_delivery", "bind_delivery_run", "finish_delivery",
-                       "mark_delivery_read"}
+    expect("A2A-DLV-14", writers, {"get_delivery", "claim_delivery", "bind_delivery_run", "finish_delivery",
+                       "mark_delivery_read"}, "writers")
     for name in ("bind_delivery_run", "finish_delivery"):
-        assert "claim_token" in inspect.signature(getattr(A2AStore, name)).parameters
+        expect_op("A2A-DLV-14", "claim_token", "in", inspect.signature(getattr(A2AStore, name)).parameters,
+                  '"claim_token"')
 
 
 @pytest.mark.clause("A2A-BIND-1", "A2A-BIND-4", "A2A-BIND-6")
@@ -1491,13 +1597,17 @@ def test_bind_sets_the_run_once(w, clock):
     run = ids.new_id(ids.RUN)
     clock.advance(seconds=1)
     bound = w.s.bind_delivery_run(ctx("ws=w1"), d.id, d.claim_token, run)
-    assert bound == w.s.get_delivery(w.c, d.id)
-    assert bound.run_id == run and bound.updated_at == clock.now() and bound.state == DeliveryState.DELIVERING
-    assert (bound.claim_token, bound.claimed_at) == (d.claim_token, d.claimed_at)
+    expect("A2A-BIND-1", bound, w.s.get_delivery(w.c, d.id), "bound")
+    expect("A2A-BIND-1", bound.run_id, run, "bound.run_id")
+    expect("A2A-BIND-1", bound.updated_at, clock.now(), "bound.updated_at")
+    expect("A2A-BIND-1", bound.state, DeliveryState.DELIVERING, "bound.state")
+    expect("A2A-BIND-1", (bound.claim_token, bound.claimed_at), (d.claim_token, d.claimed_at),
+           "(bound.claim_token, bound.claimed_at)")
     clock.advance(seconds=1)
-    assert w.s.bind_delivery_run(w.c, d.id, d.claim_token, run) == bound  # a repeat
+    expect("A2A-BIND-4", w.s.bind_delivery_run(w.c, d.id, d.claim_token, run), bound,
+           "w.s.bind_delivery_run(w.c, d.id, d.claim_token, run)")  # a repeat
     done = w.s.finish_delivery(w.c, d.id, d.claim_token, "delivered")
-    assert done.run_id == run
+    expect("A2A-BIND-6", done.run_id, run, "done.run_id")
 
 
 @pytest.mark.clause("A2A-BIND-2", "A2A-GEN-11")
@@ -1533,11 +1643,11 @@ def test_bind_to_another_run_is_already_bound(w):
     before = w.view(*VIEW)
     err = _raise(lambda: w.s.bind_delivery_run(w.c, d.id, d.claim_token, ids.new_id(ids.RUN)),
                  DeliveryAlreadyBound)
-    assert isinstance(err, InvalidState)
+    expect_that("A2A-BIND-5", isinstance(err, InvalidState), "err", Said("an instance of InvalidState"), err)
     # claim lost comes before already bound
     _raise(lambda: w.s.bind_delivery_run(w.c, d.id, "wrong", ids.new_id(ids.RUN)), DeliveryClaimLost)
     unchanged(w, before)
-    assert w.s.get_delivery(w.c, d.id).run_id == first
+    expect("A2A-GEN-11", w.s.get_delivery(w.c, d.id).run_id, first, "w.s.get_delivery(w.c, d.id).run_id")
 
 
 @pytest.mark.clause("A2A-RCL-2", "A2A-RCL-3", "A2A-RCL-7", "A2A-RCL-5")
@@ -1553,17 +1663,21 @@ def test_what_is_stale(w, clock):
     queued = w.queued()
     done = w.delivered()
     clock.set(t0 + timedelta(hours=1))
-    assert w.s.reclaim_stale_deliveries(w.c, t0) == 1
+    expect("A2A-RCL-2", w.s.reclaim_stale_deliveries(w.c, t0), 1, "w.s.reclaim_stale_deliveries(w.c, t0)")
     moved = w.s.get_delivery(w.c, before_cut.id)
-    assert moved.state == DeliveryState.QUEUED
-    assert (moved.claim_token, moved.claimed_at, moved.updated_at) == (None, None, clock.now())
-    assert w.s.get_delivery(w.c, at_cut.id) == at_cut  # exactly at the cut: not stale
-    assert w.s.get_delivery(w.c, after.id) == after
-    assert w.s.get_delivery(w.c, bound.id).state == DeliveryState.DELIVERING
-    assert w.s.get_delivery(w.c, queued.id) == queued
-    assert w.s.get_delivery(w.c, done.id) == done
-    assert w.s.reclaim_stale_deliveries(w.c, FAR_FUTURE) == 2  # at_cut and after; never the bound one
-    assert w.s.get_delivery(w.c, bound.id).state == DeliveryState.DELIVERING
+    expect("A2A-RCL-5", moved.state, DeliveryState.QUEUED, "moved.state")
+    expect("A2A-RCL-5", (moved.claim_token, moved.claimed_at, moved.updated_at), (None, None, clock.now()),
+           "(moved.claim_token, moved.claimed_at, moved.updated_at)")
+    expect("A2A-RCL-2", w.s.get_delivery(w.c, at_cut.id), at_cut, "w.s.get_delivery(w.c, at_cut.id)")  # exactly at the cut: not stale
+    expect("A2A-RCL-2", w.s.get_delivery(w.c, after.id), after, "w.s.get_delivery(w.c, after.id)")
+    expect("A2A-RCL-3", w.s.get_delivery(w.c, bound.id).state, DeliveryState.DELIVERING,
+           "w.s.get_delivery(w.c, bound.id).state")
+    expect("A2A-RCL-5", w.s.get_delivery(w.c, queued.id), queued, "w.s.get_delivery(w.c, queued.id)")
+    expect("A2A-RCL-2", w.s.get_delivery(w.c, done.id), done, "w.s.get_delivery(w.c, done.id)")
+    expect("A2A-RCL-2", w.s.reclaim_stale_deliveries(w.c, FAR_FUTURE), 2,
+           "w.s.reclaim_stale_deliveries(w.c, FAR_FUTURE)")  # at_cut and after; never the bound one
+    expect("A2A-RCL-3", w.s.get_delivery(w.c, bound.id).state, DeliveryState.DELIVERING,
+           "w.s.get_delivery(w.c, bound.id).state")
 
 
 @pytest.mark.clause("A2A-RCL-4", "A2A-RCL-8", "A2A-RCL-6", "A2A-RCL-7")
@@ -1580,16 +1694,21 @@ def test_reclaim_takes_the_oldest_claims_first_up_to_the_limit(w, clock):
     w.s.claim_delivery(w.c, names[2])
     clock.advance(seconds=1)
     expected_order = [names[0], names[2], names[1]]  # claimed_at, then id
-    assert w.s.reclaim_stale_deliveries(w.c, clock.now(), 2) == 2
+    expect("A2A-RCL-4", w.s.reclaim_stale_deliveries(w.c, clock.now(), 2), 2,
+           "w.s.reclaim_stale_deliveries(w.c, clock.now(), 2)")
     states = {did: w.s.get_delivery(w.c, did).state for did in names}
-    assert [did for did in expected_order if states[did] == DeliveryState.QUEUED] == expected_order[:2]
-    assert w.s.reclaim_stale_deliveries(w.c, clock.now(), 2) == 1
-    assert w.s.reclaim_stale_deliveries(w.c, clock.now(), 0) == 0
+    expect("A2A-RCL-4", [did for did in expected_order if states[did] == DeliveryState.QUEUED], expected_order[:2],
+           "[did for did in expected_order if states[did] == DeliveryState.QUEUED]")
+    expect("A2A-RCL-4", w.s.reclaim_stale_deliveries(w.c, clock.now(), 2), 1,
+           "w.s.reclaim_stale_deliveries(w.c, clock.now(), 2)")
+    expect("A2A-RCL-4", w.s.reclaim_stale_deliveries(w.c, clock.now(), 0), 0,
+           "w.s.reclaim_stale_deliveries(w.c, clock.now(), 0)")
     for limit in (0, -1):
         for did in names:
             w.s.claim_delivery(w.c, did)
         clock.advance(seconds=1)
-        assert w.s.reclaim_stale_deliveries(w.c, clock.now(), limit) == 3
+        expect("A2A-RCL-4", w.s.reclaim_stale_deliveries(w.c, clock.now(), limit), 3,
+               "w.s.reclaim_stale_deliveries(w.c, clock.now(), limit)")
 
 
 @pytest.mark.clause("A2A-RCL-9", "A2A-DLV-5", "A2A-QUEUE-1")
@@ -1597,13 +1716,18 @@ def test_reclaimed_row_is_back_in_the_queue_and_claimable(w, clock):
     """Upstream G17: a fresh claim survives an older cutoff; a later cutoff
     reclaims it; the row is queued again and can be claimed with a new token."""
     d = w.claimed()
-    assert w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=1)) == 0
-    assert w.s.get_delivery(w.c, d.id).state == DeliveryState.DELIVERING
+    expect("A2A-RCL-9", w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=1)), 0,
+           "w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=1))")
+    expect("A2A-RCL-9", w.s.get_delivery(w.c, d.id).state, DeliveryState.DELIVERING,
+           "w.s.get_delivery(w.c, d.id).state")
     clock.advance(minutes=16)
-    assert w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=15)) == 1
-    assert [q.id for q in w.s.list_queued_deliveries(ZERO)] == [d.id]
+    expect("A2A-RCL-9", w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=15)), 1,
+           "w.s.reclaim_stale_deliveries(ZERO, clock.now() - timedelta(minutes=15))")
+    expect("A2A-QUEUE-1", [q.id for q in w.s.list_queued_deliveries(ZERO)], [d.id],
+           "[q.id for q in w.s.list_queued_deliveries(ZERO)]")
     again = w.s.claim_delivery(w.c, d.id)
-    assert again.claim_token not in (None, d.claim_token) and again.claimed_at == clock.now()
+    expect_op("A2A-DLV-5", again.claim_token, "not in", (None, d.claim_token), "again.claim_token")
+    expect("A2A-DLV-5", again.claimed_at, clock.now(), "again.claimed_at")
 
 
 # ===========================================================================================
@@ -1617,9 +1741,11 @@ def test_inbox_holds_local_receivers_only(w):
     w.delivered(receiver=Address("worker", "peer"))
     w.delivered(receiver=Address("Worker"))
     w.delivered(receiver=Address("worker2"))
-    assert [d.id for d in w.s.list_inbox(w.c, "worker")] == [mine.id]
-    assert w.s.list_inbox(w.c, "peer") == []
-    assert [d.receiver for d in w.s.list_inbox(w.c, "Worker")] == [Address("Worker")]
+    expect("A2A-INBOX-1", [d.id for d in w.s.list_inbox(w.c, "worker")], [mine.id],
+           '[d.id for d in w.s.list_inbox(w.c, "worker")]')
+    expect("A2A-INBOX-1", w.s.list_inbox(w.c, "peer"), [], 'w.s.list_inbox(w.c, "peer")')
+    expect("A2A-INBOX-1", [d.receiver for d in w.s.list_inbox(w.c, "Worker")], [Address("Worker")],
+           '[d.receiver for d in w.s.list_inbox(w.c, "Worker")]')
     _raise(lambda: w.s.list_inbox(w.c, ""), InvalidArgument)
 
 
@@ -1628,14 +1754,14 @@ def test_inbox_shows_delivered_rows_only(w):
     """Upstream G12: a queued delivery is not in the inbox; claim and deliver
     make it appear."""
     q = w.queued()
-    assert w.s.list_inbox(w.c, "worker") == []
+    expect("A2A-INBOX-2", w.s.list_inbox(w.c, "worker"), [], 'w.s.list_inbox(w.c, "worker")')
     d = w.s.claim_delivery(w.c, q.id)
-    assert w.s.list_inbox(w.c, "worker") == []
+    expect("A2A-INBOX-2", w.s.list_inbox(w.c, "worker"), [], 'w.s.list_inbox(w.c, "worker")')
     f = w.claimed()
     w.s.finish_delivery(w.c, f.id, f.claim_token, "failed", "x")
-    assert w.s.list_inbox(w.c, "worker") == []
+    expect("A2A-INBOX-2", w.s.list_inbox(w.c, "worker"), [], 'w.s.list_inbox(w.c, "worker")')
     done = w.s.finish_delivery(w.c, d.id, d.claim_token, "delivered")
-    assert w.s.list_inbox(w.c, "worker") == [done]
+    expect("A2A-INBOX-2", w.s.list_inbox(w.c, "worker"), [done], 'w.s.list_inbox(w.c, "worker")')
 
 
 @pytest.mark.clause("A2A-INBOX-3", "A2A-READ-1")
@@ -1643,9 +1769,12 @@ def test_unread_only(w, clock):
     a, b = w.delivered(), w.delivered()
     clock.advance(seconds=1)
     read = w.s.mark_delivery_read(w.c, a.id)
-    assert read.read_at == read.updated_at == clock.now()
-    assert [d.id for d in w.s.list_inbox(w.c, "worker", unread_only=True)] == [b.id]
-    assert [d.id for d in w.s.list_inbox(w.c, "worker")] == [a.id, b.id]
+    expect("A2A-READ-1", read.read_at, read.updated_at, "read.read_at")
+    expect("A2A-READ-1", read.updated_at, clock.now(), "read.updated_at")
+    expect("A2A-INBOX-3", [d.id for d in w.s.list_inbox(w.c, "worker", unread_only=True)], [b.id],
+           '[d.id for d in w.s.list_inbox(w.c, "worker", unread_only=True)]')
+    expect("A2A-INBOX-3", [d.id for d in w.s.list_inbox(w.c, "worker")], [a.id, b.id],
+           '[d.id for d in w.s.list_inbox(w.c, "worker")]')
 
 
 @pytest.mark.clause("A2A-INBOX-4")
@@ -1657,10 +1786,13 @@ def test_inbox_conversation_filter_goes_through_the_message(w):
     w.delivered(message_id=ids.new_id(ids.MESSAGE))  # its message does not exist
     hidden = w.at("ws=w9").send(w.at("ws=w9").conv().id)  # a message the caller cannot see
     w.delivered(message_id=hidden.id)
-    assert [d.id for d in w.s.list_inbox(w.c, "worker", conversation_id=conv.id)] == [in_conv.id]
-    assert w.s.list_inbox(w.c, "worker", conversation_id=hidden.conversation_id) == []
-    assert w.s.list_inbox(w.c, "worker", conversation_id=ids.new_id(ids.CONVERSATION)) == []
-    assert len(w.s.list_inbox(w.c, "worker")) == 4
+    expect("A2A-INBOX-4", [d.id for d in w.s.list_inbox(w.c, "worker", conversation_id=conv.id)], [in_conv.id],
+           '[d.id for d in w.s.list_inbox(w.c, "worker", conversation_id=conv.id)]')
+    expect("A2A-INBOX-4", w.s.list_inbox(w.c, "worker", conversation_id=hidden.conversation_id), [],
+           'w.s.list_inbox(w.c, "worker", conversation_id=hidden.conversation_id)')
+    expect("A2A-INBOX-4", w.s.list_inbox(w.c, "worker", conversation_id=ids.new_id(ids.CONVERSATION)), [],
+           'w.s.list_inbox(w.c, "worker", conversation_id=ids.new_id(ids.CONVERSATION))')
+    expect("A2A-INBOX-4", len(w.s.list_inbox(w.c, "worker")), 4, 'len(w.s.list_inbox(w.c, "worker"))')
 
 
 @pytest.mark.clause("A2A-INBOX-5")
@@ -1671,7 +1803,8 @@ def test_inbox_order_is_created_at_then_id(w, clock):
         w.delivered(id=did)
     clock.advance(milliseconds=1)
     last = w.delivered().id
-    assert [d.id for d in w.s.list_inbox(w.c, "worker")] == sorted(names) + [last]
+    expect("A2A-INBOX-5", [d.id for d in w.s.list_inbox(w.c, "worker")], sorted(names) + [last],
+           '[d.id for d in w.s.list_inbox(w.c, "worker")]')
 
 
 @pytest.mark.clause("A2A-READ-2")
@@ -1681,8 +1814,9 @@ def test_first_read_time_is_kept(w, clock):
     first = w.s.mark_delivery_read(w.c, d.id)
     for _ in range(2):
         clock.advance(seconds=1)
-        assert w.s.mark_delivery_read(ctx("ws=w1"), d.id) == first
-    assert w.s.get_delivery(w.c, d.id).read_at == first.read_at
+        expect("A2A-READ-2", w.s.mark_delivery_read(ctx("ws=w1"), d.id), first,
+               'w.s.mark_delivery_read(ctx("ws=w1"), d.id)')
+    expect("A2A-READ-2", w.s.get_delivery(w.c, d.id).read_at, first.read_at, "w.s.get_delivery(w.c, d.id).read_at")
 
 
 @pytest.mark.clause("A2A-READ-3", "A2A-GEN-11")
@@ -1708,9 +1842,10 @@ def test_queue_lists_queued_rows_of_every_scope_in_order(w, clock):
     w.claimed()
     w.delivered()
     got = w.s.list_queued_deliveries(ctx("zz=top"))
-    assert [d.id for d in got] == sorted(names) + [last]
-    assert [d.scope for d in got][-1] == S("ws=w2/proj=p")
-    assert [d.id for d in w.s.list_queued_deliveries(ZERO, 2)] == sorted(names)[:2]
+    expect("A2A-QUEUE-1", [d.id for d in got], sorted(names) + [last], "[d.id for d in got]")
+    expect("A2A-QUEUE-1", [d.scope for d in got][-1], S("ws=w2/proj=p"), "[d.scope for d in got][-1]")
+    expect("A2A-QUEUE-1", [d.id for d in w.s.list_queued_deliveries(ZERO, 2)], sorted(names)[:2],
+           "[d.id for d in w.s.list_queued_deliveries(ZERO, 2)]")
 
 
 # ===========================================================================================
@@ -1722,8 +1857,12 @@ def test_queue_lists_queued_rows_of_every_scope_in_order(w, clock):
 def test_create_and_get_pending_ask(w, clock):
     clock.advance(seconds=1)
     a = w.ask(deadline=EPOCH + timedelta(minutes=5), expected=Address("worker", "peer"))
-    assert a == w.s.get_pending_ask(w.c, a.reply_with) == w.s.get_pending_ask(ctx("ws=w1"), a.reply_with)
-    assert a.claimed_at is None and a.created_at == a.updated_at == clock.now()
+    mine = w.s.get_pending_ask(w.c, a.reply_with)
+    expect("A2A-ASK-2", mine, a, "get_pending_ask of the ask just created, from its own scope")
+    expect("A2A-ASK-2", w.s.get_pending_ask(ctx("ws=w1"), a.reply_with), mine, "get_pending_ask from an ancestor scope")
+    expect_is("A2A-ASK-1", a.claimed_at, None, "a.claimed_at")
+    expect("A2A-ASK-1", a.created_at, a.updated_at, "a.created_at")
+    expect("A2A-ASK-1", a.updated_at, clock.now(), "a.updated_at")
     before = w.view(*VIEW)
     for bad in (dict(reply_with=""), dict(claimed_at=EPOCH)):
         _raise(lambda: w.s.create_pending_ask(w.c, make_ask(**bad)), InvalidArgument)
@@ -1731,7 +1870,8 @@ def test_create_and_get_pending_ask(w, clock):
     unchanged(w, before)
     # claimed or not, get still returns it
     w.s.claim_pending_ask(w.c, a.reply_with)
-    assert w.s.get_pending_ask(w.c, a.reply_with).claimed_at == clock.now()
+    expect("A2A-ASK-2", w.s.get_pending_ask(w.c, a.reply_with).claimed_at, clock.now(),
+           "w.s.get_pending_ask(w.c, a.reply_with).claimed_at")
 
 
 @pytest.mark.clause("A2A-ASK-3", "A2A-ASK-4", "A2A-GEN-11")
@@ -1739,8 +1879,9 @@ def test_claim_pending_ask_once(w, clock):
     a = w.ask()
     clock.advance(seconds=1)
     claimed = w.s.claim_pending_ask(ctx("ws=w1"), a.reply_with)
-    assert claimed.claimed_at == claimed.updated_at == clock.now()
-    assert claimed == w.s.get_pending_ask(w.c, a.reply_with)
+    expect("A2A-ASK-3", claimed.claimed_at, claimed.updated_at, "claimed.claimed_at")
+    expect("A2A-ASK-3", claimed.updated_at, clock.now(), "claimed.updated_at")
+    expect("A2A-ASK-3", claimed, w.s.get_pending_ask(w.c, a.reply_with), "claimed")
     before = w.view(*VIEW)
     clock.advance(seconds=1)
     for c in (w.c, ctx("ws=w1")):
@@ -1758,7 +1899,8 @@ def test_claim_of_an_ask_elsewhere_is_not_found(w):
         _raise(lambda: w.s.get_pending_ask(c, a.reply_with), AskNotFound)
     _raise(lambda: w.s.claim_pending_ask(w.c, "rw-missing"), AskNotFound)
     unchanged(w, before)
-    assert w.s.claim_pending_ask(w.c, a.reply_with).reply_with == a.reply_with
+    expect("A2A-ASK-5", w.s.claim_pending_ask(w.c, a.reply_with).reply_with, a.reply_with,
+           "w.s.claim_pending_ask(w.c, a.reply_with).reply_with")
 
 
 @pytest.mark.clause("A2A-ASK-7", "A2A-ASK-1")
@@ -1766,12 +1908,16 @@ def test_a_claim_is_permanent(w, clock):
     a = w.ask(deadline=EPOCH, conversation_id=w.conv().id)
     w.s.claim_pending_ask(w.c, a.reply_with)
     names = {n for n, _ in inspect.getmembers(A2AStore, inspect.isfunction)}
-    assert not {n for n in names if "ask" in n and n.startswith(("delete", "release", "unclaim", "update"))}
+    expect_false("A2A-ASK-7",
+                 {n for n in names if "ask" in n and n.startswith(("delete", "release", "unclaim", "update"))},
+                 '{n for n in names if "ask" in n and n.startswith(("delete", "release", "unclaim", "update"))}')
     clock.advance(days=1)
     w.s.reclaim_stale_deliveries(ZERO, FAR_FUTURE)
     _raise(lambda: w.s.create_pending_ask(w.c, make_ask(reply_with=a.reply_with)), AlreadyExists)
-    assert w.s.get_pending_ask(w.c, a.reply_with).claimed_at == EPOCH
-    assert w.s.list_pending_asks_by_conversation(w.c, a.conversation_id) == []
+    expect("A2A-ASK-7", w.s.get_pending_ask(w.c, a.reply_with).claimed_at, EPOCH,
+           "w.s.get_pending_ask(w.c, a.reply_with).claimed_at")
+    expect("A2A-ASK-7", w.s.list_pending_asks_by_conversation(w.c, a.conversation_id), [],
+           "w.s.list_pending_asks_by_conversation(w.c, a.conversation_id)")
 
 
 @pytest.mark.clause("A2A-ASK-8", "A2A-ASK-9", "A2A-ASK-10", "A2A-ASK-11")
@@ -1784,19 +1930,22 @@ def test_expired_asks(w):
     w.ask(deadline=None)
     other = w.at("ws=w2").ask(deadline=d - timedelta(days=1))
     got = [a.reply_with for a in w.s.list_expired_asks(w.c, d)]
-    assert got == [early.reply_with, due.reply_with]  # deadline == now belongs to the sweep
-    assert [a.reply_with for a in w.s.list_expired_asks(w.c, d - MS)] == [early.reply_with]
-    assert [a.reply_with for a in w.s.list_expired_asks(w.c, d, 1)] == [early.reply_with]
+    expect("A2A-ASK-8", got, [early.reply_with, due.reply_with], "got")  # deadline == now belongs to the sweep
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks(w.c, d - MS)], [early.reply_with],
+           "[a.reply_with for a in w.s.list_expired_asks(w.c, d - MS)]")
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks(w.c, d, 1)], [early.reply_with],
+           "[a.reply_with for a in w.s.list_expired_asks(w.c, d, 1)]")
     w.s.claim_pending_ask(w.c, due.reply_with)
-    assert [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)] == [early.reply_with,
-                                                                              late.reply_with]
-    assert [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, d)] == [other.reply_with,
-                                                                                   early.reply_with]
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)], [early.reply_with,
+                                                                              late.reply_with], "[a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)]")
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, d)], [other.reply_with,
+                                                                                   early.reply_with], "[a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, d)]")
     # sweeping the backlog twice: the second pass finds nothing
     for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE):
         w.s.claim_pending_ask(Context(a.scope), a.reply_with)
-    assert w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE) == []
-    assert w.s.list_expired_asks(w.c, FAR_FUTURE) == []
+    expect("A2A-ASK-8", w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE), [],
+           "w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE)")
+    expect("A2A-ASK-8", w.s.list_expired_asks(w.c, FAR_FUTURE), [], "w.s.list_expired_asks(w.c, FAR_FUTURE)")
 
 
 @pytest.mark.clause("A2A-ASK-8")
@@ -1806,8 +1955,10 @@ def test_expired_asks_order_deadline_then_reply_with(w):
     w.ask(reply_with="rw-0", deadline=EPOCH + MS)
     w.at("ws=w1/proj=p1/env=e1").ask(reply_with="rw-B", deadline=EPOCH)
     want = ["rw-B", "rw-a", "rw-b", "rw-c", "rw-0"]  # code point order: "B" < "a"
-    assert [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)] == want
-    assert [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE)] == want
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)], want,
+           "[a.reply_with for a in w.s.list_expired_asks(w.c, FAR_FUTURE)]")
+    expect("A2A-ASK-8", [a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE)], want,
+           "[a.reply_with for a in w.s.list_expired_asks_across_scopes(ZERO, FAR_FUTURE)]")
 
 
 @pytest.mark.clause("A2A-ASK-12", "A2A-GEN-2")
@@ -1818,8 +1969,9 @@ def test_sweeper_lists_expired_asks_of_every_scope_from_no_scope(w):
     w.at(ctx("ws=w1", "orch-1")).ask(deadline=EPOCH)
     for c in (ZERO, ctx("ws=w1"), ctx("zz=1")):
         got = w.s.list_expired_asks_across_scopes(c, EPOCH)
-        assert {a.reply_with: a.scope for a in got} == made
-    assert len(w.s.list_expired_asks_across_scopes(Context(Scope(), "orch-1"), EPOCH)) == 1
+        expect("A2A-ASK-12", {a.reply_with: a.scope for a in got}, made, "{a.reply_with: a.scope for a in got}")
+    expect("A2A-ASK-12", len(w.s.list_expired_asks_across_scopes(Context(Scope(), "orch-1"), EPOCH)), 1,
+           'len(w.s.list_expired_asks_across_scopes(Context(Scope(), "orch-1"), EPOCH))')
 
 
 @pytest.mark.clause("A2A-ASK-13")
@@ -1832,11 +1984,11 @@ def test_pending_asks_by_conversation(w, clock):
     w.ask(conversation_id=w.conv().id)
     w.at("ws=w2").ask(conversation_id=conv.id)
     deep = w.at(HOME + "/env=e1").ask(conversation_id=conv.id, reply_with="rw-m")
-    assert [x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)] == [
-        b.reply_with, a.reply_with, c.reply_with, deep.reply_with]
+    expect("A2A-ASK-13", [x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)], [
+        b.reply_with, a.reply_with, c.reply_with, deep.reply_with], "[x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)]")
     w.s.claim_pending_ask(w.c, b.reply_with)
-    assert [x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)] == [
-        a.reply_with, c.reply_with, deep.reply_with]
+    expect("A2A-ASK-13", [x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)], [
+        a.reply_with, c.reply_with, deep.reply_with], "[x.reply_with for x in w.s.list_pending_asks_by_conversation(w.c, conv.id)]")
 
 
 # ===========================================================================================
@@ -1850,18 +2002,22 @@ def test_round_trip(w):
     conv = w.conv(hop_ceiling=8)
     msg = w.send(conv.id, performative="inform", receivers=(Address("worker"),))
     got = w.s.get_conversation(w.c, conv.id)
-    assert got.hops_used == 1 and Address("worker") in got.participants
+    expect("A2A-HOP-8", got.hops_used, 1, "got.hops_used")
+    expect_op("A2A-HOP-8", Address("worker"), "in", got.participants, 'Address("worker")')
     updated = w.s.update_conversation(w.c, attrs.evolve(got, protocol="fipa-request", hops_used=0,
                                                         participants=()))
-    assert updated.hops_used == 1 and updated.participants == got.participants
+    expect("A2A-CONV-6", updated.hops_used, 1, "updated.hops_used")
+    expect("A2A-CONV-6", updated.participants, got.participants, "updated.participants")
     d = w.queued(message_id=msg.id)
-    assert w.s.list_inbox(w.c, "worker") == []
+    expect("A2A-INBOX-2", w.s.list_inbox(w.c, "worker"), [], 'w.s.list_inbox(w.c, "worker")')
     claimed = w.s.claim_delivery(w.c, d.id)
     w.s.finish_delivery(w.c, d.id, claimed.claim_token, "delivered")
-    assert [x.id for x in w.s.list_inbox(w.c, "worker", unread_only=True)] == [d.id]
+    expect("A2A-INBOX-3", [x.id for x in w.s.list_inbox(w.c, "worker", unread_only=True)], [d.id],
+           '[x.id for x in w.s.list_inbox(w.c, "worker", unread_only=True)]')
     w.s.mark_delivery_read(w.c, d.id)
-    assert w.s.list_inbox(w.c, "worker", unread_only=True) == []
-    assert w.s.get_message(w.c, msg.id).content == msg.content
+    expect("A2A-INBOX-3", w.s.list_inbox(w.c, "worker", unread_only=True), [],
+           'w.s.list_inbox(w.c, "worker", unread_only=True)')
+    expect("A2A-ENV-4", w.s.get_message(w.c, msg.id).content, msg.content, "w.s.get_message(w.c, msg.id).content")
 
 
 @pytest.mark.clause("A2A-GEN-3", "A2A-GEN-4", "A2A-ENV-4", "A2A-ENV-5", "A2A-CONV-4", "A2A-INBOX-1",
@@ -1874,9 +2030,11 @@ def test_scope_isolation(w):
     ask = a.ask(conversation_id=conv.id)
     _raise(lambda: w.s.get_message(b.c, msg.id), MessageNotFound)
     _raise(lambda: w.s.get_conversation(b.c, conv.id), ConversationNotFound)
-    assert w.s.list_inbox(b.c, "worker") == [] and w.s.list_messages(b.c) == []
+    expect("A2A-INBOX-1", w.s.list_inbox(b.c, "worker"), [], 'w.s.list_inbox(b.c, "worker")')
+    expect("A2A-ENV-5", w.s.list_messages(b.c), [], "w.s.list_messages(b.c)")
     _raise(lambda: w.s.claim_pending_ask(b.c, ask.reply_with), AskNotFound)
-    assert len(w.s.list_inbox(a.c, "worker")) == 1 and len(w.s.list_messages(a.c)) == 1
+    expect("A2A-INBOX-1", len(w.s.list_inbox(a.c, "worker")), 1, 'len(w.s.list_inbox(a.c, "worker"))')
+    expect("A2A-ENV-5", len(w.s.list_messages(a.c)), 1, "len(w.s.list_messages(a.c))")
 
 
 # ===========================================================================================
@@ -1884,12 +2042,16 @@ def test_scope_isolation(w):
 # ===========================================================================================
 
 
-def _one_winner(outcomes, loser: type) -> Any:
+def _one_winner(clause_id: str, outcomes, loser: type) -> Any:
+    """The one racing call that succeeded; every other raised ``loser``
+    (both charged to ``clause_id``, the race's clause)."""
     winners = [o for o in outcomes if o.ok]
-    assert len(winners) == 1, [o.error for o in outcomes]
+    expect(clause_id, len(winners), 1, "how many racing calls succeeded; the errors: "
+           + shorten([o.error for o in outcomes]))
     for o in outcomes:
         if not o.ok:
-            assert isinstance(o.error, loser), repr(o.error)
+            expect_that(clause_id, isinstance(o.error, loser), "the error of a losing call",
+                        Said(f"a {loser.__name__}"), o.error)
     return winners[0].value
 
 
@@ -1899,9 +2061,9 @@ def test_race_claims_of_one_delivery(w, profile):
     for _ in range(profile.race_rounds):
         d = w.queued()
         callers = [w.c, ctx("ws=w1")]
-        won = _one_winner(race([functools.partial(w.s.claim_delivery, callers[i % 2], d.id)
+        won = _one_winner("A2A-RACE-1", race([functools.partial(w.s.claim_delivery, callers[i % 2], d.id)
                                 for i in range(profile.race_threads)]), DeliveryAlreadyClaimed)
-        assert w.s.get_delivery(w.c, d.id) == won
+        expect("A2A-RACE-1", w.s.get_delivery(w.c, d.id), won, "w.s.get_delivery(w.c, d.id)")
 
 
 @pytest.mark.clause("A2A-RACE-2", "A2A-RCL-5", "A2A-DLV-13")
@@ -1914,13 +2076,16 @@ def test_race_finish_against_reclaim(w, clock, profile):
             lambda: w.s.finish_delivery(w.c, d.id, d.claim_token, "delivered"),
             lambda: w.s.reclaim_stale_deliveries(ZERO, cut),
         ])
-        assert reclaim.ok, repr(reclaim.error)
+        expect_is("A2A-RACE-2", reclaim.error, None, "the error raised by the racing call reclaim")
         got = w.s.get_delivery(w.c, d.id)
         if finish.ok:
-            assert reclaim.value == 0 and got.state == DeliveryState.DELIVERED
+            expect("A2A-RACE-2", reclaim.value, 0, "reclaim.value")
+            expect("A2A-RACE-2", got.state, DeliveryState.DELIVERED, "got.state")
         else:
-            assert isinstance(finish.error, DeliveryClaimLost) and reclaim.value == 1
-            assert got.state == DeliveryState.QUEUED
+            expect_that("A2A-RACE-2", isinstance(finish.error, DeliveryClaimLost), "finish.error",
+                        Said("an instance of DeliveryClaimLost"), finish.error)
+            expect("A2A-RACE-2", reclaim.value, 1, "reclaim.value")
+            expect("A2A-RCL-5", got.state, DeliveryState.QUEUED, "got.state")
 
 
 def _claim_until_won(store: Any, c: Context, did: str, seconds: float = 10.0) -> Any:
@@ -1947,11 +2112,13 @@ def test_race_reclaims_never_push_back_a_fresh_claim(w, clock, profile):
         outcomes = race([lambda: _claim_until_won(w.s, w.c, d.id)]
                         + [functools.partial(w.s.reclaim_stale_deliveries, ZERO, cut)] * reclaimers)
         worker, moves = outcomes[0], outcomes[1:]
-        assert worker.ok, repr(worker.error)
-        assert all(m.ok for m in moves), [m.error for m in moves]
-        assert sum(m.value for m in moves) == 1
+        expect_is("A2A-RACE-3", worker.error, None, "the error raised by the racing call worker")
+        expect_true("A2A-RCL-6", all(m.ok for m in moves),
+                    "all(m.ok for m in moves)" + ": " + shorten([m.error for m in moves]))
+        expect("A2A-RACE-3", sum(m.value for m in moves), 1, "sum(m.value for m in moves)")
         got = w.s.get_delivery(w.c, d.id)
-        assert got.state == DeliveryState.DELIVERING and got.claim_token == worker.value.claim_token
+        expect("A2A-RCL-5", got.state, DeliveryState.DELIVERING, "got.state")
+        expect("A2A-RCL-5", got.claim_token, worker.value.claim_token, "got.claim_token")
         w.s.finish_delivery(w.c, d.id, got.claim_token, "delivered")  # out of the next round's way
 
 
@@ -1967,10 +2134,15 @@ def test_race_bind_against_reclaim(w, clock, profile):
         ])
         got = w.s.get_delivery(w.c, d.id)
         if bind.ok:
-            assert reclaim.value == 0 and got.run_id == run and got.state == DeliveryState.DELIVERING
+            expect("A2A-RACE-4", reclaim.value, 0, "reclaim.value")
+            expect("A2A-RACE-4", got.run_id, run, "got.run_id")
+            expect("A2A-RACE-4", got.state, DeliveryState.DELIVERING, "got.state")
         else:
-            assert isinstance(bind.error, DeliveryClaimLost) and reclaim.value == 1
-            assert got.state == DeliveryState.QUEUED and got.run_id is None
+            expect_that("A2A-RACE-4", isinstance(bind.error, DeliveryClaimLost), "bind.error",
+                        Said("an instance of DeliveryClaimLost"), bind.error)
+            expect("A2A-RACE-4", reclaim.value, 1, "reclaim.value")
+            expect("A2A-RACE-4", got.state, DeliveryState.QUEUED, "got.state")
+            expect_is("A2A-RACE-4", got.run_id, None, "got.run_id")
 
 
 @pytest.mark.clause("A2A-RACE-5", "A2A-BIND-5")
@@ -1978,9 +2150,9 @@ def test_race_binds_of_different_runs(w, profile):
     for _ in range(profile.race_rounds):
         d = w.claimed()
         runs = [ids.new_id(ids.RUN) for _ in range(max(profile.race_threads // 2, 2))]
-        won = _one_winner(race([functools.partial(w.s.bind_delivery_run, w.c, d.id, d.claim_token, r)
+        won = _one_winner("A2A-RACE-5", race([functools.partial(w.s.bind_delivery_run, w.c, d.id, d.claim_token, r)
                                 for r in runs]), DeliveryAlreadyBound)
-        assert w.s.get_delivery(w.c, d.id).run_id == won.run_id
+        expect("A2A-RACE-5", w.s.get_delivery(w.c, d.id).run_id, won.run_id, "w.s.get_delivery(w.c, d.id).run_id")
 
 
 @pytest.mark.clause("A2A-RACE-6", "A2A-HOP-10", "A2A-HOP-11", "A2A-HOP-7")
@@ -1993,14 +2165,19 @@ def test_race_senders_against_the_hop_ceiling(w, profile):
         outcomes = race([functools.partial(w.s.record_message, w.c, make_envelope(conv.id))
                          for _ in range(senders)])
         admitted = [o.value for o in outcomes if o.ok]
-        assert len(admitted) == ceiling - 1, [o.error for o in outcomes]
+        expect("A2A-RACE-6", len(admitted), ceiling - 1, "len(admitted)" + ": " + shorten([o.error for o in outcomes]))
         for o in outcomes:
             if not o.ok:
-                assert isinstance(o.error, HopCeilingExceeded), repr(o.error)
-        assert sorted(e.hops for e in admitted) == list(range(2, ceiling + 1))
-        assert w.s.get_conversation(w.c, conv.id).hops_used == ceiling
+                expect_that("A2A-RACE-6", isinstance(o.error, HopCeilingExceeded),
+                            "o.error" + ": " + shorten(repr(o.error)), Said("an instance of HopCeilingExceeded"),
+                            o.error)
+        expect("A2A-RACE-6", sorted(e.hops for e in admitted), list(range(2, ceiling + 1)),
+               "sorted(e.hops for e in admitted)")
+        expect("A2A-RACE-6", w.s.get_conversation(w.c, conv.id).hops_used, ceiling,
+               "w.s.get_conversation(w.c, conv.id).hops_used")
         stored = w.s.list_messages(w.c, conversation_id=conv.id)
-        assert sorted(m.hops for m in stored) == list(range(1, ceiling + 1))
+        expect("A2A-RACE-6", sorted(m.hops for m in stored), list(range(1, ceiling + 1)),
+               "sorted(m.hops for m in stored)")
 
 
 @pytest.mark.clause("A2A-RACE-7", "A2A-HOP-6")
@@ -2010,14 +2187,18 @@ def test_race_send_against_close(w, profile):
         outcomes = race([lambda: w.s.update_conversation(w.c, attrs.evolve(conv, status="closed"))]
                         + [functools.partial(w.s.record_message, w.c, make_envelope(conv.id))
                            for _ in range(3)])
-        assert outcomes[0].ok, repr(outcomes[0].error)
+        expect_true("A2A-RACE-7", outcomes[0].ok, "outcomes[0].ok" + ": " + shorten(repr(outcomes[0].error)))
         admitted = [o for o in outcomes[1:] if o.ok]
         for o in outcomes[1:]:
             if not o.ok:
-                assert isinstance(o.error, ConversationClosed), repr(o.error)
+                expect_that("A2A-RACE-7", isinstance(o.error, ConversationClosed),
+                            "o.error" + ": " + shorten(repr(o.error)), Said("an instance of ConversationClosed"),
+                            o.error)
         got = w.s.get_conversation(w.c, conv.id)
-        assert got.status == ConversationStatus.CLOSED and got.hops_used == len(admitted)
-        assert len(w.s.list_messages(w.c, conversation_id=conv.id)) == len(admitted)
+        expect("A2A-RACE-7", got.status, ConversationStatus.CLOSED, "got.status")
+        expect("A2A-RACE-7", got.hops_used, len(admitted), "got.hops_used")
+        expect("A2A-RACE-7", len(w.s.list_messages(w.c, conversation_id=conv.id)), len(admitted),
+               "len(w.s.list_messages(w.c, conversation_id=conv.id))")
 
 
 @pytest.mark.clause("A2A-RACE-8", "A2A-HOP-3")
@@ -2027,11 +2208,14 @@ def test_race_the_same_envelope_recorded_at_once(w, profile):
         env = make_envelope(conv.id)
         outcomes = race([functools.partial(w.s.record_message, w.c, env)
                          for _ in range(max(profile.race_threads // 2, 2))])
-        assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+        expect_true("A2A-RACE-8", all(o.ok for o in outcomes),
+                    "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes]))
         first = outcomes[0].value
         for o in outcomes:
-            assert_strict_equal(o.value, first, "a racing retry")
-        assert first.hops == 1 and w.s.get_conversation(w.c, conv.id).hops_used == 1
+            expect_strict("A2A-RACE-8", o.value, first, "a racing retry")
+        expect("A2A-RACE-8", first.hops, 1, "first.hops")
+        expect("A2A-RACE-8", w.s.get_conversation(w.c, conv.id).hops_used, 1,
+               "w.s.get_conversation(w.c, conv.id).hops_used")
 
 
 @pytest.mark.clause("A2A-RACE-9", "A2A-ASK-6", "A2A-ASK-3", "A2A-ASK-4")
@@ -2040,9 +2224,9 @@ def test_race_claims_of_one_ask(w, profile):
     for _ in range(profile.race_rounds):
         a = w.ask(deadline=EPOCH)
         callers = [w.c, ctx("ws=w1")]
-        won = _one_winner(race([functools.partial(w.s.claim_pending_ask, callers[i % 2], a.reply_with)
+        won = _one_winner("A2A-RACE-9", race([functools.partial(w.s.claim_pending_ask, callers[i % 2], a.reply_with)
                                 for i in range(profile.race_threads)]), AskAlreadyClaimed)
-        assert w.s.get_pending_ask(w.c, a.reply_with) == won
+        expect("A2A-RACE-9", w.s.get_pending_ask(w.c, a.reply_with), won, "w.s.get_pending_ask(w.c, a.reply_with)")
 
 
 @pytest.mark.clause("A2A-RACE-10", "A2A-ASK-10", "A2A-ASK-9")
@@ -2055,11 +2239,12 @@ def test_race_ask_claim_against_the_sweep_lists(w, clock, profile):
             lambda: [x.reply_with for x in w.s.list_expired_asks(w.c, now)],
             lambda: [x.reply_with for x in w.s.list_expired_asks_across_scopes(ZERO, now)],
         ])
-        assert all(o.ok for o in outcomes)
+        expect_true("A2A-RACE-10", all(o.ok for o in outcomes), "all(o.ok for o in outcomes)")
         for listed in (outcomes[1].value, outcomes[2].value):
-            assert listed in ([], [a.reply_with])
-        assert w.s.list_expired_asks(w.c, now) == []
-        assert w.s.list_expired_asks_across_scopes(ZERO, now) == []
+            expect_op("A2A-RACE-10", listed, "in", ([], [a.reply_with]), "listed")
+        expect("A2A-RACE-10", w.s.list_expired_asks(w.c, now), [], "w.s.list_expired_asks(w.c, now)")
+        expect("A2A-RACE-10", w.s.list_expired_asks_across_scopes(ZERO, now), [],
+               "w.s.list_expired_asks_across_scopes(ZERO, now)")
         clock.advance(milliseconds=1)
 
 
@@ -2075,10 +2260,11 @@ def test_race_read_marks_keep_the_first_time(w, clock, profile):
             return w.s.mark_delivery_read(w.c, d.id)
 
         outcomes = race([mark] * profile.race_threads)
-        assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+        expect_true("A2A-RACE-11", all(o.ok for o in outcomes),
+                    "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes]))
         times = {o.value.read_at for o in outcomes}
-        assert len(times) == 1, times
-        assert w.s.get_delivery(w.c, d.id).read_at == times.pop()
+        expect("A2A-RACE-11", len(times), 1, "len(times)" + ": " + shorten(times))
+        expect("A2A-RACE-11", w.s.get_delivery(w.c, d.id).read_at, times.pop(), "w.s.get_delivery(w.c, d.id).read_at")
 
 
 @pytest.mark.clause("A2A-RACE-12", "A2A-QUEUE-1", "A2A-INBOX-2")
@@ -2092,12 +2278,13 @@ def test_race_claim_against_queue_and_finish_against_inbox(w, profile):
             lambda: w.s.finish_delivery(w.c, f.id, f.claim_token, "delivered"),
             lambda: [d.id for d in w.s.list_inbox(w.c, "worker")],
         ])
-        assert all(o.ok for o in outcomes), [o.error for o in outcomes]
-        assert q.id not in [d.id for d in w.s.list_queued_deliveries(ZERO)]
-        assert f.id in [d.id for d in w.s.list_inbox(w.c, "worker")]
+        expect_true("A2A-RACE-12", all(o.ok for o in outcomes),
+                    "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes]))
+        expect_op("A2A-RACE-12", q.id, "not in", [d.id for d in w.s.list_queued_deliveries(ZERO)], "q.id")
+        expect_op("A2A-RACE-12", f.id, "in", [d.id for d in w.s.list_inbox(w.c, "worker")], "f.id")
         for row in w.s.list_inbox(w.c, "worker"):
-            assert row.state == DeliveryState.DELIVERED
-        assert q.id not in outcomes[3].value  # never delivered: never in any inbox read
+            expect("A2A-RACE-12", row.state, DeliveryState.DELIVERED, "row.state")
+        expect_op("A2A-RACE-12", q.id, "not in", outcomes[3].value, "q.id")  # never delivered: never in any inbox read
 
 
 @pytest.mark.clause("A2A-RACE-13", "A2A-ASK-1", "A2A-PEER-3", "A2A-GEN-9")
@@ -2105,13 +2292,15 @@ def test_race_duplicate_asks_and_peer_pairs(w, profile):
     scopes = ["ws=w1", "ws=w2", "ws=w10", "org=w1", HOME, "a=1", "b=2", "c=3"]
     for i in range(profile.race_rounds):
         rw = f"rw-race-{i}"
-        won = _one_winner(race([functools.partial(w.s.create_pending_ask, ctx(sc), make_ask(reply_with=rw))
+        won = _one_winner("A2A-RACE-13", race([functools.partial(w.s.create_pending_ask, ctx(sc), make_ask(reply_with=rw))
                                 for sc in scopes[: profile.race_threads]]), AlreadyExists)
-        assert w.s.get_pending_ask(Context(won.scope), rw).scope == won.scope
-        _one_winner(race([functools.partial(w.s.create_conversation, w.c,
+        expect("A2A-RACE-13", w.s.get_pending_ask(Context(won.scope), rw).scope, won.scope,
+               "the scope of the ask that won")
+        _one_winner("A2A-RACE-13", race([functools.partial(w.s.create_conversation, w.c,
                                             make_conversation(peer_node="n", peer_context=f"t{i}"))
                           for _ in range(max(profile.race_threads // 2, 2))]), AlreadyExists)
-        assert len([c for c in w.s.list_conversations(w.c, exact=True) if c.peer_context == f"t{i}"]) == 1
+        expect("A2A-PEER-3", len([c for c in w.s.list_conversations(w.c, exact=True) if c.peer_context == f"t{i}"]), 1,
+               'len([c for c in w.s.list_conversations(w.c, exact=True) if c.peer_context == f"t{i}"])')
 
 
 @pytest.mark.clause("A2A-RACE-14", "A2A-PART-3", "A2A-PART-5")
@@ -2131,12 +2320,15 @@ def test_race_contenders_split_over_two_partitions(w, clock, profile):
             lambda: w.s.claim_pending_ask(mine.c, a.reply_with),
             lambda: w.s.list_queued_deliveries(Context(Scope(), "orch-2")),
         ])
-        assert outcomes[0].ok and outcomes[4].ok, [o.error for o in outcomes]
-        assert isinstance(outcomes[1].error, DeliveryNotFound)
-        assert outcomes[2].value == 0
-        assert isinstance(outcomes[3].error, AskNotFound)
-        assert outcomes[5].value == []
-        assert w.s.get_delivery(mine.c, stale.id) == stale
+        expect_true("A2A-RACE-14", outcomes[0].ok, "outcomes[0].ok" + ": " + shorten([o.error for o in outcomes]))
+        expect_true("A2A-RACE-14", outcomes[4].ok, "outcomes[4].ok" + ": " + shorten([o.error for o in outcomes]))
+        expect_that("A2A-RACE-14", isinstance(outcomes[1].error, DeliveryNotFound), "outcomes[1].error",
+                    Said("an instance of DeliveryNotFound"), outcomes[1].error)
+        expect("A2A-RACE-14", outcomes[2].value, 0, "outcomes[2].value")
+        expect_that("A2A-RACE-14", isinstance(outcomes[3].error, AskNotFound), "outcomes[3].error",
+                    Said("an instance of AskNotFound"), outcomes[3].error)
+        expect("A2A-RACE-14", outcomes[5].value, [], "outcomes[5].value")
+        expect("A2A-RACE-14", w.s.get_delivery(mine.c, stale.id), stale, "w.s.get_delivery(mine.c, stale.id)")
 
 
 # ===========================================================================
@@ -2286,9 +2478,9 @@ def _setup_a2a(kind: str) -> Callable[[Any, Context], str]:
 def _done_a2a(getter: Callable, effect: Callable) -> Callable[[Any, Context, str], None]:
     def done(store: Any, c: Context, key: str) -> None:
         row = getter(store, c, key)
-        assert effect(row), row
+        expect_true("SCOPE-BYID-1", effect(row), "the by-id write took effect on the row: " + shorten(row))
         assert_scope(row.scope, c.scope)
-        assert row.partition == c.partition
+        expect("A2A-PART-3", row.partition, c.partition, "the partition of the row written")
     return done
 
 
@@ -2359,7 +2551,8 @@ def _reclaim_and_restore(store: Any, c: Any) -> list:
     its own scope) so the next caller finds the same stale rows."""
     moved = store.reclaim_stale_deliveries(c, XS_NOW)
     rows = store.list_queued_deliveries(c)
-    assert len(rows) == moved, (moved, rows)
+    expect("A2A-RCL-7", len(rows), moved, "the queued rows after reclaim_stale_deliveries, against the count it "
+           "returned: " + shorten(rows))
     for row in rows:
         store.claim_delivery(Context(row.scope, row.partition), row.id)
     return sorted(rows, key=lambda r: r.id)
@@ -2389,7 +2582,8 @@ def _keyed_asks(rows: list) -> list:
 
 def _claim_ask(store: Any, row: Any) -> None:
     store.claim_pending_ask(Context(row.scope, row.row.partition), row.id)
-    assert store.get_pending_ask(Context(row.scope, row.row.partition), row.id).claimed_at is not None
+    expect_op("A2A-ASK-3", store.get_pending_ask(Context(row.scope, row.row.partition), row.id).claimed_at, "is not",
+              None, "claimed_at of an ask after claim_pending_ask")
 
 
 #: These also work within ctx.partition (A2A-PART-3), so their callers keep
@@ -2548,7 +2742,8 @@ def _conversation_of_size(store: Any, c: Context, target: int) -> Any:
     people += (Address(agent, _text_of_bytes(rest - len(agent.encode("utf-8")), "")),)
     stored = store.create_conversation(c, make(people))
     with clause("RSC-GEN-8", what=f"a conversation grown to {target} bytes as stored"):
-        assert entity_size(stored) == target, (entity_size(stored), target)
+        expect("RSC-GEN-8", entity_size(stored), target,
+               "entity_size(stored)" + ": " + shorten((entity_size(stored), target)))
     return stored
 
 
@@ -2569,11 +2764,13 @@ def test_admitting_a_message_refuses_a_conversation_grown_over_8_mib(store, cloc
     expect_raises("RSC-GEN-13", InvalidArgument, lambda: store.record_message(c, newcomer),
                   "a message whose receiver would take the conversation over 8 MiB")
     with clause("RSC-GEN-13", what="the conversation and messages after the refused message"):
-        assert state_view(store, _SIZE_VIEW_SCOPES, conversation_ids=[conv.id], classes={"a2a"}) == before
+        expect("RSC-GEN-13", state_view(store, _SIZE_VIEW_SCOPES, conversation_ids=[conv.id], classes={"a2a"}), before,
+               'state_view(store, _SIZE_VIEW_SCOPES, conversation_ids=[conv.id], classes={"a2a"})')
     known = make_envelope(conv.id, sender=insider, receivers=(other,))
     with clause("A2A-HOP-8", what="a message among the participants, the conversation at its size"):
         store.record_message(c, known)
-        assert store.get_conversation(c, conv.id).hops_used == 1
+        expect("A2A-HOP-8", store.get_conversation(c, conv.id).hops_used, 1,
+               "store.get_conversation(c, conv.id).hops_used")
 
 
 @pytest.mark.clause("RSC-GEN-13", "RSC-GEN-8", "A2A-CONV-5")
@@ -2591,4 +2788,5 @@ def test_updating_a_conversation_refuses_a_row_over_8_mib(store, clock):
     expect("RSC-GEN-13", store.get_conversation(c, conv.id), before, "the conversation after the refused update")
     with clause("RSC-GEN-13", "A2A-CONV-5", what="update_conversation taking it to exactly 8 MiB"):
         updated = store.update_conversation(c, attrs.evolve(conv, protocol="a"))
-        assert entity_size(updated) == MAX_ENTITY_BYTES and updated.protocol == "a"
+        expect(("RSC-GEN-13", "A2A-CONV-5"), entity_size(updated), MAX_ENTITY_BYTES, "entity_size(updated)")
+        expect(("RSC-GEN-13", "A2A-CONV-5"), updated.protocol, "a", "updated.protocol")

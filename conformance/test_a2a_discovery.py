@@ -16,7 +16,9 @@ import pytest
 
 from cortex_spec import Context, ids
 from cortex_spec.errors import InvalidArgument, NoScope
-from cortex_spec.testing import FAR_FUTURE, clause, ctx, expect, expect_raises, expect_result, state_view
+from cortex_spec.testing import (
+    FAR_FUTURE, clause, ctx, expect, expect_raises, expect_result, expect_true, shorten, state_view,
+)
 from cortex_spec.a2a import make_ask, make_delivery
 
 from .a2a_world import HOME, MS
@@ -106,7 +108,9 @@ def test_the_lists_select_what_their_twins_select_at_exactly_the_scope(store, cl
             expect_result("A2A-ROUTE-2", lambda c=c, limit=limit: store.list_queued_deliveries_in_scope(c, limit),
                           twin[:limit] if limit else twin, f"the queue {where}, limit {limit}")
         with clause("A2A-ROUTE-4", what=f"the queued rows {where}"):
-            assert all((d.scope, d.partition) == (c.scope, c.partition) for d in twin) and len(twin) == 2
+            expect_true("A2A-ROUTE-4", all((d.scope, d.partition) == (c.scope, c.partition) for d in twin),
+                        "all((d.scope, d.partition) == (c.scope, c.partition) for d in twin)")
+            expect("A2A-ROUTE-4", len(twin), 2, "len(twin)")
         for at in (now - MS, now, now + MS, FAR_FUTURE):
             twin_asks = _mine(c, store.list_expired_asks_across_scopes(Context.of("", c.partition), at))
             for limit in (0, 1, 2, 3, 4):  # up to exactly the three asks of a place, and beyond
@@ -136,11 +140,13 @@ def test_the_reclaim_moves_only_stale_rows_of_exactly_the_scope(store, clock, cu
         with clause("A2A-ROUTE-2", what=f"rows of other places after the reclaim {where}"):
             for o, d in zip(PLACES, rows["stale"]):
                 if o != c:
-                    assert store.get_delivery(o, d.id) == others[d.id], d.id
+                    expect("A2A-ROUTE-2", store.get_delivery(o, d.id), others[d.id],
+                           "store.get_delivery(o, d.id)" + ": " + shorten(d.id))
         expect_result("A2A-ROUTE-3", lambda c=c: store.reclaim_stale_deliveries_in_scope(c, older_than), 0,
                       f"a second reclaim {where}")
     with clause("A2A-RCL-3", what="the bound rows"):
-        assert all(d.run_id is None for d in store.list_queued_deliveries(Context.of("")))
+        expect_true("A2A-RCL-3", all(d.run_id is None for d in store.list_queued_deliveries(Context.of(""))),
+                    'all(d.run_id is None for d in store.list_queued_deliveries(Context.of("")))')
 
 
 @pytest.mark.clause("A2A-ROUTE-3", "A2A-RCL-4", "A2A-RCL-8")

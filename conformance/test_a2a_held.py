@@ -35,14 +35,8 @@ from cortex_spec.errors import (
 )
 from cortex_spec.runs import RunState
 from cortex_spec.testing import (
-    FAR_FUTURE,
-    ClauseViolation,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    expect_result,
-    race,
+    FAR_FUTURE, clause, ClauseViolation, ctx, expect, expect_raises, expect_result, expect_that, expect_true, race, Said,
+    shorten,
     state_view,
 )
 from cortex_spec.a2a import make_ask, make_delivery, make_envelope
@@ -171,8 +165,8 @@ def test_a_release_queues_the_question_once_per_receiver_and_keeps_a_receipt(sto
     for did, receiver in zip(req.delivery_ids, q.receivers):
         with clause("A2A-HELD-6", "A2A-DLV-1", what=f"the queued delivery {did}"):
             d = store.get_delivery(w.c, did)
-            assert (d.message_id, d.receiver, d.state, d.scope, d.partition, d.created_at, d.claim_token) == (
-                q.id, receiver, "queued", w.c.scope, "", now, None), d
+            expect(("A2A-HELD-6", "A2A-DLV-1"), (d.message_id, d.receiver, d.state, d.scope, d.partition, d.created_at, d.claim_token), (
+                q.id, receiver, "queued", w.c.scope, "", now, None), "(d.message_id, d.receiver, d.state, d.scope, d.partition, d.created_at, d.claim_token)" + ": " + shorten(d))
     expect_result("A2A-HELD-6", lambda: [d.id for d in store.list_queued_deliveries(Context.of(""))],
                   sorted(req.delivery_ids, key=lambda i: (now, i)), "the queue after the release")
     expect_result("A2A-HELD-6", lambda: (store.get_pending_ask(w.c, req.reply_with), store.get_run(w.c, run.id),
@@ -357,13 +351,18 @@ def test_concurrent_releases(store, profile, kind):
         queued = [d.id for d in store.list_queued_deliveries(Context.of("")) if d.id in req.delivery_ids]
         with clause("A2A-HELD-7", what=f"round {rnd}: {kind}: {seen}"):
             if kind == "releases":
-                assert len(fresh) == 1 and all(o.ok and attrs.evolve(o.value, fresh=False) == attrs.evolve(
-                    fresh[0], fresh=False) for o in releases), seen
+                expect("A2A-HELD-7", len(fresh), 1, "len(fresh)" + ": " + shorten(seen))
+                expect_true("A2A-HELD-7", all(o.ok and attrs.evolve(o.value, fresh=False) == attrs.evolve(
+                    fresh[0], fresh=False) for o in releases), "all(o.ok and attrs.evolve(o.value, fresh=False) == attrs.evolve( fresh[0], fresh=False) for o in releases)" + ": " + shorten(seen))
             else:
-                assert outcomes[-1].ok, seen
-                assert fresh or isinstance(releases[0].error, HeldAskConflict), seen
-            assert sorted(queued) == (sorted(req.delivery_ids) if fresh else []), queued
-            assert store.get_run(w.c, run.id).revision == run.revision + (0 if kind == "releases" else 1)
+                expect_true("A2A-HELD-7", outcomes[-1].ok, "outcomes[-1].ok" + ": " + shorten(seen))
+                expect_that("A2A-HELD-7", fresh or isinstance(releases[0].error, HeldAskConflict),
+                            "the release that lost to the claim: " + shorten(seen), Said("a HeldAskConflict"),
+                            releases[0].error)
+            expect("A2A-HELD-7", sorted(queued), sorted(req.delivery_ids) if fresh else [],
+                   "sorted(queued)" + ": " + shorten(queued))
+            expect("A2A-HELD-7", store.get_run(w.c, run.id).revision, run.revision + (0 if kind == "releases" else 1),
+                   "store.get_run(w.c, run.id).revision")
 
 
 # -- agent-reply runs (A2A-AREPLY) --------------------------------------------------------------
@@ -471,14 +470,18 @@ def test_the_writers_of_a_waiting_ask_resume_its_run_once(store, clock, profile,
         results = [o.value for o in outcomes]
         won = [n for n, r in zip(writers, results) if r == "won"]
         with clause("A2A-PAUSE-2", what=f"round {rnd}: {dict(zip(writers, results))}"):
-            assert len(won) == 1 and log == won, (won, log)
+            expect("A2A-PAUSE-2", len(won), 1, "len(won)" + ": " + shorten((won, log)))
+            expect("A2A-PAUSE-2", log, won, "log" + ": " + shorten((won, log)))
         winner = won[0]
         with clause("A2A-PAUSE-3", what=f"round {rnd}: the end state after {winner} won"):
             res = store.get_ask_resolution(w.c, a.reply_with)
-            assert res.payload.startswith('{"replies":[]' if winner == "sweep" else '{"replies":[{'), res.payload
+            expect_true("A2A-PAUSE-3",
+                        res.payload.startswith('{"replies":[]' if winner == "sweep" else '{"replies":[{'),
+                        'res.payload.startswith(\'{"replies":[]\' if winner == "sweep" else \'{"replies":[{\')' + ": " + shorten(res.payload))
             final = store.get_run(w.c, run.id)
-            assert final.state == (RunState.CANCELLED if winner == "cancel" else RunState.RUNNING), final.state
+            expect("A2A-PAUSE-3", final.state, RunState.CANCELLED if winner == "cancel" else RunState.RUNNING,
+                   "final.state" + ": " + shorten(final.state))
             with pytest.raises(NotSuspended):
                 store.get_suspension(w.c, run.id)
             listed = run.id in store.list_agent_reply_runs(w.c, None, 256)
-            assert listed == (winner != "cancel"), listed
+            expect("A2A-PAUSE-3", listed, winner != "cancel", "listed" + ": " + shorten(listed))

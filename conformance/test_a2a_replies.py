@@ -37,14 +37,8 @@ from cortex_spec.errors import (
     ReplyCommitNotFound,
 )
 from cortex_spec.testing import (
-    ClauseViolation,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    expect_result,
-    race,
-    state_view,
+    clause, ClauseViolation, ctx, expect, expect_is, expect_op, expect_raises, expect_result, expect_that,
+    expect_true, race, Said, shorten, state_view,
 )
 from cortex_spec.a2a import make_conversation, make_delivery, make_envelope
 
@@ -348,13 +342,17 @@ def test_concurrent_commits(store, profile, kind):
         with clause("A2A-REPLY-7", "A2A-HOP-10", what=f"round {rnd}: the losers and the charge ({kind})"):
             for o in outcomes:
                 if kind == "one-request":
-                    assert o.ok and attrs.evolve(o.value, fresh=False) == attrs.evolve(fresh[0], fresh=False), seen
+                    expect_is(("A2A-REPLY-7", "A2A-HOP-10"), o.error, None, "o.ok" + ": " + shorten(seen))
+                    expect(("A2A-REPLY-7", "A2A-HOP-10"), attrs.evolve(o.value, fresh=False),
+                           attrs.evolve(fresh[0], fresh=False),
+                           "attrs.evolve(o.value, fresh=False)" + ": " + shorten(seen))
                 elif not (o.ok and o.value.fresh):
-                    assert isinstance(o.error, HopCeilingExceeded), seen
-            assert store.get_conversation(w.c, w.conv).hops_used == 2, "hops_used"
-            assert len(store.list_messages(w.c, conversation_id=w.conv)) == 2, "envelopes"
-            assert [x.id for x in store.list_queued_deliveries(Context.of(""))
-                    if x.id == fresh[0].reply_delivery_id] == [fresh[0].reply_delivery_id], "the reply queued once"
+                    expect_that(("A2A-REPLY-7", "A2A-HOP-10"), isinstance(o.error, HopCeilingExceeded),
+                                "o.error" + ": " + shorten(seen), Said("an instance of HopCeilingExceeded"), o.error)
+            expect(("A2A-REPLY-7", "A2A-HOP-10"), store.get_conversation(w.c, w.conv).hops_used, 2, "hops_used")
+            expect(("A2A-REPLY-7", "A2A-HOP-10"), len(store.list_messages(w.c, conversation_id=w.conv)), 2, "envelopes")
+            expect(("A2A-REPLY-7", "A2A-HOP-10"), [x.id for x in store.list_queued_deliveries(Context.of(""))
+                    if x.id == fresh[0].reply_delivery_id], [fresh[0].reply_delivery_id], "the reply queued once")
 
 
 # -- deferred recipients (A2A-DEFER) -----------------------------------------------------------
@@ -380,7 +378,9 @@ def test_deferred_recipients_are_the_bound_deliveries_still_owed(store, clock):
         while True:
             page = store.list_deferred_recipients(w.c, after, size)
             with clause("A2A-DEFER-2", what=f"a page of {size} after {after}"):
-                assert len(page) <= size and all(after is None or i > after for i in page), page
+                expect_op("A2A-DEFER-2", len(page), "<=", size, "len(page)" + ": " + shorten(page))
+                expect_true("A2A-DEFER-2", all(after is None or i > after for i in page),
+                            "all(after is None or i > after for i in page)" + ": " + shorten(page))
             seen += page
             if len(page) < size:
                 break

@@ -32,15 +32,8 @@ from cortex_spec.errors import (
     InvalidPerformative,
 )
 from cortex_spec.testing import (
-    FAR_FUTURE,
-    ClauseViolation,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    expect_result,
-    race,
-    state_view,
+    FAR_FUTURE, clause, ClauseViolation, ctx, expect, expect_op, expect_raises, expect_result, expect_true, race,
+    shorten, state_view,
 )
 from cortex_spec.a2a import make_ask
 
@@ -221,8 +214,10 @@ def test_a_fresh_seal_claims_the_ask_and_keeps_the_exact_outcome(store, clock, s
     expect_result("A2A-RES-10", lambda: store.list_ask_resolutions(w.c, "", 5).resolutions, (_fresh_off(got),),
                   "the page after the seal")
     with clause("A2A-RES-9", "A2A-ASK-10", what="the sealed ask in the expired lists"):
-        assert a.reply_with not in {x.reply_with for x in store.list_expired_asks(w.c, FAR_FUTURE)}
-        assert a.reply_with not in {x.reply_with for x in store.list_expired_asks_across_scopes(w.c, FAR_FUTURE)}
+        expect_op(("A2A-RES-9", "A2A-ASK-10"), a.reply_with, "not in",
+                  {x.reply_with for x in store.list_expired_asks(w.c, FAR_FUTURE)}, "a.reply_with")
+        expect_op(("A2A-RES-9", "A2A-ASK-10"), a.reply_with, "not in",
+                  {x.reply_with for x in store.list_expired_asks_across_scopes(w.c, FAR_FUTURE)}, "a.reply_with")
 
 
 @pytest.mark.clause("A2A-RES-7", "A2A-RES-10")
@@ -398,13 +393,15 @@ def test_pages_walk_every_resolution_once_in_code_point_order(store):
             pages += 1
             got = [r.ask.reply_with for r in page.resolutions]
             with clause("A2A-RES-12", what=f"a page of {size} after {cursor!r}"):
-                assert len(got) <= size, got
-                assert all(r.fresh is False for r in page.resolutions)
+                expect_op("A2A-RES-12", len(got), "<=", size, "len(got)" + ": " + shorten(got))
+                expect_true("A2A-RES-12", all(r.fresh is False for r in page.resolutions),
+                            "all(r.fresh is False for r in page.resolutions)")
             seen += got
             if not page.next:
                 break
             with clause("A2A-RES-13", what=f"the cursor of a full page of {size}"):
-                assert len(got) == size and page.next == "v1." + got[-1], (got, page.next)
+                expect("A2A-RES-13", len(got), size, "len(got)" + ": " + shorten((got, page.next)))
+                expect("A2A-RES-13", page.next, "v1." + got[-1], "page.next" + ": " + shorten((got, page.next)))
             cursor = page.next
             if pages > len(tokens) + 2:
                 raise ClauseViolation("A2A-RES-13", f"a walk with pages of {size}", "an end", "no end")

@@ -25,7 +25,10 @@ from cortex_spec.errors import InvalidArgument, SchemaMismatch, StoreClosed
 from cortex_spec.memory import Session
 from cortex_spec.progress import Progress, progress_key
 from cortex_spec.runs import RunState
-from cortex_spec.testing import FAR_FUTURE, ZERO, clause, ctx, example, expect, expect_raises, race
+from cortex_spec.testing import (
+    FAR_FUTURE, ZERO, clause, ctx, example, expect, expect_false, expect_is, expect_op, expect_raises, expect_that,
+    expect_true, race, Said, shorten,
+)
 from cortex_spec.a2a import make_ask, make_conversation, make_delivery, make_envelope
 from cortex_spec.checkpoints import approve, make_checkpoint
 from cortex_spec.runs import make_run, make_step, make_tool_call
@@ -85,7 +88,8 @@ def test_ping_answers_an_open_store_and_refuses_a_closed_one(store):
 def test_the_current_layout_reads_its_version_and_migrates_to_nothing(store, cortex_declared, request):
     version = store.schema_version
     with clause("ADMIN-MIG-1", what="store.schema_version"):
-        assert isinstance(version, int) and not isinstance(version, bool)
+        expect_that("ADMIN-MIG-1", isinstance(version, int), "version", Said("an instance of int"), version)
+        expect_false("ADMIN-MIG-1", isinstance(version, bool), "isinstance(version, bool)")
     world = _seed_all(store, cortex_declared, request.getfixturevalue)
     before = _views(store, cortex_declared, world)
     for c in (ZERO, ctx(HOME)):
@@ -120,10 +124,13 @@ def test_an_older_layout_is_refused_until_migrated_and_keeps_every_row(
     for name, call in calls:
         err = expect_raises("ADMIN-MIG-3", SchemaMismatch, call, f"{name} on a layout of version {older}")
         with clause("ADMIN-MIG-3", what=f"the refusal of {name}"):
-            assert str(older) in str(err) and str(version) in str(err) and "migrate" in str(err), str(err)
+            expect_op("ADMIN-MIG-3", str(older), "in", str(err), "str(older)" + ": " + shorten(str(err)))
+            expect_op("ADMIN-MIG-3", str(version), "in", str(err), "str(version)" + ": " + shorten(str(err)))
+            expect_op("ADMIN-MIG-3", "migrate", "in", str(err), '"migrate"' + ": " + shorten(str(err)))
     outcomes = race([lambda st=st: st.migrate(ZERO) for st in stores])
     with clause("ADMIN-MIG-5", what="three concurrent migrations"):
-        assert [o.value for o in outcomes] == [version] * 3, [o.error or o.value for o in outcomes]
+        expect("ADMIN-MIG-5", [o.value for o in outcomes], [version] * 3,
+               "[o.value for o in outcomes]" + ": " + shorten([o.error or o.value for o in outcomes]))
     for st in stores:
         expect("ADMIN-MIG-3", st.get_schema_version(ZERO), version, "the version after the migrations")
     expect("ADMIN-MIG-3", _views(s, cortex_declared, world, kept), before, "every row after the migration")
@@ -235,26 +242,32 @@ def test_inspection_reports_exactly_the_rows_planted_with_broken_scopes(
         if not cortex_harness.corrupt_scope(cortex_location, kind, key, problem.value):
             problem = ScopeProblem.ZERO  # a backend with one form of a scope: break it another way
             with clause("ADMIN-INSPECT-1", what=f"planting a zero scope on {kind} {key} through the driver"):
-                assert cortex_harness.corrupt_scope(cortex_location, kind, key, problem.value)
+                expect_true("ADMIN-INSPECT-1", cortex_harness.corrupt_scope(cortex_location, kind, key, problem.value),
+                            "cortex_harness.corrupt_scope(cortex_location, kind, key, problem.value)")
         planted.add((kind, key, problem))
     with clause("ADMIN-INSPECT-1", what="the rows planted"):
-        assert len({p for _, _, p in planted}) >= 2 and len(planted) >= 2, planted
+        expect_op("ADMIN-INSPECT-1", len({p for _, _, p in planted}), ">=", 2,
+                  "len({p for _, _, p in planted})" + ": " + shorten(planted))
+        expect_op("ADMIN-INSPECT-1", len(planted), ">=", 2, "len(planted)" + ": " + shorten(planted))
     reads = {(kind, key): _read(fn) for kind, key, fn in rows}
     found, seen = _issues(store, ZERO)
     first = (found, sorted((i.kind, i.key, i.problem.value) for i in seen))
     with clause("ADMIN-INSPECT-1", "ADMIN-INSPECT-4", what="the issues found from the zero scope"):
         got = {(i.kind, i.key, i.problem) for i in seen}
-        assert found == len(seen), f"returned {found}, visited {len(seen)}"
-        assert len(seen) == len(got), "a row was visited twice"
-        assert got == planted, f"missing {sorted(planted - got)}, unexpected {sorted(got - planted)}"
-        assert all(isinstance(i.stored, str) for i in seen)
+        expect(("ADMIN-INSPECT-1", "ADMIN-INSPECT-4"), found, len(seen), f"returned {found}, visited {len(seen)}")
+        expect(("ADMIN-INSPECT-1", "ADMIN-INSPECT-4"), len(seen), len(got), "a row was visited twice")
+        expect(("ADMIN-INSPECT-1", "ADMIN-INSPECT-4"), got, planted,
+               f"missing {sorted(planted - got)}, unexpected {sorted(got - planted)}")
+        expect_true(("ADMIN-INSPECT-1", "ADMIN-INSPECT-4"), all(isinstance(i.stored, str) for i in seen),
+                    "all(isinstance(i.stored, str) for i in seen)")
     # a scan that "repaired" what it found is seen by the next one only
     for clause_id, c in (("ADMIN-INSPECT-3", ZERO), ("ADMIN-INSPECT-2", ctx(HOME)), ("ADMIN-INSPECT-2", ctx(UNRELATED))):
         found, seen = _issues(store, c)
         expect(clause_id, (found, sorted((i.kind, i.key, i.problem.value) for i in seen)), first,
                f"a scan from {c.scope.canonical() or 'the zero scope'} after the first")
         with clause("ADMIN-INSPECT-3", what=f"every row after the scan from {c.scope.canonical()!r}"):
-            assert {(kind, key): _read(fn) for kind, key, fn in rows} == reads
+            expect("ADMIN-INSPECT-3", {(kind, key): _read(fn) for kind, key, fn in rows}, reads,
+                   "{(kind, key): _read(fn) for kind, key, fn in rows}")
 
 
 @pytest.mark.clause("ADMIN-INSPECT-5", "ADMIN-INSPECT-3")
@@ -267,7 +280,8 @@ def test_an_exception_of_visit_ends_the_scan_and_is_raised_unchanged(
         pytest.skip("cortex-spec: not claimed: the store declares no class with rows to plant")
     for kind, key, _ in rows[:3]:
         with clause("ADMIN-INSPECT-5", what=f"planting a zero scope on {kind} {key} through the driver"):
-            assert cortex_harness.corrupt_scope(cortex_location, kind, key, "zero")
+            expect_true("ADMIN-INSPECT-5", cortex_harness.corrupt_scope(cortex_location, kind, key, "zero"),
+                        'cortex_harness.corrupt_scope(cortex_location, kind, key, "zero")')
 
     class Stop(Exception):
         pass
@@ -283,10 +297,10 @@ def test_an_exception_of_visit_ends_the_scan_and_is_raised_unchanged(
         try:
             store.inspect_scopes(ZERO, visit)
         except Stop as exc:
-            assert exc is stop, "the exception was replaced"
+            expect_is("ADMIN-INSPECT-5", exc, stop, "the exception was replaced")
         else:
             raise AssertionError("inspect_scopes returned although visit raised")
-        assert len(calls) == 1, f"the scan went on after visit raised ({len(calls)} calls)"
+        expect("ADMIN-INSPECT-5", len(calls), 1, f"the scan went on after visit raised ({len(calls)} calls)")
     expect("ADMIN-INSPECT-3", _issues(store)[0], min(3, len(rows)), "a full scan afterwards")
 
 
@@ -449,7 +463,7 @@ def test_a_closed_store_refuses_every_method(store, cortex_declared, request):
     world = _seed_all(store, cortex_declared, request.getfixturevalue)
     calls, missing = _calls_of(store, cortex_declared, world)
     with clause("ADMIN-CLOSE-1", what="methods without a call to make on a closed store"):
-        assert not missing, f"no call known for {missing} (give the class's examples a good call)"
+        expect_false("ADMIN-CLOSE-1", missing, f"no call known for {missing} (give the class's examples a good call)")
     expect("ADMIN-CLOSE-2", store.close(), None, "close()")
     expect("ADMIN-CLOSE-2", store.close(), None, "a second close()")
     for name, call in calls:

@@ -19,7 +19,7 @@ import pytest
 from cortex_spec import Scope, ids
 from cortex_spec.catalog import TABLES, Agent, Overlay, Persona, PersonaSkill, Section, Skill, Trait
 from cortex_spec.errors import InvalidArgument, NoScope, OverlayNotFound
-from cortex_spec.testing import ZERO, clause, ctx, example, expect, expect_raises
+from cortex_spec.testing import ZERO, clause, ctx, example, expect, expect_is, expect_raises
 
 from .examples import HOME, Examples, table_long_scopes
 
@@ -114,8 +114,10 @@ def test_none_clears_an_override_and_zero_is_a_value(store, clock):
         read = store.get_overlay(ctx(HOME), row.id)
         with clause("CAT-OVL-8", what=f"temperature={temperature!r}, max_tokens={max_tokens!r} after an update"):
             for value in (got, read):
-                assert value.temperature == temperature and type(value.temperature) is type(temperature)
-                assert value.max_tokens == max_tokens and type(value.max_tokens) is type(max_tokens)
+                expect("CAT-OVL-8", value.temperature, temperature, "value.temperature")
+                expect_is("CAT-OVL-8", type(value.temperature), type(temperature), "type(value.temperature)")
+                expect("CAT-OVL-8", value.max_tokens, max_tokens, "value.max_tokens")
+                expect_is("CAT-OVL-8", type(value.max_tokens), type(max_tokens), "type(value.max_tokens)")
     other_agent = store.update_overlay(ctx(HOME), attrs.evolve(row, agent_id=ids.new_id(ids.AGENT)))
     expect("CAT-OVL-7", other_agent.agent_id, row.agent_id, "update_overlay never writes agent_id")
 

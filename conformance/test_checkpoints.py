@@ -39,15 +39,8 @@ from cortex_spec.errors import (
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.testing import (
-    FAR_FUTURE,
-    ZERO,
-    assert_strict_equal,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    race,
-    state_view,
+    FAR_FUTURE, ZERO, clause, ctx, expect, expect_false, expect_is, expect_op, expect_raises,
+    expect_strict, expect_that, race, Said, shorten, state_view,
 )
 from cortex_spec.checkpoints import approve, make_checkpoint, reject
 from cortex_spec.runs import make_run
@@ -231,7 +224,7 @@ def _setup_checkpoint(store: Any, c: Context) -> str:
 
 def _done_resolved(store: Any, c: Context, key: str) -> None:
     cp = store.get_checkpoint(c, key)
-    assert cp.state == CheckpointState.RESOLVED
+    expect("SCOPE-BYID-1", cp.state, CheckpointState.RESOLVED, "the checkpoint's state after the by-id resolve")
     assert_scope(cp.scope, c.scope)
 
 
@@ -256,7 +249,8 @@ def _seed_xs_checkpoints(store: Any) -> dict[str, Scope]:
 
 def _act_on_checkpoint(store: Any, row: Any) -> None:
     store.resolve(Context(row.scope), row.id, approve())
-    assert store.get_checkpoint(Context(row.scope), row.id).state == CheckpointState.RESOLVED
+    expect("SCOPE-XS-4", store.get_checkpoint(Context(row.scope), row.id).state, CheckpointState.RESOLVED,
+           "the checkpoint's state after the resolve made under the listed row's scope")
 
 
 _XS = {
@@ -289,15 +283,15 @@ def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamesp
     def check() -> None:
         for cp in cps:
             got = store.get_checkpoint(home, cp.id)
-            assert got.state == CheckpointState.RESOLVED
+            expect("SCOPE-IMM-4", got.state, CheckpointState.RESOLVED, "a checkpoint's state after a resolve from an ancestor")
             assert_scope(got.scope, S(row))
     return SimpleNamespace(), check
 
 
 def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
     """An outsider of the written rows sees no pending checkpoint."""
-    assert store.list_pending(c) == []
-    assert store.count_pending(c) == 0
+    expect("SCOPE-IMM-4", store.list_pending(c), [], "list_pending from an outsider of the written rows")
+    expect("SCOPE-IMM-4", store.count_pending(c), 0, "count_pending from an outsider of the written rows")
 
 
 def _prep_checkpoint(store: Any, c: Context, w: SimpleNamespace) -> None:
@@ -431,7 +425,7 @@ def test_checkpoint_updated_at_changes_only_on_resolve(store, clock):
     clock.advance(seconds=1)
     store.get_checkpoint(c, cp.id)
     store.list_pending(c)
-    assert_strict_equal(store.get_checkpoint(c, cp.id), cp, "checkpoint after reads")
+    expect_strict("RSC-GEN-4", store.get_checkpoint(c, cp.id), cp, "checkpoint after reads")
     clock.advance(seconds=1)
     resolved_at = clock.now()
     store.resolve(c, cp.id, Decision(approved=True, decided_at=FAR_FUTURE))
@@ -514,24 +508,25 @@ def test_concurrent_resolve_is_never_seen_half_applied(store, profile):
         expect("CP-RESOLVE-4", len(winners), 1, "len(winners)")
         for o in outcomes[:resolvers]:
             with clause("CP-RESOLVE-4"):
-                assert o.ok or isinstance(o.error, InvalidState), repr(o.error)
+                expect_that("CP-RESOLVE-4", o.ok or isinstance(o.error, InvalidState), "a losing resolve",
+                            Said("success or InvalidState"), o.error)
         win = decisions[winners[0]]
         final = store.get_checkpoint(c, cp.id)
         expect("CP-RESOLVE-4", (final.decision.approved, final.decision.decided_by, final.decision.reason),
                ( win.approved, win.decided_by, win.reason), "(final.decision.approved, final.decision.decided_by, final.decision.reason)")
         for o in outcomes[resolvers:]:
             with clause("RSC-GEN-12"):
-                assert o.ok, repr(o.error)
+                expect_is("RSC-GEN-12", o.error, None, "the error raised by the racing call o")
             resolved_seen = False
             for state, decision, updated_at in o.value:
                 if state == CheckpointState.PENDING:
                     expect("CP-ENT-1", decision, None, "the decision of a pending read")
                     with clause("RSC-GEN-12", what="a reader went back to pending after seeing resolved"):
-                        assert not resolved_seen
+                        expect_false("RSC-GEN-12", resolved_seen, "resolved_seen")
                     expect("RSC-GEN-12", updated_at, cp.updated_at, "updated_at")
                 else:
                     resolved_seen = True
-                    assert_strict_equal(decision, final.decision, "decision seen by a reader")
+                    expect_strict("CP-RESOLVE-4", decision, final.decision, "decision seen by a reader")
                     expect("RSC-GEN-12", updated_at, final.updated_at, "updated_at")
 
 
@@ -579,7 +574,7 @@ def test_create_stamps_scope_and_clock_and_round_trips(store, clock, passed_scop
         ),
     )
     got = store.get_checkpoint(ctx(W1), created.id)
-    assert_strict_equal(got, created, "get after create")
+    expect_strict("RSC-GEN-4", got, created, "get after create")
     for row in (created, got):
         expect("SCOPE-IMM-1", row.scope, Scope.parse(W1), "row.scope")
         expect("RSC-GEN-4", row.created_at, now, "row.created_at")
@@ -587,11 +582,11 @@ def test_create_stamps_scope_and_clock_and_round_trips(store, clock, passed_scop
         expect("CP-CREATE-1", row.run_id, run_id, "row.run_id")
         expect("CP-CREATE-1", row.agent_id, agent_id, "row.agent_id")
         expect("CP-CREATE-1", row.reason, "r" * 300 + " — approve the deploy? ✓", "row.reason")
-        assert_strict_equal(row.step_index, 7, "step_index")
-        assert_strict_equal(row.metadata, RICH_METADATA, "metadata")
+        expect_strict("CP-CREATE-1", row.step_index, 7, "step_index")
+        expect_strict("CP-CREATE-1", row.metadata, RICH_METADATA, "metadata")
         expect("CP-ENT-1", row.state, CheckpointState.PENDING, "row.state")
         expect("CP-ENT-1", row.decision, None, "row.decision")  # CP-ENT-1
-    assert_strict_equal(store.list_pending(ctx(W1)), [created], "list_pending")
+    expect_strict("CP-CREATE-1", store.list_pending(ctx(W1)), [created], "list_pending")
 
 
 @pytest.mark.clause("CP-ENT-1", "CP-RESOLVE-1")
@@ -609,7 +604,8 @@ def test_every_read_shows_one_of_the_two_shapes(store, clock):
         else:
             expect("CP-ENT-1", cp.state, CheckpointState.RESOLVED, "cp.state")
             with clause("CP-ENT-1", what="a resolved checkpoint carries a Decision"):
-                assert isinstance(cp.decision, Decision)
+                expect_that("CP-ENT-1", isinstance(cp.decision, Decision), "cp.decision",
+                            Said("an instance of Decision"), cp.decision)
             expect("CP-RESOLVE-1", cp.decision.decided_at, clock.now(), "decision.decided_at")
     expect("CP-RESOLVE-1", [r.state for r in reads[:4]],
            ["resolved", "pending", "resolved", "pending"], "[r.state for r in reads[:4]]")
@@ -714,7 +710,7 @@ def test_duplicate_id_is_refused_in_any_scope(store, clock, second_scope, first_
     with pytest.raises(AlreadyExists):
         store.create_checkpoint(ctx(second_scope), make_checkpoint(id=first.id, reason="intruder"))
     expect("CP-CREATE-3", _view(store, [first.id]), before, "the stored state, _view(store, [first.id])")
-    assert_strict_equal(store.get_checkpoint(ctx(W1P1), first.id), first, "first checkpoint")
+    expect_strict("CP-CREATE-3", store.get_checkpoint(ctx(W1P1), first.id), first, "first checkpoint")
 
 
 @pytest.mark.clause("CP-CREATE-4", "CP-LIST-1", "CP-LIST-3")
@@ -731,7 +727,7 @@ def test_run_and_agent_are_not_checked_and_a_run_may_have_several_pending(store,
     expect("CP-LIST-3", store.count_pending(ctx(W1), flt), 3, "store.count_pending(ctx(W1), flt)")
     expect("CP-LIST-3", store.count_pending(ctx(W1)), 4, "store.count_pending(ctx(W1))")
     with clause("CP-LIST-1"):
-        assert other.id in _ids(store.list_pending(ctx(W1)))
+        expect_op("CP-LIST-1", other.id, "in", _ids(store.list_pending(ctx(W1))), "other.id")
 
 
 # -- CP-GET --------------------------------------------------------------------------------
@@ -762,7 +758,7 @@ def test_get_follows_visibility(store, clock, row, caller, visible, resolved):
         cp = store.resolve(ctx(row), cp.id, approve())
     before = _view(store, [cp.id])
     if visible:
-        assert_strict_equal(store.get_checkpoint(ctx(caller), cp.id), cp, "checkpoint")
+        expect_strict("CP-GET-1", store.get_checkpoint(ctx(caller), cp.id), cp, "checkpoint")
     else:
         with pytest.raises(CheckpointNotFound):
             store.get_checkpoint(ctx(caller), cp.id)
@@ -800,18 +796,18 @@ def test_resolve_stamps_decision_time_from_the_clock(store, clock, caller, decis
     now = clock.now()
     resolved = store.resolve(ctx(caller), cp.id, decision)
     got = store.get_checkpoint(ctx(W1P1), cp.id)
-    assert_strict_equal(resolved, got, "resolve result vs get")
+    expect_strict("CP-RESOLVE-1", resolved, got, "resolve result vs get")
     expected = attrs.evolve(
         cp,
         state=CheckpointState.RESOLVED,
         decision=attrs.evolve(decision, decided_at=now),
         updated_at=now,
     )
-    assert_strict_equal(got, expected, "resolved checkpoint")
+    expect_strict("CP-RESOLVE-1", got, expected, "resolved checkpoint")
     expect("SCOPE-IMM-4", got.scope, Scope.parse(W1P1), "scope after resolve")
     expect("CP-RESOLVE-1", got.created_at, cp.created_at, "created_at after resolve")
     with clause("CP-LIST-1"):
-        assert cp.id not in _ids(store.list_pending(ctx(W1)))
+        expect_op("CP-LIST-1", cp.id, "not in", _ids(store.list_pending(ctx(W1))), "cp.id")
 
 
 @pytest.mark.clause("CP-RESOLVE-2", "SCOPE-BYID-2", "SCOPE-VIS-5")
@@ -823,11 +819,11 @@ def test_resolve_beyond_reach_is_not_found_and_stays_pending(store, clock, row, 
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(caller), cp.id, approve())
     expect("CP-RESOLVE-2", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
-    assert_strict_equal(store.get_checkpoint(ctx(row), cp.id), cp, "checkpoint")
+    expect_strict("CP-RESOLVE-2", store.get_checkpoint(ctx(row), cp.id), cp, "checkpoint")
     with clause("CP-RESOLVE-2"):
-        assert cp.id in _ids(store.list_pending(ctx(row)))
+        expect_op("CP-RESOLVE-2", cp.id, "in", _ids(store.list_pending(ctx(row))), "cp.id")
     with clause("CP-RESOLVE-2"):
-        assert cp.id in _ids(store.list_pending_across_scopes(ZERO))
+        expect_op("CP-RESOLVE-2", cp.id, "in", _ids(store.list_pending_across_scopes(ZERO)), "cp.id")
 
 
 @pytest.mark.clause("CP-RESOLVE-2")
@@ -856,15 +852,17 @@ def test_second_resolve_is_invalid_state_and_keeps_the_first(store, clock, secon
         store.resolve(ctx(caller), cp.id, second)
     expect("CP-RESOLVE-3", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
     got = store.get_checkpoint(ctx(W1P1), cp.id)
-    assert_strict_equal(got, first, "checkpoint")
+    expect_strict("CP-RESOLVE-3", got, first, "checkpoint")
     with clause("CP-RESOLVE-3"):
-        assert got.decision.decided_at == first.decision.decided_at == got.updated_at == cp.created_at + 10 * MS
+        expect("CP-RESOLVE-3", got.decision.decided_at, first.decision.decided_at, "got.decision.decided_at")
+        expect("CP-RESOLVE-3", first.decision.decided_at, got.updated_at, "first.decision.decided_at")
+        expect("CP-RESOLVE-3", got.updated_at, cp.created_at + 10 * MS, "got.updated_at")
     # precedence: unreachable beats resolved, a bad argument beats both
     with pytest.raises(CheckpointNotFound):
         store.resolve(ctx(W2), cp.id, second)
     with pytest.raises(InvalidArgument):
         store.resolve(ctx(caller), cp.id, {"approved": True})
-    assert_strict_equal(store.get_checkpoint(ctx(W1P1), cp.id), first, "checkpoint")
+    expect_strict("CP-RESOLVE-3", store.get_checkpoint(ctx(W1P1), cp.id), first, "checkpoint")
 
 
 @pytest.mark.clause("CP-RESOLVE-4", "CP-RESOLVE-1", "CP-RESOLVE-3", "RSC-GEN-12")
@@ -892,7 +890,7 @@ def test_concurrent_resolves_have_exactly_one_winner(store, clock, profile):
                (CheckpointState.RESOLVED, _fields(decisions[won[0]])), "the stored state and decision: the winner's")
         expect("CP-RESOLVE-1", (got.decision.decided_at, got.updated_at), (now, now),
                "decided_at and updated_at after the race: clock now")
-        assert_strict_equal(outcomes[won[0]].value, got, "winner's result")
+        expect_strict("CP-RESOLVE-4", outcomes[won[0]].value, got, "winner's result")
 
 
 @pytest.mark.clause("CP-RESOLVE-5", "RSC-GEN-6", "SCOPE-ZERO-3")
@@ -927,7 +925,7 @@ def test_resolve_refuses_a_badly_shaped_decision(store, clock, decision):
     with pytest.raises(InvalidArgument):  # before the NotFound check
         store.resolve(ctx(W1), ids.new_id(ids.CHECKPOINT), decision)
     expect("CP-RESOLVE-5", _view(store, [cp.id]), before, "the stored state, _view(store, [cp.id])")
-    assert_strict_equal(store.get_checkpoint(ctx(W1), cp.id), cp, "checkpoint")
+    expect_strict("CP-RESOLVE-5", store.get_checkpoint(ctx(W1), cp.id), cp, "checkpoint")
 
 
 @pytest.mark.clause("CP-RESOLVE-6")
@@ -946,10 +944,10 @@ def test_resolve_never_changes_runs_or_suspensions(store, clock, decision):
     for key in before:
         if not key.startswith("pending@"):
             with clause("CP-RESOLVE-6"):
-                assert after[key] == before[key], key
-    assert_strict_equal(store.get_run(c, run.id), run, "run")
-    assert_strict_equal(store.get_run(c, other.id), other, "other run")
-    assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+                expect("CP-RESOLVE-6", after[key], before[key], "after[key]" + ": " + shorten(key))
+    expect_strict("CP-RESOLVE-6", store.get_run(c, run.id), run, "run")
+    expect_strict("CP-RESOLVE-6", store.get_run(c, other.id), other, "other run")
+    expect_strict("CP-RESOLVE-6", store.get_suspension(c, run.id), sus, "suspension")
 
 
 # -- CP-LIST -------------------------------------------------------------------------------
@@ -989,12 +987,12 @@ def test_list_pending_selects_visible_pending(store, clock, caller, expected, ):
     got = store.list_pending(ctx(caller))
     expect("CP-LIST-1", _ids(got), [rows[n].id for n in expected], "_ids(got)")
     with clause("CP-LIST-1"):
-        assert done.id not in _ids(got)
+        expect_op("CP-LIST-1", done.id, "not in", _ids(got), "done.id")
     for g in got:
-        assert_strict_equal(g, next(r for r in rows.values() if r.id == g.id), "row")
+        expect_strict("CP-LIST-1", g, next(r for r in rows.values() if r.id == g.id), "row")
     expect("CP-LIST-3", store.count_pending(ctx(caller)), len(expected), "store.count_pending(ctx(caller))")
-    assert_strict_equal(store.list_pending(ctx(caller), None), got, "filter=None")
-    assert_strict_equal(store.list_pending(ctx(caller), CheckpointFilter()), got, "default filter")
+    expect_strict("CP-LIST-1", store.list_pending(ctx(caller), None), got, "filter=None")
+    expect_strict("CP-LIST-1", store.list_pending(ctx(caller), CheckpointFilter()), got, "default filter")
 
 
 @pytest.mark.clause("CP-LIST-1", "CP-LIST-3")
@@ -1103,7 +1101,7 @@ def test_list_pending_order_then_offset_then_limit(store, clock, offset, limit):
     flt = CheckpointFilter(offset=offset, limit=limit)
     got = store.list_pending(ctx(W1), flt)
     expect("CP-LIST-2", _ids(got), _ids(want), "_ids(got)")
-    assert_strict_equal(got, want, "rows")
+    expect_strict("CP-LIST-2", got, want, "rows")
     expect("CP-LIST-3", store.count_pending(ctx(W1), flt), 8, "store.count_pending(ctx(W1), flt)")  # CP-LIST-3: the page is ignored
 
 
@@ -1168,9 +1166,9 @@ def test_across_scopes_lists_every_scope_in_id_order(store, clock, limit):
     got = store.list_pending_across_scopes(ZERO, None, limit)
     want = ordered if limit <= 0 else ordered[:limit]
     expect("CP-XLIST-2", _ids(got), _ids(want), "_ids(got)")
-    assert_strict_equal(got, want, "rows (with their own scopes)")
+    expect_strict("CP-XLIST-1", got, want, "rows (with their own scopes)")
     with clause("CP-XLIST-1"):
-        assert done.id not in _ids(store.list_pending_across_scopes(ZERO))
+        expect_op("CP-XLIST-1", done.id, "not in", _ids(store.list_pending_across_scopes(ZERO)), "done.id")
 
 
 @pytest.mark.clause("CP-XLIST-1", "CP-XLIST-2")
@@ -1224,9 +1222,9 @@ def test_across_scopes_ignores_the_callers_scope(store, clock):
     for after, limit in [(None, 0), (ordered[2].id, 3), (None, 1)]:
         results = [store.list_pending_across_scopes(c, after, limit) for c in callers]
         for r in results[1:]:
-            assert_strict_equal(r, results[0], "result")
+            expect_strict("SCOPE-XS-3", r, results[0], "result")
         with clause("CP-XLIST-1"):
-            assert len(results[0]) > 0
+            expect_op("CP-XLIST-1", len(results[0]), ">", 0, "len(results[0])")
     with pytest.raises(InvalidArgument):
         store.list_pending_across_scopes(Scope.parse(W1))
     with pytest.raises(NoScope):  # the scoped list refuses what the cross-scope one accepts
@@ -1254,7 +1252,7 @@ def test_across_scopes_paging_is_a_cursor_over_ids(store, clock, page_size):
     while True:
         page = store.list_pending_across_scopes(ctx("any=caller"), after, page_size)
         with clause("CP-XLIST-2"):
-            assert len(page) <= page_size
+            expect_op("CP-XLIST-2", len(page), "<=", page_size, "len(page)")
         if not page:
             break
         seen += _ids(page)
@@ -1262,25 +1260,25 @@ def test_across_scopes_paging_is_a_cursor_over_ids(store, clock, page_size):
         pages += 1
         if pages == 1:
             with clause("CP-XLIST-4"):
-                assert to_resolve not in seen
+                expect_op("CP-XLIST-4", to_resolve, "not in", seen, "to_resolve")
             owner = next(c for c in store.list_pending_across_scopes(ZERO) if c.id == to_resolve)
             store.resolve(Context(scope=owner.scope), to_resolve, reject())
             store.create_checkpoint(ctx(W2), make_checkpoint(id=late_low))
             store.create_checkpoint(ctx(W1P1), make_checkpoint(id=late_high))
         with clause("CP-XLIST-4"):
-            assert pages <= 20
+            expect_op("CP-XLIST-4", pages, "<=", 20, "pages")
     with clause("CP-XLIST-4"):
-        assert len(seen) == len(set(seen)), "a checkpoint appeared on two pages"
+        expect("CP-XLIST-4", len(seen), len(set(seen)), "a checkpoint appeared on two pages")
     expect("CP-XLIST-2", seen, sorted(seen), "seen")
     stayed_pending = [x for x in initial if x != to_resolve]
     expect("CP-XLIST-4", [x for x in seen if x in stayed_pending],
            stayed_pending, "[x for x in seen if x in stayed_pending]")
     with clause("CP-XLIST-4"):
-        assert to_resolve not in seen
+        expect_op("CP-XLIST-4", to_resolve, "not in", seen, "to_resolve")
     with clause("CP-XLIST-4"):
-        assert late_high in seen
+        expect_op("CP-XLIST-4", late_high, "in", seen, "late_high")
     with clause("CP-XLIST-4"):
-        assert late_low not in seen
+        expect_op("CP-XLIST-4", late_low, "not in", seen, "late_low")
     expect("CP-XLIST-4", seen[-1], late_high, "seen[-1]")
 
 

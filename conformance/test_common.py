@@ -26,7 +26,7 @@ import pytest
 
 from cortex_spec import Context, Scope, ids
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import assert_strict_equal, ctx
+from cortex_spec.testing import ctx, expect_strict
 
 from .examples import HOME, Site, clauses_of, examples, expect_invalid, expect_stored
 from .helpers import BOGUS_STAMPS, MINUS_0800, PLUS_0530, UTC, assert_instant
@@ -251,9 +251,9 @@ def test_json_object_round_trips_with_exact_types(store, request, site):
     w = examples()[site.cls].seed(store, request.getfixturevalue)
     for value in (GOOD_JSON, {}, {"only": [1.0]}):
         result = site.call(store, c, w, value)
-        assert_strict_equal(getattr(result, _attribute(site)), value, f"{site.name} as returned")
+        expect_strict("RSC-GEN-7", getattr(result, _attribute(site)), value, f"{site.name} as returned")
         got = site.read(store, c, w, result)
-        assert_strict_equal(got, value, f"{site.name} read back")
+        expect_strict("RSC-GEN-7", got, value, f"{site.name} read back")
 
 
 class _Dummy:

@@ -30,7 +30,10 @@ from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument, StoreClosed, StoreError, StoreLocked
 from cortex_spec.gateway import InboundMessage, InboxItem, ItemStatus, rfc3339_nano
 from cortex_spec.gateway_child import GatewayChild
-from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race
+from cortex_spec.testing import (
+    FAR_FUTURE, ZERO, clause, ctx, expect, expect_false, expect_is, expect_op, expect_raises, expect_strict,
+    expect_that, expect_true, race, Said, shorten,
+)
 from cortex_spec.gateway import gateway_view, make_message
 from cortex_spec.validation import MAX_ENTITY_BYTES
 
@@ -58,28 +61,34 @@ def expected_item(msg: InboundMessage, now: datetime, status=ItemStatus.PENDING,
                      received_at=now)
 
 
-def assert_item(actual: Any, expected: InboxItem, what: str = "item") -> None:
-    """Field by field, with exact types (a bool stays a bool, a str a str)."""
-    assert isinstance(actual, InboxItem), f"{what} is a {type(actual).__name__}"
+def assert_item(clause_id: str, actual: Any, expected: InboxItem, what: str = "item") -> None:
+    """Field by field, with exact types (a bool stays a bool, a str a str);
+    a difference is charged to ``clause_id``."""
+    expect_that(clause_id, isinstance(actual, InboxItem), f"{what} is an InboxItem",
+                Said("an InboxItem"), actual)
     for f in attrs.fields(InboxItem):
         got, want = getattr(actual, f.name), getattr(expected, f.name)
         if f.name == "status":
-            assert got == want and isinstance(got, str), f"{what}.status: {got!r} != {want!r}"
+            expect(clause_id, got, want, f"{what}.status")
+            expect_that(clause_id, isinstance(got, str), f"{what}.status is a str", Said("a str"), type(got))
         elif f.name == "received_at":
-            assert got == want and got.utcoffset() == timedelta(0), f"{what}.received_at: {got!r} != {want!r}"
+            expect(clause_id, got, want, f"{what}.received_at")
+            expect(clause_id, got.utcoffset(), timedelta(0), f"{what}.received_at's offset from UTC")
         else:
-            assert_strict_equal(got, want, f"{what}.{f.name}")
+            expect_strict(clause_id, got, want, f"{what}.{f.name}")
 
 
 def keys_of(items: list[InboxItem]) -> list[tuple[str, str]]:
     return [(i.channel, i.message_id) for i in items]
 
 
-def raises_nothing_written(gateway, call, exc=InvalidArgument, keys=(), channels=(), conversations=()):
+def raises_nothing_written(clause_id: str, gateway, call, exc=InvalidArgument, keys=(), channels=(),
+                           conversations=()) -> None:
+    """``call()`` raises ``exc`` and writes nothing (both charged to ``clause_id``)."""
     before = gateway_view(gateway, keys, channels, conversations)
-    with pytest.raises(exc):
-        call()
-    assert gateway_view(gateway, keys, channels, conversations) == before
+    expect_raises(clause_id, exc, call, "a call refused with " + exc.__name__)
+    expect(clause_id, gateway_view(gateway, keys, channels, conversations), before,
+           "the rows, offsets and selections after a refused call")
 
 
 def _populate(gw) -> dict[str, Any]:
@@ -87,9 +96,11 @@ def _populate(gw) -> dict[str, Any]:
     p = make_message("tg", "p1", text="pending one")
     r = make_message("tg", "r1", text="replied one", agent="", project="")
     d = make_message("sms", "d1", text="done one", trusted=False)
-    assert gw.accept(ZERO, p, T0) and gw.accept(ZERO, r, T0 + MS) and gw.accept(ZERO, d, T0 + 2 * MS)
-    assert gw.set_replied(ZERO, "tg", "r1", "the reply")
-    assert gw.mark_done(ZERO, "sms", "d1")
+    expect_is("GW-ACC-2", gw.accept(ZERO, p, T0), True, "accept of a new key (tg, p1)")
+    expect_is("GW-ACC-2", gw.accept(ZERO, r, T0 + MS), True, "accept of a new key (tg, r1)")
+    expect_is("GW-ACC-2", gw.accept(ZERO, d, T0 + 2 * MS), True, "accept of a new key (sms, d1)")
+    expect_is("GW-ST-2", gw.set_replied(ZERO, "tg", "r1", "the reply"), True, "set_replied on a pending row")
+    expect_is("GW-ST-6", gw.mark_done(ZERO, "sms", "d1"), True, "mark_done on a pending row")
     gw.set_offset(ZERO, "tg", 41)
     gw.set_conversation_agent(ZERO, "tg", "chat-1", "researcher")
     gw.set_conversation_project(ZERO, "tg", "chat-1", "proj-x")
@@ -104,15 +115,16 @@ def _populate(gw) -> dict[str, Any]:
     }
 
 
-def _assert_populated(gw, written: dict[str, Any]) -> None:
+def _assert_populated(clause_id: str, gw, written: dict[str, Any]) -> None:
+    """``gw`` holds what :func:`_populate` wrote (a difference is charged to ``clause_id``)."""
     for key, item in written["items"].items():
-        assert_item(gw.get_item(ZERO, *key), item, f"row {key}")
-    assert keys_of(gw.pending(ZERO)) == [("tg", "p1")]
-    assert keys_of(gw.pending_replies(ZERO)) == [("tg", "r1")]
+        assert_item(clause_id, gw.get_item(ZERO, *key), item, f"row {key}")
+    expect(clause_id, keys_of(gw.pending(ZERO)), [("tg", "p1")], "the pending queue")
+    expect(clause_id, keys_of(gw.pending_replies(ZERO)), [("tg", "r1")], "the pending_replies queue")
     for channel, value in written["offsets"].items():
-        assert gw.offset(ZERO, channel) == value
+        expect(clause_id, gw.offset(ZERO, channel), value, f"offset({channel!r})")
     for key, value in written["selections"].items():
-        assert gw.conversation(ZERO, *key) == value
+        expect(clause_id, gw.conversation(ZERO, *key), value, f"conversation{key}")
 
 
 # ===========================================================================
@@ -127,31 +139,39 @@ def test_every_method_ignores_the_context(gateway):
     comes."""
     writers = CONTEXTS
     for i, c in enumerate(writers):
-        assert gateway.accept(c, make_message("tg", f"m{i}"), T0 + i * MS) is True
+        expect_is("GW-SCOPE-2", gateway.accept(c, make_message("tg", f"m{i}"), T0 + i * MS), True,
+                  'gateway.accept(c, make_message("tg", f"m{i}"), T0 + i * MS)')
     for i, c in enumerate(writers):
         # a key accepted under another context is a duplicate under this one
-        assert gateway.accept(c, make_message("tg", f"m{(i + 1) % len(writers)}"), T0) is False
+        expect_is("GW-SCOPE-2", gateway.accept(c, make_message("tg", f"m{(i + 1) % len(writers)}"), T0), False,
+                  'gateway.accept(c, make_message("tg", f"m{(i + 1) % len(writers)}"), T0)')
     reference = gateway.pending(ZERO)
     with clause("GW-ORD-1", what="pending() after accepts 1 ms apart"):
-        assert [i.message_id for i in reference] == [f"m{i}" for i in range(len(writers))]
+        expect("GW-ORD-1", [i.message_id for i in reference], [f"m{i}" for i in range(len(writers))],
+               "[i.message_id for i in reference]")
     for c in writers:
-        assert gateway.pending(c) == reference
-        assert gateway.get_item(c, "tg", "m0") == reference[0]
-    assert gateway.set_replied(CONTEXTS[1], "tg", "m0", "r") is True
+        expect("GW-SCOPE-2", gateway.pending(c), reference, "gateway.pending(c)")
+        expect("GW-SCOPE-2", gateway.get_item(c, "tg", "m0"), reference[0], 'gateway.get_item(c, "tg", "m0")')
+    expect_is("GW-SCOPE-2", gateway.set_replied(CONTEXTS[1], "tg", "m0", "r"), True,
+              'gateway.set_replied(CONTEXTS[1], "tg", "m0", "r")')
     with clause("GW-ST-3", what="a second set_replied, under another context"):
-        assert gateway.set_replied(CONTEXTS[3], "tg", "m0", "other") is False
+        expect_is("GW-ST-3", gateway.set_replied(CONTEXTS[3], "tg", "m0", "other"), False,
+                  'gateway.set_replied(CONTEXTS[3], "tg", "m0", "other")')
     for c in writers:
-        assert keys_of(gateway.pending_replies(c)) == [("tg", "m0")]
-    assert gateway.mark_done(CONTEXTS[4], "tg", "m0") is True
-    assert gateway.mark_done(CONTEXTS[2], "tg", "m0") is False
+        expect("GW-SCOPE-2", keys_of(gateway.pending_replies(c)), [("tg", "m0")], "keys_of(gateway.pending_replies(c))")
+    expect_is("GW-SCOPE-2", gateway.mark_done(CONTEXTS[4], "tg", "m0"), True,
+              'gateway.mark_done(CONTEXTS[4], "tg", "m0")')
+    expect_is("GW-SCOPE-2", gateway.mark_done(CONTEXTS[2], "tg", "m0"), False,
+              'gateway.mark_done(CONTEXTS[2], "tg", "m0")')
     gateway.set_offset(CONTEXTS[1], "tg", 7)
     gateway.set_conversation_agent(CONTEXTS[2], "tg", "c", "a")
     gateway.set_conversation_project(CONTEXTS[3], "tg", "c", "p")
     for c in writers:
-        assert gateway.offset(c, "tg") == 7
-        assert gateway.conversation(c, "tg", "c") == ("a", "p")
-    assert gateway.prune_done(CONTEXTS[3], T0 + timedelta(days=1)) == 1
-    assert gateway.get_item(ZERO, "tg", "m0") is None
+        expect("GW-SCOPE-2", gateway.offset(c, "tg"), 7, 'gateway.offset(c, "tg")')
+        expect("GW-SCOPE-2", gateway.conversation(c, "tg", "c"), ("a", "p"), 'gateway.conversation(c, "tg", "c")')
+    expect("GW-SCOPE-2", gateway.prune_done(CONTEXTS[3], T0 + timedelta(days=1)), 1,
+           "gateway.prune_done(CONTEXTS[3], T0 + timedelta(days=1))")
+    expect_is("GW-SCOPE-2", gateway.get_item(ZERO, "tg", "m0"), None, 'gateway.get_item(ZERO, "tg", "m0")')
 
 
 @pytest.mark.clause("GW-SCOPE-1")
@@ -160,12 +180,13 @@ def test_items_carry_no_scope_or_partition(gateway):
     item type has no such fields, and a row accepted with a scoped,
     partitioned context reads back with only the message's own fields."""
     names = {f.name for f in attrs.fields(InboxItem)}
-    assert not names & {"scope", "partition"}
+    expect_false("GW-SCOPE-1", names & {"scope", "partition"}, 'names & {"scope", "partition"}')
     msg = make_message("tg", "m1", principal="user:bob")
-    assert gateway.accept(Context(Scope.parse("ws=w1"), partition="p1", principal="svc"), msg, T0)
+    expect_true("GW-SCOPE-1", gateway.accept(Context(Scope.parse("ws=w1"), partition="p1", principal="svc"), msg, T0),
+                'gateway.accept(Context(Scope.parse("ws=w1"), partition="p1", principal="svc"), msg, T0)')
     item = gateway.get_item(ZERO, "tg", "m1")
-    assert item.principal == "user:bob"  # the message's principal, not the caller's
-    assert_item(item, expected_item(msg, T0))
+    expect("GW-SCOPE-1", item.principal, "user:bob", "item.principal")  # the message's principal, not the caller's
+    assert_item("GW-SCOPE-1", item, expected_item(msg, T0))
 
 
 @pytest.mark.clause("GW-SCOPE-3")
@@ -174,19 +195,22 @@ def test_locations_are_isolated(open_gateway, other_location):
     share no row, offset or selection."""
     a = open_gateway()
     b = open_gateway(other_location)
-    assert a.accept(ZERO, make_message("tg", "m1"), T0) is True
+    expect_is("GW-SCOPE-3", a.accept(ZERO, make_message("tg", "m1"), T0), True,
+              'a.accept(ZERO, make_message("tg", "m1"), T0)')
     a.set_offset(ZERO, "tg", 5)
     a.set_conversation_agent(ZERO, "tg", "c", "agent-a")
-    assert b.get_item(ZERO, "tg", "m1") is None
-    assert b.pending(ZERO) == [] and b.pending_replies(ZERO) == []
-    assert b.offset(ZERO, "tg") == 0
-    assert b.conversation(ZERO, "tg", "c") == ("", "")
+    expect_is("GW-SCOPE-3", b.get_item(ZERO, "tg", "m1"), None, 'b.get_item(ZERO, "tg", "m1")')
+    expect("GW-SCOPE-3", b.pending(ZERO), [], "b.pending(ZERO)")
+    expect("GW-SCOPE-3", b.pending_replies(ZERO), [], "b.pending_replies(ZERO)")
+    expect("GW-SCOPE-3", b.offset(ZERO, "tg"), 0, 'b.offset(ZERO, "tg")')
+    expect("GW-SCOPE-3", b.conversation(ZERO, "tg", "c"), ("", ""), 'b.conversation(ZERO, "tg", "c")')
     # the same key is fresh in the other location, and stays independent
-    assert b.accept(ZERO, make_message("tg", "m1", text="other"), T0 + MS) is True
-    assert b.mark_done(ZERO, "tg", "m1") is True
-    assert a.get_item(ZERO, "tg", "m1").status == ItemStatus.PENDING
-    assert b.prune_done(ZERO, T0 + timedelta(days=1)) == 1
-    assert a.get_item(ZERO, "tg", "m1") is not None
+    expect_is("GW-SCOPE-3", b.accept(ZERO, make_message("tg", "m1", text="other"), T0 + MS), True,
+              'b.accept(ZERO, make_message("tg", "m1", text="other"), T0 + MS)')
+    expect_is("GW-SCOPE-3", b.mark_done(ZERO, "tg", "m1"), True, 'b.mark_done(ZERO, "tg", "m1")')
+    expect("GW-SCOPE-3", a.get_item(ZERO, "tg", "m1").status, ItemStatus.PENDING, 'a.get_item(ZERO, "tg", "m1").status')
+    expect("GW-SCOPE-3", b.prune_done(ZERO, T0 + timedelta(days=1)), 1, "b.prune_done(ZERO, T0 + timedelta(days=1))")
+    expect_op("GW-SCOPE-3", a.get_item(ZERO, "tg", "m1"), "is not", None, 'a.get_item(ZERO, "tg", "m1")')
 
 
 @pytest.mark.clause("GW-SCOPE-4", "GW-OPEN-5")
@@ -200,7 +224,7 @@ def test_location_outlives_the_stores_opened_on_it(open_gateway, gateway_locatio
     second_opener = cortex_open(clock)
     second = second_opener.open_gateway(gateway_location)
     try:
-        _assert_populated(second, written)
+        _assert_populated("GW-SCOPE-4", second, written)
     finally:
         second.close()
 
@@ -218,12 +242,15 @@ def test_received_at_is_the_now_argument_not_the_clock(gateway, clock):
         "c": (datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), datetime(1999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)),
     }
     for mid, (given, stored) in cases.items():
-        assert gateway.accept(ZERO, make_message("tg", mid), given) is True
-        assert gateway.get_item(ZERO, "tg", mid).received_at == stored
+        expect_is("GW-SCOPE-5", gateway.accept(ZERO, make_message("tg", mid), given), True,
+                  'gateway.accept(ZERO, make_message("tg", mid), given)')
+        expect("GW-SCOPE-5", gateway.get_item(ZERO, "tg", mid).received_at, stored,
+               'gateway.get_item(ZERO, "tg", mid).received_at')
     clock.advance(timedelta(days=400))
     for mid, (_, stored) in cases.items():
         got = gateway.get_item(ZERO, "tg", mid).received_at
-        assert got == stored and got.utcoffset() == timedelta(0)
+        expect("RSC-GEN-2", got, stored, "got")
+        expect("RSC-GEN-2", got.utcoffset(), timedelta(0), "got.utcoffset()")
 
 
 @pytest.mark.clause("GW-SCOPE-5", "GW-PRUNE-1")
@@ -231,14 +258,16 @@ def test_prune_compares_with_before_not_the_clock(gateway, clock):
     """The cutoff is the argument: a clock far in the future does not make a
     recent done row old, a clock in the past does not protect an old one, and
     `before` is truncated to milliseconds before it is compared."""
-    assert gateway.accept(ZERO, make_message("tg", "old"), T0)
-    assert gateway.mark_done(ZERO, "tg", "old")
+    expect_true("GW-SCOPE-5", gateway.accept(ZERO, make_message("tg", "old"), T0),
+                'gateway.accept(ZERO, make_message("tg", "old"), T0)')
+    expect_true("GW-SCOPE-5", gateway.mark_done(ZERO, "tg", "old"), 'gateway.mark_done(ZERO, "tg", "old")')
     clock.set(T0 + timedelta(days=3650))
-    assert gateway.prune_done(ZERO, T0) == 0  # strictly before: not the row itself
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, T0), 0, "gateway.prune_done(ZERO, T0)")  # strictly before: not the row itself
     # T0 + 0.9 ms truncates to T0: still not strictly earlier
-    assert gateway.prune_done(ZERO, T0 + timedelta(microseconds=900)) == 0
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, T0 + timedelta(microseconds=900)), 0,
+           "gateway.prune_done(ZERO, T0 + timedelta(microseconds=900))")
     clock.set(T0 - timedelta(days=3650))
-    assert gateway.prune_done(ZERO, T0 + MS) == 1
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, T0 + MS), 1, "gateway.prune_done(ZERO, T0 + MS)")
 
 
 @pytest.mark.clause("GW-SCOPE-5", "RSC-GEN-2", "GW-ACC-6")
@@ -246,11 +275,12 @@ def test_prune_compares_with_before_not_the_clock(gateway, clock):
                          ids=["naive", "text", "epoch-int", "none"])
 def test_instants_must_be_aware_datetimes(gateway, bad):
     """A naive or non-datetime `now` or `before` is InvalidArgument and writes nothing."""
-    assert gateway.accept(ZERO, make_message("tg", "kept"), T0)
-    assert gateway.mark_done(ZERO, "tg", "kept")
+    expect_true("GW-SCOPE-5", gateway.accept(ZERO, make_message("tg", "kept"), T0),
+                'gateway.accept(ZERO, make_message("tg", "kept"), T0)')
+    expect_true("GW-SCOPE-5", gateway.mark_done(ZERO, "tg", "kept"), 'gateway.mark_done(ZERO, "tg", "kept")')
     keys = [("tg", "kept"), ("tg", "new")]
-    raises_nothing_written(gateway, lambda: gateway.accept(ZERO, make_message("tg", "new"), bad), keys=keys)
-    raises_nothing_written(gateway, lambda: gateway.prune_done(ZERO, bad), keys=keys)
+    raises_nothing_written("GW-SCOPE-5", gateway, lambda: gateway.accept(ZERO, make_message("tg", "new"), bad), keys=keys)
+    raises_nothing_written("GW-SCOPE-5", gateway, lambda: gateway.prune_done(ZERO, bad), keys=keys)
 
 
 @pytest.mark.clause("GW-SCOPE-6", "RSC-GEN-12")
@@ -263,24 +293,30 @@ def test_one_store_serves_many_threads(gateway, profile):
     def worker(i: int) -> None:
         ch = f"ch{i}"
         for j in range(4):
-            assert gateway.accept(ZERO, make_message(ch, f"m{j}"), T0 + j * MS)
+            expect_true("GW-SCOPE-6", gateway.accept(ZERO, make_message(ch, f"m{j}"), T0 + j * MS),
+                        'gateway.accept(ZERO, make_message(ch, f"m{j}"), T0 + j * MS)')
             gateway.pending(ZERO)
-        assert gateway.set_replied(ZERO, ch, "m0", f"reply {i}")
-        assert gateway.mark_done(ZERO, ch, "m1")
+        expect_true("GW-SCOPE-6", gateway.set_replied(ZERO, ch, "m0", f"reply {i}"),
+                    'gateway.set_replied(ZERO, ch, "m0", f"reply {i}")')
+        expect_true("GW-SCOPE-6", gateway.mark_done(ZERO, ch, "m1"), 'gateway.mark_done(ZERO, ch, "m1")')
         gateway.set_offset(ZERO, ch, i)
         gateway.set_conversation_agent(ZERO, ch, "c", f"a{i}")
         gateway.set_conversation_project(ZERO, ch, "c", f"p{i}")
         gateway.pending_replies(ZERO)
 
     for outcome in race([lambda i=i: worker(i) for i in range(n)]):
-        assert outcome.ok, outcome.error
-    assert len(gateway.pending(ZERO)) == 2 * n
-    assert sorted(i.channel for i in gateway.pending_replies(ZERO)) == sorted(f"ch{i}" for i in range(n))
+        expect_is("GW-SCOPE-6", outcome.error, None, "the error raised by the racing call outcome")
+    expect("GW-SCOPE-6", len(gateway.pending(ZERO)), 2 * n, "len(gateway.pending(ZERO))")
+    expect("GW-SCOPE-6", sorted(i.channel for i in gateway.pending_replies(ZERO)), sorted(f"ch{i}" for i in range(n)),
+           "sorted(i.channel for i in gateway.pending_replies(ZERO))")
     for i in range(n):
-        assert gateway.get_item(ZERO, f"ch{i}", "m0").reply == f"reply {i}"
-        assert gateway.get_item(ZERO, f"ch{i}", "m1").status == ItemStatus.DONE
-        assert gateway.offset(ZERO, f"ch{i}") == i
-        assert gateway.conversation(ZERO, f"ch{i}", "c") == (f"a{i}", f"p{i}")
+        expect("GW-SCOPE-6", gateway.get_item(ZERO, f"ch{i}", "m0").reply, f"reply {i}",
+               'gateway.get_item(ZERO, f"ch{i}", "m0").reply')
+        expect("GW-SCOPE-6", gateway.get_item(ZERO, f"ch{i}", "m1").status, ItemStatus.DONE,
+               'gateway.get_item(ZERO, f"ch{i}", "m1").status')
+        expect("GW-SCOPE-6", gateway.offset(ZERO, f"ch{i}"), i, 'gateway.offset(ZERO, f"ch{i}")')
+        expect("GW-SCOPE-6", gateway.conversation(ZERO, f"ch{i}", "c"), (f"a{i}", f"p{i}"),
+               'gateway.conversation(ZERO, f"ch{i}", "c")')
 
 
 # ===========================================================================
@@ -292,11 +328,13 @@ def test_one_store_serves_many_threads(gateway, profile):
 def test_open_creates_an_empty_location_and_holds_its_lock(store, gateway_location):
     gw = store.open_gateway(gateway_location)
     try:
-        assert gw.pending(ZERO) == [] and gw.pending_replies(ZERO) == []
-        assert gw.get_item(ZERO, "tg", "m1") is None
-        assert gw.offset(ZERO, "tg") == 0
-        assert gw.conversation(ZERO, "tg", "c") == ("", "")
-        assert gw.accept(ZERO, make_message("tg", "m1"), T0) is True
+        expect("GW-OPEN-1", gw.pending(ZERO), [], "gw.pending(ZERO)")
+        expect("GW-OPEN-1", gw.pending_replies(ZERO), [], "gw.pending_replies(ZERO)")
+        expect_is("GW-OPEN-1", gw.get_item(ZERO, "tg", "m1"), None, 'gw.get_item(ZERO, "tg", "m1")')
+        expect("GW-OPEN-1", gw.offset(ZERO, "tg"), 0, 'gw.offset(ZERO, "tg")')
+        expect("GW-OPEN-1", gw.conversation(ZERO, "tg", "c"), ("", ""), 'gw.conversation(ZERO, "tg", "c")')
+        expect_is("GW-OPEN-1", gw.accept(ZERO, make_message("tg", "m1"), T0), True,
+                  'gw.accept(ZERO, make_message("tg", "m1"), T0)')
         with pytest.raises(StoreLocked):
             store.open_gateway(gateway_location)
     finally:
@@ -320,8 +358,10 @@ def test_second_open_in_the_same_process_is_refused(open_gateway, gateway_locati
                     open_gateway()
                 else:
                     opener.open_gateway(gateway_location)
-    assert gateway_view(holder, view_keys, ["tg", "sms"], list(written["selections"])) == before
-    assert holder.accept(ZERO, make_message("tg", "after"), T0 + timedelta(seconds=1)) is True
+    expect("GW-OPEN-4", gateway_view(holder, view_keys, ["tg", "sms"], list(written["selections"])), before,
+           'gateway_view(holder, view_keys, ["tg", "sms"], list(written["selections"]))')
+    expect_is("GW-OPEN-2", holder.accept(ZERO, make_message("tg", "after"), T0 + timedelta(seconds=1)), True,
+              'holder.accept(ZERO, make_message("tg", "after"), T0 + timedelta(seconds=1))')
 
 
 @pytest.mark.clause("GW-OPEN-3")
@@ -343,13 +383,14 @@ def test_refused_open_neither_waits_nor_retries(open_gateway, store, gateway_loc
 
     t = threading.Thread(target=refused, daemon=True)
     t.start()
-    assert done.wait(30), "the refused open is still waiting for the lock"
-    assert isinstance(box[0], StoreLocked), box
-    assert holder.pending(ZERO) == []  # the holder was not disturbed
+    expect_true("GW-OPEN-3", done.wait(30), "the refused open is still waiting for the lock")
+    expect_that("GW-OPEN-3", isinstance(box[0], StoreLocked), "box[0]" + ": " + shorten(box),
+                Said("an instance of StoreLocked"), box[0])
+    expect("GW-OPEN-3", holder.pending(ZERO), [], "holder.pending(ZERO)")  # the holder was not disturbed
     holder.close()
     again = store.open_gateway(gateway_location)
     try:
-        assert again.pending(ZERO) == []
+        expect("GW-OPEN-3", again.pending(ZERO), [], "again.pending(ZERO)")
     finally:
         again.close()
 
@@ -364,8 +405,9 @@ def test_close_releases_the_lock_and_reopen_sees_everything(store, gateway_locat
     for _ in range(3):
         gw = store.open_gateway(gateway_location)
         try:
-            _assert_populated(gw, written)
-            assert gw.accept(ZERO, make_message("tg", "p1"), T0) is False
+            _assert_populated("GW-OPEN-5", gw, written)
+            expect_is("GW-OPEN-5", gw.accept(ZERO, make_message("tg", "p1"), T0), False,
+                      'gw.accept(ZERO, make_message("tg", "p1"), T0)')
         finally:
             gw.close()
 
@@ -382,13 +424,12 @@ def test_death_of_the_holder_releases_the_lock(store, gateway_location, cortex_h
     try:
         again = store.open_gateway(gateway_location)
     except StoreLocked:
-        assert cortex_harness.gateway_lease is not None, (
-            "the lock of a dead holder kept the next open out, and the backend declares no lease"
-        )
+        expect_op("GW-OPEN-6", cortex_harness.gateway_lease, "is not", None,
+                  "the lock of a dead holder kept the next open out, and the backend declares no lease")
         cortex_harness.expire_gateway_lease(gateway_location)
         again = store.open_gateway(gateway_location)
     try:
-        _assert_populated(again, written)
+        _assert_populated("GW-CRASH-1", again, written)
     finally:
         again.close()
 
@@ -414,7 +455,8 @@ def test_close_is_idempotent_and_every_method_then_raises_store_closed(gateway):
     }
     from cortex_spec.gateway import GATEWAY_METHODS
 
-    assert set(calls) == set(GATEWAY_METHODS)
+    if set(calls) != set(GATEWAY_METHODS):  # the test's own table, not the store's rule
+        raise TypeError(f"calls misses or adds methods: {sorted(set(calls) ^ set(GATEWAY_METHODS))}")
     for name, call in calls.items():
         with pytest.raises(StoreClosed):
             call()
@@ -426,7 +468,8 @@ def test_closed_store_wrote_nothing_after_close(store, gateway_location):
     """Calls refused with StoreClosed left no trace: the reopened location has
     only what was acknowledged before the close."""
     gw = store.open_gateway(gateway_location)
-    assert gw.accept(ZERO, make_message("tg", "m1"), T0)
+    expect_true("GW-OPEN-7", gw.accept(ZERO, make_message("tg", "m1"), T0),
+                'gw.accept(ZERO, make_message("tg", "m1"), T0)')
     gw.close()
     for call in (lambda: gw.accept(ZERO, make_message("tg", "m2"), T0),
                  lambda: gw.set_replied(ZERO, "tg", "m1", "late"),
@@ -435,9 +478,9 @@ def test_closed_store_wrote_nothing_after_close(store, gateway_location):
             call()
     again = store.open_gateway(gateway_location)
     try:
-        assert keys_of(again.pending(ZERO)) == [("tg", "m1")]
-        assert again.get_item(ZERO, "tg", "m1").reply == ""
-        assert again.offset(ZERO, "tg") == 0
+        expect("GW-OPEN-7", keys_of(again.pending(ZERO)), [("tg", "m1")], "keys_of(again.pending(ZERO))")
+        expect("GW-OPEN-7", again.get_item(ZERO, "tg", "m1").reply, "", 'again.get_item(ZERO, "tg", "m1").reply')
+        expect("GW-OPEN-7", again.offset(ZERO, "tg"), 0, 'again.offset(ZERO, "tg")')
     finally:
         again.close()
 
@@ -456,7 +499,8 @@ def test_failed_open_is_store_error_and_leaves_no_lock(store, cortex_harness):
         repair()
         gw = store.open_gateway(location)
         try:
-            assert gw.accept(ZERO, make_message("tg", "m1"), T0) is True
+            expect_is("GW-OPEN-8", gw.accept(ZERO, make_message("tg", "m1"), T0), True,
+                      'gw.accept(ZERO, make_message("tg", "m1"), T0)')
         finally:
             gw.close()
     finally:
@@ -486,21 +530,25 @@ def test_lock_keeps_out_another_process(store, gateway_location, cortex_harness)
     process holding it keeps a child out; each refusal is immediate and writes
     nothing."""
     with _child(cortex_harness, gateway_location) as child:
-        assert child.open() is None
-        assert child.call("accept", make_message("tg", "from-child"), T0) == ("ok", True)
+        expect_is("GW-OPEN-2", child.open(), None, "child.open()")
+        expect("GW-OPEN-2", child.call("accept", make_message("tg", "from-child"), T0), ("ok", True),
+               'child.call("accept", make_message("tg", "from-child"), T0)')
         for _ in range(2):
             with pytest.raises(StoreLocked):
                 store.open_gateway(gateway_location)
-        assert child.call("pending") [1][0].message_id == "from-child"
+        expect("GW-OPEN-2", child.call("pending") [1][0].message_id, "from-child",
+               'child.call("pending") [1][0].message_id')
         child.close()
     gw = store.open_gateway(gateway_location)
     try:
-        assert keys_of(gw.pending(ZERO)) == [("tg", "from-child")]
+        expect("GW-OPEN-2", keys_of(gw.pending(ZERO)), [("tg", "from-child")], "keys_of(gw.pending(ZERO))")
         before = gateway_view(gw, [("tg", "from-child")], ["tg"])
         with _child(cortex_harness, gateway_location) as other:
-            assert other.open() == "StoreLocked"
-        assert gateway_view(gw, [("tg", "from-child")], ["tg"]) == before
-        assert gw.accept(ZERO, make_message("tg", "parent"), T0 + MS) is True
+            expect("GW-OPEN-2", other.open(), "StoreLocked", "other.open()")
+        expect("GW-OPEN-4", gateway_view(gw, [("tg", "from-child")], ["tg"]), before,
+               'gateway_view(gw, [("tg", "from-child")], ["tg"])')
+        expect_is("GW-OPEN-2", gw.accept(ZERO, make_message("tg", "parent"), T0 + MS), True,
+                  'gw.accept(ZERO, make_message("tg", "parent"), T0 + MS)')
     finally:
         gw.close()
 
@@ -513,28 +561,32 @@ def test_killed_holder_process_releases_the_lock(store, gateway_location, cortex
     location at once and finds every acknowledged write."""
     child = _child(cortex_harness, gateway_location)
     try:
-        assert child.open() is None
+        expect_is("GW-OPEN-6", child.open(), None, "child.open()")
         msg = make_message("tg", "k1")
-        assert child.call("accept", msg, T0) == ("ok", True)
-        assert child.call("accept", make_message("tg", "k2"), T0 + MS) == ("ok", True)
-        assert child.call("set_replied", "tg", "k1", "answer") == ("ok", True)
-        assert child.call("set_offset", "tg", 99) == ("ok", None)
-        assert child.call("set_conversation_project", "tg", "c", "px") == ("ok", None)
+        expect("GW-CRASH-1", child.call("accept", msg, T0), ("ok", True), 'child.call("accept", msg, T0)')
+        expect("GW-CRASH-1", child.call("accept", make_message("tg", "k2"), T0 + MS), ("ok", True),
+               'child.call("accept", make_message("tg", "k2"), T0 + MS)')
+        expect("GW-CRASH-3", child.call("set_replied", "tg", "k1", "answer"), ("ok", True),
+               'child.call("set_replied", "tg", "k1", "answer")')
+        expect("GW-CRASH-8", child.call("set_offset", "tg", 99), ("ok", None), 'child.call("set_offset", "tg", 99)')
+        expect("GW-CRASH-8", child.call("set_conversation_project", "tg", "c", "px"), ("ok", None),
+               'child.call("set_conversation_project", "tg", "c", "px")')
     finally:
         child.kill()
     try:
         gw = store.open_gateway(gateway_location)
     except StoreLocked:  # a server-side release gets its declared bound (GW-OPEN-6)
-        assert cortex_harness.gateway_lease is not None, "the killed holder's lock kept the open out"
+        expect_op("GW-OPEN-6", cortex_harness.gateway_lease, "is not", None,
+                  "the killed holder's lock kept the open out")
         cortex_harness.expire_gateway_lease(gateway_location)
         gw = store.open_gateway(gateway_location)
     try:
-        assert_item(gw.get_item(ZERO, "tg", "k1"), expected_item(msg, T0, ItemStatus.REPLIED, "answer"))
-        assert keys_of(gw.pending(ZERO)) == [("tg", "k2")]
-        assert keys_of(gw.pending_replies(ZERO)) == [("tg", "k1")]
-        assert gw.offset(ZERO, "tg") == 99
-        assert gw.conversation(ZERO, "tg", "c") == ("", "px")
-        assert gw.accept(ZERO, msg, T0) is False  # GW-CRASH-2 after a real death
+        assert_item("GW-CRASH-1", gw.get_item(ZERO, "tg", "k1"), expected_item(msg, T0, ItemStatus.REPLIED, "answer"))
+        expect("GW-CRASH-3", keys_of(gw.pending(ZERO)), [("tg", "k2")], "keys_of(gw.pending(ZERO))")
+        expect("GW-CRASH-3", keys_of(gw.pending_replies(ZERO)), [("tg", "k1")], "keys_of(gw.pending_replies(ZERO))")
+        expect("GW-CRASH-8", gw.offset(ZERO, "tg"), 99, 'gw.offset(ZERO, "tg")')
+        expect("GW-CRASH-8", gw.conversation(ZERO, "tg", "c"), ("", "px"), 'gw.conversation(ZERO, "tg", "c")')
+        expect_is("GW-CRASH-1", gw.accept(ZERO, msg, T0), False, "gw.accept(ZERO, msg, T0)")  # GW-CRASH-2 after a real death
     finally:
         gw.close()
 
@@ -548,19 +600,20 @@ def test_killed_holder_process_releases_the_lock(store, gateway_location, cortex
 def test_accept_stores_a_pending_row_with_every_field(gateway):
     msg = make_message("telegram", "1001", conversation="chat-9", principal="user:7",
                        text="héllo 👋\nsecond line", trusted=True, agent="writer", project="p-1")
-    assert gateway.accept(ZERO, msg, T0) is True
-    assert_item(gateway.get_item(ZERO, "telegram", "1001"), expected_item(msg, T0))
+    expect_is("GW-ACC-2", gateway.accept(ZERO, msg, T0), True, "gateway.accept(ZERO, msg, T0)")
+    assert_item("GW-ACC-2", gateway.get_item(ZERO, "telegram", "1001"), expected_item(msg, T0))
     plain = InboundMessage(channel="telegram", message_id="1002")
-    assert gateway.accept(ZERO, plain, T0) is True
-    assert_item(gateway.get_item(ZERO, "telegram", "1002"), expected_item(plain, T0))
+    expect_is("GW-ACC-2", gateway.accept(ZERO, plain, T0), True, "gateway.accept(ZERO, plain, T0)")
+    assert_item("GW-ACC-2", gateway.get_item(ZERO, "telegram", "1002"), expected_item(plain, T0))
 
 
 @pytest.mark.clause("GW-ACC-2", "RSC-GEN-8")
 def test_large_text_round_trips(gateway):
     text = "ü" * (1024 * 1024)
-    assert gateway.accept(ZERO, make_message("tg", "big", text=text), T0)
-    assert gateway.get_item(ZERO, "tg", "big").text == text
-    assert gateway.pending(ZERO)[0].text == text
+    expect_true("GW-ACC-2", gateway.accept(ZERO, make_message("tg", "big", text=text), T0),
+                'gateway.accept(ZERO, make_message("tg", "big", text=text), T0)')
+    expect("GW-ACC-2", gateway.get_item(ZERO, "tg", "big").text, text, 'gateway.get_item(ZERO, "tg", "big").text')
+    expect("GW-ACC-2", gateway.pending(ZERO)[0].text, text, "gateway.pending(ZERO)[0].text")
 
 
 @pytest.mark.clause("GW-ACC-1", "GW-ACC-3")
@@ -568,15 +621,19 @@ def test_dedup_key_is_channel_and_message_id_exactly(gateway):
     """The upstream TestAcceptDedup and more: the same id on another channel,
     and keys differing only in case, whitespace or Unicode normalisation, are
     different keys."""
-    assert gateway.accept(ZERO, make_message("telegram", "m1"), T0) is True
-    assert gateway.accept(ZERO, make_message("telegram", "m1"), T0) is False
+    expect_is("GW-ACC-3", gateway.accept(ZERO, make_message("telegram", "m1"), T0), True,
+              'gateway.accept(ZERO, make_message("telegram", "m1"), T0)')
+    expect_is("GW-ACC-3", gateway.accept(ZERO, make_message("telegram", "m1"), T0), False,
+              'gateway.accept(ZERO, make_message("telegram", "m1"), T0)')
     distinct = [("slack", "m1"), ("Telegram", "m1"), ("telegram", "M1"), ("telegram", "m1 "),
                 ("telegram ", "m1"), ("telegram", "é"), ("telegram", "e\u0301"), ("telegramm", "1")]
     for i, (channel, mid) in enumerate(distinct):
-        assert gateway.accept(ZERO, make_message(channel, mid), T0 + i * MS) is True, (channel, mid)
+        expect_is("GW-ACC-1", gateway.accept(ZERO, make_message(channel, mid), T0 + i * MS), True,
+                  "gateway.accept(ZERO, make_message(channel, mid), T0 + i * MS)" + ": " + shorten((channel, mid)))
     for channel, mid in distinct:
-        assert gateway.accept(ZERO, make_message(channel, mid), T0) is False
-    assert len(gateway.pending(ZERO)) == 1 + len(distinct)
+        expect_is("GW-ACC-3", gateway.accept(ZERO, make_message(channel, mid), T0), False,
+                  "gateway.accept(ZERO, make_message(channel, mid), T0)")
+    expect("GW-ACC-1", len(gateway.pending(ZERO)), 1 + len(distinct), "len(gateway.pending(ZERO))")
 
 
 @pytest.mark.clause("GW-ACC-3", "GW-ACC-7")
@@ -586,21 +643,22 @@ def test_duplicate_accept_changes_nothing(gateway, status):
     trust flag, conversation and snapshot and a later receipt time returns
     False and the row keeps its first values."""
     first = make_message("tg", "m1", text="first", principal="a", trusted=False, agent="x", project="y")
-    assert gateway.accept(ZERO, first, T0)
+    expect_true("GW-ACC-3", gateway.accept(ZERO, first, T0), "gateway.accept(ZERO, first, T0)")
     reply = ""
     if status in ("replied", "done"):
         reply = "the answer"
-        assert gateway.set_replied(ZERO, "tg", "m1", reply)
+        expect_true("GW-ACC-3", gateway.set_replied(ZERO, "tg", "m1", reply),
+                    'gateway.set_replied(ZERO, "tg", "m1", reply)')
     if status == "done":
-        assert gateway.mark_done(ZERO, "tg", "m1")
+        expect_true("GW-ACC-3", gateway.mark_done(ZERO, "tg", "m1"), 'gateway.mark_done(ZERO, "tg", "m1")')
     want = expected_item(first, T0, ItemStatus(status), reply)
     before = gateway_view(gateway, [("tg", "m1")])
     second = make_message("tg", "m1", text="second", principal="b", trusted=True,
                           conversation="other", agent="z", project="w")
     for when in (T0, T0 + timedelta(hours=1), T0 - timedelta(hours=1)):
-        assert gateway.accept(ZERO, second, when) is False
-    assert_item(gateway.get_item(ZERO, "tg", "m1"), want)
-    assert gateway_view(gateway, [("tg", "m1")]) == before
+        expect_is("GW-ACC-3", gateway.accept(ZERO, second, when), False, "gateway.accept(ZERO, second, when)")
+    assert_item("GW-ACC-3", gateway.get_item(ZERO, "tg", "m1"), want)
+    expect("GW-ACC-3", gateway_view(gateway, [("tg", "m1")]), before, 'gateway_view(gateway, [("tg", "m1")])')
 
 
 @pytest.mark.clause("GW-ACC-4", "GW-PRUNE-1")
@@ -608,21 +666,27 @@ def test_dedup_lasts_until_the_row_is_pruned(gateway):
     """The upstream TestPruneDone: a done row still deduplicates until a prune
     deletes it; a prune whose cutoff does not reach it changes nothing; after
     the row is gone the key is fresh and stores the new delivery."""
-    assert gateway.accept(ZERO, make_message("tg", "old", text="v1"), T0)
-    assert gateway.accept(ZERO, make_message("tg", "recent", text="v1"), T0 + timedelta(hours=2))
+    expect_true("GW-ACC-4", gateway.accept(ZERO, make_message("tg", "old", text="v1"), T0),
+                'gateway.accept(ZERO, make_message("tg", "old", text="v1"), T0)')
+    expect_true("GW-ACC-4", gateway.accept(ZERO, make_message("tg", "recent", text="v1"), T0 + timedelta(hours=2)),
+                'gateway.accept(ZERO, make_message("tg", "recent", text="v1"), T0 + timedelta(hours=2))')
     for mid in ("old", "recent"):
-        assert gateway.mark_done(ZERO, "tg", mid)
-        assert gateway.accept(ZERO, make_message("tg", mid, text="v2"), T0) is False
-    assert gateway.prune_done(ZERO, T0) == 0
-    assert gateway.accept(ZERO, make_message("tg", "old", text="v2"), T0) is False
-    assert gateway.prune_done(ZERO, T0 + timedelta(hours=1)) == 1
-    assert gateway.get_item(ZERO, "tg", "old") is None
-    assert gateway.accept(ZERO, make_message("tg", "recent", text="v2"), T0) is False
+        expect_true("GW-ACC-4", gateway.mark_done(ZERO, "tg", mid), 'gateway.mark_done(ZERO, "tg", mid)')
+        expect_is("GW-ACC-4", gateway.accept(ZERO, make_message("tg", mid, text="v2"), T0), False,
+                  'gateway.accept(ZERO, make_message("tg", mid, text="v2"), T0)')
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, T0), 0, "gateway.prune_done(ZERO, T0)")
+    expect_is("GW-ACC-4", gateway.accept(ZERO, make_message("tg", "old", text="v2"), T0), False,
+              'gateway.accept(ZERO, make_message("tg", "old", text="v2"), T0)')
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, T0 + timedelta(hours=1)), 1,
+           "gateway.prune_done(ZERO, T0 + timedelta(hours=1))")
+    expect_is("GW-PRUNE-1", gateway.get_item(ZERO, "tg", "old"), None, 'gateway.get_item(ZERO, "tg", "old")')
+    expect_is("GW-ACC-4", gateway.accept(ZERO, make_message("tg", "recent", text="v2"), T0), False,
+              'gateway.accept(ZERO, make_message("tg", "recent", text="v2"), T0)')
     later = T0 + timedelta(hours=3)
     new = make_message("tg", "old", text="v2")
-    assert gateway.accept(ZERO, new, later) is True
-    assert_item(gateway.get_item(ZERO, "tg", "old"), expected_item(new, later))
-    assert gateway.accept(ZERO, new, later) is False
+    expect_is("GW-ACC-4", gateway.accept(ZERO, new, later), True, "gateway.accept(ZERO, new, later)")
+    assert_item("GW-ACC-4", gateway.get_item(ZERO, "tg", "old"), expected_item(new, later))
+    expect_is("GW-ACC-4", gateway.accept(ZERO, new, later), False, "gateway.accept(ZERO, new, later)")
 
 
 @pytest.mark.clause("GW-ACC-5", "GW-SCOPE-6")
@@ -635,12 +699,15 @@ def test_concurrent_accepts_of_one_key_have_exactly_one_winner(gateway, profile)
         mid = f"race-{round_}"
         msgs = [make_message("tg", mid, text=f"copy {i}") for i in range(n)]
         outcomes = race([lambda m=m: gateway.accept(ZERO, m, T0 + round_ * MS) for m in msgs])
-        assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
+        expect_true("GW-ACC-5", all(o.ok for o in outcomes),
+                    "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes if not o.ok]))
         winners = [i for i, o in enumerate(outcomes) if o.value is True]
-        assert len(winners) == 1, f"round {round_}: {len(winners)} accepts returned True"
-        assert all(o.value is False for i, o in enumerate(outcomes) if i != winners[0])
-        assert gateway.get_item(ZERO, "tg", mid).text == f"copy {winners[0]}"
-    assert len(gateway.pending(ZERO)) == profile.race_rounds
+        expect("GW-ACC-5", len(winners), 1, f"round {round_}: {len(winners)} accepts returned True")
+        expect_true("GW-ACC-5", all(o.value is False for i, o in enumerate(outcomes) if i != winners[0]),
+                    "all(o.value is False for i, o in enumerate(outcomes) if i != winners[0])")
+        expect("GW-ACC-5", gateway.get_item(ZERO, "tg", mid).text, f"copy {winners[0]}",
+               'gateway.get_item(ZERO, "tg", mid).text')
+    expect("GW-ACC-5", len(gateway.pending(ZERO)), profile.race_rounds, "len(gateway.pending(ZERO))")
 
 
 BAD_MESSAGES = {
@@ -674,8 +741,9 @@ BAD_MESSAGES = {
 @pytest.mark.clause("GW-ACC-6", "RSC-GEN-6", "RSC-GEN-8")
 @pytest.mark.parametrize("case", sorted(BAD_MESSAGES))
 def test_accept_refuses_bad_messages(gateway, case):
-    assert gateway.accept(ZERO, make_message("tg", "other"), T0)
-    raises_nothing_written(gateway, lambda: gateway.accept(ZERO, BAD_MESSAGES[case](), T0),
+    expect_true("GW-ACC-6", gateway.accept(ZERO, make_message("tg", "other"), T0),
+                'gateway.accept(ZERO, make_message("tg", "other"), T0)')
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.accept(ZERO, BAD_MESSAGES[case](), T0),
                            keys=[("tg", "m1"), ("tg", "other")])
 
 
@@ -688,21 +756,24 @@ BAD_KEYS = [("", "m1"), ("tg", ""), ("", ""), ("c" * 256, "m1"), ("tg", "m" * 25
 def test_key_methods_refuse_bad_keys(gateway, channel, message_id):
     """`get_item`, `set_replied` and `mark_done` refuse an empty, oversized,
     NUL- or surrogate-bearing or non-str key part; nothing is written."""
-    assert gateway.accept(ZERO, make_message("tg", "m1"), T0)
+    expect_true("GW-ACC-6", gateway.accept(ZERO, make_message("tg", "m1"), T0),
+                'gateway.accept(ZERO, make_message("tg", "m1"), T0)')
     keys = [("tg", "m1")]
-    raises_nothing_written(gateway, lambda: gateway.get_item(ZERO, channel, message_id), keys=keys)
-    raises_nothing_written(gateway, lambda: gateway.set_replied(ZERO, channel, message_id, "r"), keys=keys)
-    raises_nothing_written(gateway, lambda: gateway.mark_done(ZERO, channel, message_id), keys=keys)
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.get_item(ZERO, channel, message_id), keys=keys)
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.set_replied(ZERO, channel, message_id, "r"), keys=keys)
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.mark_done(ZERO, channel, message_id), keys=keys)
 
 
 @pytest.mark.clause("GW-ACC-6", "RSC-GEN-6", "RSC-GEN-8")
 @pytest.mark.parametrize("reply", [None, 42, b"r", "a\x00b", "\ud800", "x" * MAX_ENTITY_BYTES],
                          ids=["none", "int", "bytes", "nul", "surrogate", "oversized"])
 def test_set_replied_refuses_bad_replies(gateway, reply):
-    assert gateway.accept(ZERO, make_message("tg", "m1"), T0)
-    raises_nothing_written(gateway, lambda: gateway.set_replied(ZERO, "tg", "m1", reply),
+    expect_true("GW-ACC-6", gateway.accept(ZERO, make_message("tg", "m1"), T0),
+                'gateway.accept(ZERO, make_message("tg", "m1"), T0)')
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.set_replied(ZERO, "tg", "m1", reply),
                            keys=[("tg", "m1")])
-    assert gateway.set_replied(ZERO, "tg", "m1", "fine") is True
+    expect_is("GW-ACC-6", gateway.set_replied(ZERO, "tg", "m1", "fine"), True,
+              'gateway.set_replied(ZERO, "tg", "m1", "fine")')
 
 
 @pytest.mark.clause("GW-ACC-6", "RSC-GEN-8")
@@ -711,12 +782,14 @@ def test_reply_that_makes_the_row_too_large_is_refused(gateway):
     text = "t" * (MAX_ENTITY_BYTES // 2)
     reply = "r" * (MAX_ENTITY_BYTES // 2)
     for mid in ("p", "d"):
-        assert gateway.accept(ZERO, make_message("tg", mid, text=text), T0)
-    assert gateway.mark_done(ZERO, "tg", "d")
+        expect_true("GW-ACC-6", gateway.accept(ZERO, make_message("tg", mid, text=text), T0),
+                    'gateway.accept(ZERO, make_message("tg", mid, text=text), T0)')
+    expect_true("GW-ACC-6", gateway.mark_done(ZERO, "tg", "d"), 'gateway.mark_done(ZERO, "tg", "d")')
     keys = [("tg", "p"), ("tg", "d")]
-    raises_nothing_written(gateway, lambda: gateway.set_replied(ZERO, "tg", "p", reply), keys=keys)
-    raises_nothing_written(gateway, lambda: gateway.set_replied(ZERO, "tg", "d", reply), keys=keys)
-    assert gateway.set_replied(ZERO, "tg", "p", reply[:1000]) is True
+    raises_nothing_written("RSC-GEN-8", gateway, lambda: gateway.set_replied(ZERO, "tg", "p", reply), keys=keys)
+    raises_nothing_written("RSC-GEN-8", gateway, lambda: gateway.set_replied(ZERO, "tg", "d", reply), keys=keys)
+    expect_is("GW-ACC-6", gateway.set_replied(ZERO, "tg", "p", reply[:1000]), True,
+              'gateway.set_replied(ZERO, "tg", "p", reply[:1000])')
 
 
 @pytest.mark.clause("GW-ACC-7", "GW-Q-1", "GW-Q-2")
@@ -726,39 +799,40 @@ def test_snapshot_is_kept_whatever_the_selection_does(gateway):
     conversation's selection is changed and cleared."""
     msg = make_message("tg", "m1", conversation="c", agent="persona-a", project="proj-a")
     gateway.set_conversation_agent(ZERO, "tg", "c", "persona-a")
-    assert gateway.accept(ZERO, msg, T0)
+    expect_true("GW-ACC-7", gateway.accept(ZERO, msg, T0), "gateway.accept(ZERO, msg, T0)")
     gateway.set_conversation_agent(ZERO, "tg", "c", "persona-b")
     gateway.set_conversation_project(ZERO, "tg", "c", "proj-b")
     expect("GW-Q-1", [(i.agent, i.project) for i in gateway.pending(ZERO)], [("persona-a", "proj-a")],
            "the pending row's agent and project after the selection changed")
-    assert gateway.set_replied(ZERO, "tg", "m1", "r")
+    expect_true("GW-ACC-7", gateway.set_replied(ZERO, "tg", "m1", "r"), 'gateway.set_replied(ZERO, "tg", "m1", "r")')
     gateway.set_conversation_agent(ZERO, "tg", "c", "")
     expect("GW-Q-2", [(i.agent, i.project) for i in gateway.pending_replies(ZERO)], [("persona-a", "proj-a")],
            "the replied row's agent and project in pending_replies after the selection was cleared")
-    assert gateway.mark_done(ZERO, "tg", "m1")
+    expect_true("GW-ACC-7", gateway.mark_done(ZERO, "tg", "m1"), 'gateway.mark_done(ZERO, "tg", "m1")')
     gateway.set_conversation_project(ZERO, "tg", "c", "proj-c")
     item = gateway.get_item(ZERO, "tg", "m1")
     expect("GW-ACC-7", (item.agent, item.project), ("persona-a", "proj-a"), "the done row's agent and project")
-    assert gateway.conversation(ZERO, "tg", "c") == ("", "proj-c")
+    expect("GW-ACC-7", gateway.conversation(ZERO, "tg", "c"), ("", "proj-c"), 'gateway.conversation(ZERO, "tg", "c")')
 
 
 @pytest.mark.clause("GW-ACC-8")
 def test_get_item_follows_the_row_and_writes_nothing(gateway):
-    assert gateway.get_item(ZERO, "tg", "m1") is None
+    expect_is("GW-ACC-8", gateway.get_item(ZERO, "tg", "m1"), None, 'gateway.get_item(ZERO, "tg", "m1")')
     msg = make_message("tg", "m1")
     gateway.accept(ZERO, msg, T0)
-    assert_item(gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0))
+    assert_item("GW-ACC-8", gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0))
     gateway.set_replied(ZERO, "tg", "m1", "r")
-    assert_item(gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.REPLIED, "r"))
+    assert_item("GW-ACC-8", gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.REPLIED, "r"))
     before = gateway_view(gateway, [("tg", "m1"), ("tg", "nope")])
     for _ in range(3):
         gateway.get_item(ZERO, "tg", "m1")
-        assert gateway.get_item(ZERO, "tg", "nope") is None
-    assert gateway_view(gateway, [("tg", "m1"), ("tg", "nope")]) == before
+        expect_is("GW-ACC-8", gateway.get_item(ZERO, "tg", "nope"), None, 'gateway.get_item(ZERO, "tg", "nope")')
+    expect("GW-ACC-8", gateway_view(gateway, [("tg", "m1"), ("tg", "nope")]), before,
+           'gateway_view(gateway, [("tg", "m1"), ("tg", "nope")])')
     gateway.mark_done(ZERO, "tg", "m1")
-    assert_item(gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.DONE, "r"))
+    assert_item("GW-ACC-8", gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.DONE, "r"))
     gateway.prune_done(ZERO, T0 + MS)
-    assert gateway.get_item(ZERO, "tg", "m1") is None
+    expect_is("GW-ACC-8", gateway.get_item(ZERO, "tg", "m1"), None, 'gateway.get_item(ZERO, "tg", "m1")')
 
 
 @pytest.mark.clause("GW-ACC-8")
@@ -769,8 +843,9 @@ def test_returned_items_are_detached(gateway):
     first = gateway.get_item(ZERO, "tg", "m1")
     queued = gateway.pending(ZERO)
     gateway.set_replied(ZERO, "tg", "m1", "r")
-    assert first.status == ItemStatus.PENDING and first.reply == ""
-    assert queued[0].status == ItemStatus.PENDING
+    expect("GW-ACC-8", first.status, ItemStatus.PENDING, "first.status")
+    expect("GW-ACC-8", first.reply, "", "first.reply")
+    expect("GW-ACC-8", queued[0].status, ItemStatus.PENDING, "queued[0].status")
 
 
 # ===========================================================================
@@ -784,14 +859,17 @@ def test_reply_queue_lifecycle(gateway):
     the row from one queue to the other and then out of both."""
     msg = make_message("tg", "m1")
     gateway.accept(ZERO, msg, T0)
-    assert keys_of(gateway.pending(ZERO)) == [("tg", "m1")] and gateway.pending_replies(ZERO) == []
-    assert gateway.set_replied(ZERO, "tg", "m1", "the answer") is True
-    assert gateway.pending(ZERO) == []
+    expect("GW-Q-1", keys_of(gateway.pending(ZERO)), [("tg", "m1")], "keys_of(gateway.pending(ZERO))")
+    expect("GW-Q-3", gateway.pending_replies(ZERO), [], "gateway.pending_replies(ZERO)")
+    expect_is("GW-ST-2", gateway.set_replied(ZERO, "tg", "m1", "the answer"), True,
+              'gateway.set_replied(ZERO, "tg", "m1", "the answer")')
+    expect("GW-Q-3", gateway.pending(ZERO), [], "gateway.pending(ZERO)")
     [item] = gateway.pending_replies(ZERO)
-    assert_item(item, expected_item(msg, T0, ItemStatus.REPLIED, "the answer"))
-    assert gateway.mark_done(ZERO, "tg", "m1") is True
-    assert gateway.pending(ZERO) == [] and gateway.pending_replies(ZERO) == []
-    assert_item(gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.DONE, "the answer"))
+    assert_item("GW-Q-2", item, expected_item(msg, T0, ItemStatus.REPLIED, "the answer"))
+    expect_is("GW-ST-6", gateway.mark_done(ZERO, "tg", "m1"), True, 'gateway.mark_done(ZERO, "tg", "m1")')
+    expect("GW-Q-3", gateway.pending(ZERO), [], "gateway.pending(ZERO)")
+    expect("GW-Q-3", gateway.pending_replies(ZERO), [], "gateway.pending_replies(ZERO)")
+    assert_item("GW-ST-6", gateway.get_item(ZERO, "tg", "m1"), expected_item(msg, T0, ItemStatus.DONE, "the answer"))
 
 
 @pytest.mark.clause("GW-ST-6", "GW-Q-1", "GW-ORD-1")
@@ -800,22 +878,25 @@ def test_pending_and_done(gateway):
     done takes it out of the queue."""
     gateway.accept(ZERO, make_message("tg", "b"), T0 + timedelta(seconds=5))
     gateway.accept(ZERO, make_message("tg", "a"), T0)
-    assert keys_of(gateway.pending(ZERO)) == [("tg", "a"), ("tg", "b")]
-    assert gateway.mark_done(ZERO, "tg", "a") is True
-    assert keys_of(gateway.pending(ZERO)) == [("tg", "b")]
+    expect("GW-ST-6", keys_of(gateway.pending(ZERO)), [("tg", "a"), ("tg", "b")], "keys_of(gateway.pending(ZERO))")
+    expect_is("GW-ST-6", gateway.mark_done(ZERO, "tg", "a"), True, 'gateway.mark_done(ZERO, "tg", "a")')
+    expect("GW-ST-6", keys_of(gateway.pending(ZERO)), [("tg", "b")], "keys_of(gateway.pending(ZERO))")
     item = gateway.get_item(ZERO, "tg", "a")
-    assert item.status == ItemStatus.DONE and item.reply == ""
+    expect("GW-ST-6", item.status, ItemStatus.DONE, "item.status")
+    expect("GW-ST-6", item.reply, "", "item.reply")
 
 
 @pytest.mark.clause("GW-ST-3")
 def test_second_set_replied_keeps_the_first_reply(gateway):
     gateway.accept(ZERO, make_message("tg", "m1"), T0)
-    assert gateway.set_replied(ZERO, "tg", "m1", "first") is True
+    expect_is("GW-ST-3", gateway.set_replied(ZERO, "tg", "m1", "first"), True,
+              'gateway.set_replied(ZERO, "tg", "m1", "first")')
     before = gateway_view(gateway, [("tg", "m1")])
     for other in ("second", "", "first"):
-        assert gateway.set_replied(ZERO, "tg", "m1", other) is False
-    assert gateway_view(gateway, [("tg", "m1")]) == before
-    assert gateway.pending_replies(ZERO)[0].reply == "first"
+        expect_is("GW-ST-3", gateway.set_replied(ZERO, "tg", "m1", other), False,
+                  'gateway.set_replied(ZERO, "tg", "m1", other)')
+    expect("GW-ST-3", gateway_view(gateway, [("tg", "m1")]), before, 'gateway_view(gateway, [("tg", "m1")])')
+    expect("GW-ST-3", gateway.pending_replies(ZERO)[0].reply, "first", "gateway.pending_replies(ZERO)[0].reply")
 
 
 @pytest.mark.clause("GW-ST-4", "GW-ST-1")
@@ -827,46 +908,56 @@ def test_done_is_terminal(gateway):
     gateway.accept(ZERO, make_message("tg", "answered"), T0 + MS)
     gateway.set_replied(ZERO, "tg", "answered", "sent once")
     for mid in ("plain", "answered"):
-        assert gateway.mark_done(ZERO, "tg", mid) is True
+        expect_is("GW-ST-4", gateway.mark_done(ZERO, "tg", mid), True, 'gateway.mark_done(ZERO, "tg", mid)')
     keys = [("tg", "plain"), ("tg", "answered")]
     before = gateway_view(gateway, keys)
     for mid in ("plain", "answered"):
-        assert gateway.set_replied(ZERO, "tg", mid, "resurrected") is False
-        assert gateway.mark_done(ZERO, "tg", mid) is False
-        assert gateway.accept(ZERO, make_message("tg", mid), T0) is False
-    assert gateway_view(gateway, keys) == before
-    assert gateway.pending(ZERO) == [] and gateway.pending_replies(ZERO) == []
-    assert gateway.get_item(ZERO, "tg", "answered").reply == "sent once"
+        expect_is("GW-ST-4", gateway.set_replied(ZERO, "tg", mid, "resurrected"), False,
+                  'gateway.set_replied(ZERO, "tg", mid, "resurrected")')
+        expect_is("GW-ST-1", gateway.mark_done(ZERO, "tg", mid), False, 'gateway.mark_done(ZERO, "tg", mid)')
+        expect_is("GW-ST-1", gateway.accept(ZERO, make_message("tg", mid), T0), False,
+                  'gateway.accept(ZERO, make_message("tg", mid), T0)')
+    expect("GW-ST-1", gateway_view(gateway, keys), before, "gateway_view(gateway, keys)")
+    expect("GW-ST-1", gateway.pending(ZERO), [], "gateway.pending(ZERO)")
+    expect("GW-ST-1", gateway.pending_replies(ZERO), [], "gateway.pending_replies(ZERO)")
+    expect("GW-ST-4", gateway.get_item(ZERO, "tg", "answered").reply, "sent once",
+           'gateway.get_item(ZERO, "tg", "answered").reply')
 
 
 @pytest.mark.clause("GW-ST-5")
 def test_set_replied_on_unknown_key_creates_nothing(gateway):
-    assert gateway.set_replied(ZERO, "tg", "ghost", "r") is False
-    assert gateway.get_item(ZERO, "tg", "ghost") is None
-    assert gateway.pending(ZERO) == [] and gateway.pending_replies(ZERO) == []
+    expect_is("GW-ST-5", gateway.set_replied(ZERO, "tg", "ghost", "r"), False,
+              'gateway.set_replied(ZERO, "tg", "ghost", "r")')
+    expect_is("GW-ST-5", gateway.get_item(ZERO, "tg", "ghost"), None, 'gateway.get_item(ZERO, "tg", "ghost")')
+    expect("GW-ST-5", gateway.pending(ZERO), [], "gateway.pending(ZERO)")
+    expect("GW-ST-5", gateway.pending_replies(ZERO), [], "gateway.pending_replies(ZERO)")
     # and the key is still fresh
-    assert gateway.accept(ZERO, make_message("tg", "ghost"), T0) is True
-    assert gateway.get_item(ZERO, "tg", "ghost").status == ItemStatus.PENDING
+    expect_is("GW-ST-5", gateway.accept(ZERO, make_message("tg", "ghost"), T0), True,
+              'gateway.accept(ZERO, make_message("tg", "ghost"), T0)')
+    expect("GW-ST-5", gateway.get_item(ZERO, "tg", "ghost").status, ItemStatus.PENDING,
+           'gateway.get_item(ZERO, "tg", "ghost").status')
 
 
 @pytest.mark.clause("GW-ST-6")
 def test_mark_done_keeps_the_reply(gateway):
     gateway.accept(ZERO, make_message("tg", "m1"), T0)
     gateway.set_replied(ZERO, "tg", "m1", "keep me")
-    assert gateway.mark_done(ZERO, "tg", "m1") is True
+    expect_is("GW-ST-6", gateway.mark_done(ZERO, "tg", "m1"), True, 'gateway.mark_done(ZERO, "tg", "m1")')
     item = gateway.get_item(ZERO, "tg", "m1")
-    assert item.status == ItemStatus.DONE and item.reply == "keep me"
+    expect("GW-ST-6", item.status, ItemStatus.DONE, "item.status")
+    expect("GW-ST-6", item.reply, "keep me", "item.reply")
 
 
 @pytest.mark.clause("GW-ST-7")
 def test_mark_done_on_done_or_unknown_changes_nothing(gateway):
-    assert gateway.mark_done(ZERO, "tg", "ghost") is False
-    assert gateway.get_item(ZERO, "tg", "ghost") is None
+    expect_is("GW-ST-7", gateway.mark_done(ZERO, "tg", "ghost"), False, 'gateway.mark_done(ZERO, "tg", "ghost")')
+    expect_is("GW-ST-7", gateway.get_item(ZERO, "tg", "ghost"), None, 'gateway.get_item(ZERO, "tg", "ghost")')
     gateway.accept(ZERO, make_message("tg", "m1"), T0)
-    assert gateway.mark_done(ZERO, "tg", "m1") is True
+    expect_is("GW-ST-7", gateway.mark_done(ZERO, "tg", "m1"), True, 'gateway.mark_done(ZERO, "tg", "m1")')
     before = gateway_view(gateway, [("tg", "m1"), ("tg", "ghost")])
-    assert gateway.mark_done(ZERO, "tg", "m1") is False
-    assert gateway_view(gateway, [("tg", "m1"), ("tg", "ghost")]) == before
+    expect_is("GW-ST-7", gateway.mark_done(ZERO, "tg", "m1"), False, 'gateway.mark_done(ZERO, "tg", "m1")')
+    expect("GW-ST-7", gateway_view(gateway, [("tg", "m1"), ("tg", "ghost")]), before,
+           'gateway_view(gateway, [("tg", "m1"), ("tg", "ghost")])')
 
 
 @pytest.mark.clause("GW-ST-1")
@@ -882,9 +973,11 @@ def test_nothing_moves_a_row_back_to_pending(gateway):
         gateway.prune_done(ZERO, T0)
         gateway.set_offset(ZERO, "tg", 0)
         gateway.set_conversation_agent(ZERO, "tg", "chat-42", "a")
-    assert gateway.pending(ZERO) == []
-    assert gateway.get_item(ZERO, "tg", "r").status == ItemStatus.REPLIED
-    assert gateway.get_item(ZERO, "tg", "d").status == ItemStatus.DONE
+    expect("GW-ST-1", gateway.pending(ZERO), [], "gateway.pending(ZERO)")
+    expect("GW-ST-1", gateway.get_item(ZERO, "tg", "r").status, ItemStatus.REPLIED,
+           'gateway.get_item(ZERO, "tg", "r").status')
+    expect("GW-ST-1", gateway.get_item(ZERO, "tg", "d").status, ItemStatus.DONE,
+           'gateway.get_item(ZERO, "tg", "d").status')
 
 
 @pytest.mark.clause("GW-ST-8", "GW-ST-3")
@@ -894,10 +987,11 @@ def test_concurrent_set_replied_has_one_winner(gateway, profile):
         mid = f"m{round_}"
         gateway.accept(ZERO, make_message("tg", mid), T0)
         outcomes = race([lambda i=i: gateway.set_replied(ZERO, "tg", mid, f"reply {i}") for i in range(n)])
-        assert all(o.ok for o in outcomes)
+        expect_true("GW-ST-8", all(o.ok for o in outcomes), "all(o.ok for o in outcomes)")
         winners = [i for i, o in enumerate(outcomes) if o.value is True]
-        assert len(winners) == 1, f"round {round_}: {len(winners)} set_replied returned True"
-        assert gateway.get_item(ZERO, "tg", mid).reply == f"reply {winners[0]}"
+        expect("GW-ST-8", len(winners), 1, f"round {round_}: {len(winners)} set_replied returned True")
+        expect("GW-ST-3", gateway.get_item(ZERO, "tg", mid).reply, f"reply {winners[0]}",
+               'gateway.get_item(ZERO, "tg", mid).reply')
 
 
 @pytest.mark.clause("GW-ST-8")
@@ -916,13 +1010,14 @@ def test_set_replied_racing_mark_done_agrees_with_one_order(gateway, profile):
             else:
                 calls.append(lambda i=i: (f"reply {i}", gateway.set_replied(ZERO, "tg", mid, f"reply {i}")))
         outcomes = race(calls)
-        assert all(o.ok for o in outcomes)
+        expect_true("GW-ST-8", all(o.ok for o in outcomes), "all(o.ok for o in outcomes)")
         replied = [o.value[0] for o in outcomes if o.value[0] != "done" and o.value[1]]
         done = [o for o in outcomes if o.value[0] == "done" and o.value[1]]
-        assert len(replied) <= 1 and len(done) == 1
+        expect_op("GW-ST-8", len(replied), "<=", 1, "len(replied)")
+        expect("GW-ST-8", len(done), 1, "len(done)")
         item = gateway.get_item(ZERO, "tg", mid)
-        assert item.status == ItemStatus.DONE
-        assert item.reply == (replied[0] if replied else "")
+        expect("GW-ST-8", item.status, ItemStatus.DONE, "item.status")
+        expect("GW-ST-8", item.reply, replied[0] if replied else "", "item.reply")
 
 
 @pytest.mark.clause("GW-ST-8", "GW-ST-7")
@@ -934,9 +1029,11 @@ def test_concurrent_mark_done_has_one_winner(gateway, profile):
         if round_ % 2:
             gateway.set_replied(ZERO, "tg", mid, "r")
         outcomes = race([lambda: gateway.mark_done(ZERO, "tg", mid) for _ in range(n)])
-        assert sum(1 for o in outcomes if o.value is True) == 1
-        assert all(o.ok and o.value in (True, False) for o in outcomes)
-        assert gateway.get_item(ZERO, "tg", mid).reply == ("r" if round_ % 2 else "")
+        expect("GW-ST-8", sum(1 for o in outcomes if o.value is True), 1, "sum(1 for o in outcomes if o.value is True)")
+        expect_true("GW-ST-8", all(o.ok and o.value in (True, False) for o in outcomes),
+                    "all(o.ok and o.value in (True, False) for o in outcomes)")
+        expect("GW-ST-8", gateway.get_item(ZERO, "tg", mid).reply, "r" if round_ % 2 else "",
+               'gateway.get_item(ZERO, "tg", mid).reply')
 
 
 # ===========================================================================
@@ -955,12 +1052,13 @@ def test_each_row_is_in_the_queue_of_its_status(gateway):
         gateway.mark_done(ZERO, "tg", mid)
     pending = gateway.pending(ZERO)
     replies = gateway.pending_replies(ZERO)
-    assert [i.message_id for i in pending] == ["a", "c", "f"]
-    assert [i.message_id for i in replies] == ["b"]
+    expect("GW-Q-1", [i.message_id for i in pending], ["a", "c", "f"], "[i.message_id for i in pending]")
+    expect("GW-Q-2", [i.message_id for i in replies], ["b"], "[i.message_id for i in replies]")
     for item in pending:
-        assert_item(item, expected_item(msgs[item.message_id], T0 + "abcdef".index(item.message_id) * MS))
-    assert_item(replies[0], expected_item(msgs["b"], T0 + MS, ItemStatus.REPLIED, "reply-b"))
-    assert not set(keys_of(pending)) & set(keys_of(replies))
+        assert_item("GW-Q-1", item, expected_item(msgs[item.message_id], T0 + "abcdef".index(item.message_id) * MS))
+    assert_item("GW-Q-2", replies[0], expected_item(msgs["b"], T0 + MS, ItemStatus.REPLIED, "reply-b"))
+    expect_false("GW-Q-3", set(keys_of(pending)) & set(keys_of(replies)),
+                 "set(keys_of(pending)) & set(keys_of(replies))")
 
 
 @pytest.mark.clause("GW-Q-4", "GW-Q-3")
@@ -974,7 +1072,8 @@ def test_queues_page_after_ordering(gateway):
     order = [i for i in range(18) if i % 2] + [i for i in range(18) if not i % 2]  # accepts out of time order
     for i in order:
         key = (("tg", "sms")[i % 2], f"m{i // 2}")
-        assert gateway.accept(ZERO, make_message(*key), T0 + i * MS)
+        expect_true("GW-Q-4", gateway.accept(ZERO, make_message(*key), T0 + i * MS),
+                    "gateway.accept(ZERO, make_message(*key), T0 + i * MS)")
     for i in range(18):
         key = (("tg", "sms")[i % 2], f"m{i // 2}")
         status = statuses[i % 3]  # the three statuses interleaved, each on both channels
@@ -986,7 +1085,7 @@ def test_queues_page_after_ordering(gateway):
     for method, status in ((gateway.pending, ItemStatus.PENDING), (gateway.pending_replies, ItemStatus.REPLIED)):
         everything = want[status]
         n = len(everything)
-        expect("GW-Q-3", keys_of(method(ZERO)), everything, f"the whole {status} queue, in receipt order")
+        expect("GW-Q-4", keys_of(method(ZERO)), everything, f"the whole {status} queue, in receipt order")
         for limit in (-1, 0, 1, 2, n - 1, n, n + 3):
             for offset in (-5, 0, 1, 3, n - 1, n, n + 2):
                 page = everything[max(offset, 0):]
@@ -1000,7 +1099,7 @@ def test_queues_page_after_ordering(gateway):
 def test_queue_page_arguments_must_be_ints(gateway, limit, offset):
     gateway.accept(ZERO, make_message("tg", "m1"), T0)
     for method in (gateway.pending, gateway.pending_replies):
-        raises_nothing_written(gateway, lambda: method(ZERO, limit, offset), keys=[("tg", "m1")])
+        raises_nothing_written("GW-Q-4", gateway, lambda: method(ZERO, limit, offset), keys=[("tg", "m1")])
 
 
 @pytest.mark.clause("GW-ORD-1")
@@ -1016,14 +1115,16 @@ def test_order_is_by_instant_within_one_second(gateway):
         "next": base + timedelta(seconds=1),
     }
     texts = sorted(times, key=lambda k: rfc3339_nano(times[k]))
-    assert texts != sorted(times, key=lambda k: times[k])  # the trap is real
+    expect_op("GW-ORD-1", texts, "!=", sorted(times, key=lambda k: times[k]), "texts")  # the trap is real
     for mid in ("half", "next", "whole", "123", "tenth"):
         gateway.accept(ZERO, make_message("tg", mid), times[mid])
     want = ["whole", "tenth", "123", "half", "next"]
-    assert [i.message_id for i in gateway.pending(ZERO)] == want
+    expect("GW-ORD-1", [i.message_id for i in gateway.pending(ZERO)], want,
+           "[i.message_id for i in gateway.pending(ZERO)]")
     for mid in want:
         gateway.set_replied(ZERO, "tg", mid, "r")
-    assert [i.message_id for i in gateway.pending_replies(ZERO)] == want
+    expect("GW-ORD-1", [i.message_id for i in gateway.pending_replies(ZERO)], want,
+           "[i.message_id for i in gateway.pending_replies(ZERO)]")
 
 
 @pytest.mark.clause("GW-ORD-1", "GW-SCOPE-5")
@@ -1039,9 +1140,11 @@ def test_order_is_by_instant_across_offsets(gateway):
     }
     for mid in ("c", "b", "a"):
         gateway.accept(ZERO, make_message("tg", mid), given[mid])
-    assert [i.message_id for i in gateway.pending(ZERO)] == ["a", "b", "c"]
+    expect("GW-ORD-1", [i.message_id for i in gateway.pending(ZERO)], ["a", "b", "c"],
+           "[i.message_id for i in gateway.pending(ZERO)]")
     for mid in "abc":
-        assert gateway.get_item(ZERO, "tg", mid).received_at.utcoffset() == timedelta(0)
+        expect("GW-SCOPE-5", gateway.get_item(ZERO, "tg", mid).received_at.utcoffset(), timedelta(0),
+               'gateway.get_item(ZERO, "tg", mid).received_at.utcoffset()')
 
 
 @pytest.mark.clause("GW-ORD-2")
@@ -1051,16 +1154,21 @@ def test_equal_receipt_times_keep_insertion_order(gateway):
     order = ["zeta", "alpha", "Mid", "beta", "10", "9"]
     channels = ["tg", "sms", "tg", "a-channel", "tg", "tg"]
     for mid, channel in zip(order, channels):
-        assert gateway.accept(ZERO, make_message(channel, mid), T0)
-        assert gateway.accept(ZERO, make_message("tg", "zeta"), T0) is False
-    assert [i.message_id for i in gateway.pending(ZERO)] == order
+        expect_true("GW-ORD-2", gateway.accept(ZERO, make_message(channel, mid), T0),
+                    "gateway.accept(ZERO, make_message(channel, mid), T0)")
+        expect_is("GW-ORD-2", gateway.accept(ZERO, make_message("tg", "zeta"), T0), False,
+                  'gateway.accept(ZERO, make_message("tg", "zeta"), T0)')
+    expect("GW-ORD-2", [i.message_id for i in gateway.pending(ZERO)], order,
+           "[i.message_id for i in gateway.pending(ZERO)]")
     for mid, channel in zip(order, channels):
         gateway.set_replied(ZERO, channel, mid, "r")
-    assert [i.message_id for i in gateway.pending_replies(ZERO)] == order
+    expect("GW-ORD-2", [i.message_id for i in gateway.pending_replies(ZERO)], order,
+           "[i.message_id for i in gateway.pending_replies(ZERO)]")
     # sub-millisecond differences truncate to a tie: insertion order decides
     gateway.accept(ZERO, make_message("x", "later-in-time"), T0 + timedelta(microseconds=900))
     gateway.accept(ZERO, make_message("x", "earlier-in-time"), T0 + timedelta(microseconds=100))
-    assert [i.message_id for i in gateway.pending(ZERO)] == ["later-in-time", "earlier-in-time"]
+    expect("GW-ORD-2", [i.message_id for i in gateway.pending(ZERO)], ["later-in-time", "earlier-in-time"],
+           "[i.message_id for i in gateway.pending(ZERO)]")
 
 
 @pytest.mark.clause("GW-ORD-3", "GW-ACC-4")
@@ -1070,13 +1178,17 @@ def test_reaccepted_key_gets_a_new_place(gateway):
     for mid in ("a", "b", "c"):
         gateway.accept(ZERO, make_message("tg", mid), T0)
     gateway.mark_done(ZERO, "tg", "a")
-    assert gateway.prune_done(ZERO, T0 + MS) == 1
-    assert gateway.accept(ZERO, make_message("tg", "a"), T0) is True
-    assert [i.message_id for i in gateway.pending(ZERO)] == ["b", "c", "a"]
+    expect("GW-ACC-4", gateway.prune_done(ZERO, T0 + MS), 1, "gateway.prune_done(ZERO, T0 + MS)")
+    expect_is("GW-ORD-3", gateway.accept(ZERO, make_message("tg", "a"), T0), True,
+              'gateway.accept(ZERO, make_message("tg", "a"), T0)')
+    expect("GW-ORD-3", [i.message_id for i in gateway.pending(ZERO)], ["b", "c", "a"],
+           "[i.message_id for i in gateway.pending(ZERO)]")
     gateway.mark_done(ZERO, "tg", "c")
-    assert gateway.prune_done(ZERO, T0 + MS) == 1
-    assert gateway.accept(ZERO, make_message("tg", "c"), T0 - timedelta(seconds=1)) is True
-    assert [i.message_id for i in gateway.pending(ZERO)] == ["c", "b", "a"]
+    expect("GW-ACC-4", gateway.prune_done(ZERO, T0 + MS), 1, "gateway.prune_done(ZERO, T0 + MS)")
+    expect_is("GW-ORD-3", gateway.accept(ZERO, make_message("tg", "c"), T0 - timedelta(seconds=1)), True,
+              'gateway.accept(ZERO, make_message("tg", "c"), T0 - timedelta(seconds=1))')
+    expect("GW-ORD-3", [i.message_id for i in gateway.pending(ZERO)], ["c", "b", "a"],
+           "[i.message_id for i in gateway.pending(ZERO)]")
 
 
 # ===========================================================================
@@ -1092,11 +1204,12 @@ def test_prune_boundary_is_strict_and_count_is_returned(gateway):
     for mid, when in rows.items():
         gateway.accept(ZERO, make_message("tg", mid), when)
         gateway.mark_done(ZERO, "tg", mid)
-    assert gateway.prune_done(ZERO, cutoff) == 3
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, cutoff), 3, "gateway.prune_done(ZERO, cutoff)")
     survivors = {mid for mid in rows if gateway.get_item(ZERO, "tg", mid) is not None}
-    assert survivors == {"at", "after"}
-    assert gateway.prune_done(ZERO, cutoff) == 0
-    assert gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC)) == 2
+    expect("GW-PRUNE-1", survivors, {"at", "after"}, "survivors")
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, cutoff), 0, "gateway.prune_done(ZERO, cutoff)")
+    expect("GW-PRUNE-1", gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC)), 2,
+           "gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC))")
 
 
 @pytest.mark.clause("GW-PRUNE-2")
@@ -1107,10 +1220,12 @@ def test_prune_never_deletes_pending_or_replied_rows(gateway):
     gateway.set_replied(ZERO, "tg", "replied", "r")
     gateway.accept(ZERO, make_message("tg", "done"), ancient)
     gateway.mark_done(ZERO, "tg", "done")
-    assert gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC)) == 1
-    assert keys_of(gateway.pending(ZERO)) == [("tg", "pending")]
-    assert keys_of(gateway.pending_replies(ZERO)) == [("tg", "replied")]
-    assert gateway.get_item(ZERO, "tg", "done") is None
+    expect("GW-PRUNE-2", gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC)), 1,
+           "gateway.prune_done(ZERO, datetime(2999, 1, 1, tzinfo=UTC))")
+    expect("GW-PRUNE-2", keys_of(gateway.pending(ZERO)), [("tg", "pending")], "keys_of(gateway.pending(ZERO))")
+    expect("GW-PRUNE-2", keys_of(gateway.pending_replies(ZERO)), [("tg", "replied")],
+           "keys_of(gateway.pending_replies(ZERO))")
+    expect_is("GW-PRUNE-2", gateway.get_item(ZERO, "tg", "done"), None, 'gateway.get_item(ZERO, "tg", "done")')
 
 
 @pytest.mark.clause("GW-PRUNE-3")
@@ -1124,9 +1239,11 @@ def test_prune_compares_with_receipt_time_not_done_time(gateway, clock):
     gateway.mark_done(ZERO, "tg", "received-new")
     clock.advance(timedelta(days=30))
     gateway.mark_done(ZERO, "tg", "received-old")
-    assert gateway.prune_done(ZERO, old + MS) == 1
-    assert gateway.get_item(ZERO, "tg", "received-old") is None
-    assert gateway.get_item(ZERO, "tg", "received-new") is not None
+    expect("GW-PRUNE-3", gateway.prune_done(ZERO, old + MS), 1, "gateway.prune_done(ZERO, old + MS)")
+    expect_is("GW-PRUNE-3", gateway.get_item(ZERO, "tg", "received-old"), None,
+              'gateway.get_item(ZERO, "tg", "received-old")')
+    expect_op("GW-PRUNE-3", gateway.get_item(ZERO, "tg", "received-new"), "is not", None,
+              'gateway.get_item(ZERO, "tg", "received-new")')
 
 
 @pytest.mark.clause("GW-PRUNE-4")
@@ -1139,8 +1256,9 @@ def test_prune_leaves_survivors_and_order_alone(gateway):
         gateway.mark_done(ZERO, "tg", f"m{i}")
     keys = [("tg", f"m{i}") for i in range(8) if i not in (2, 5, 7)]
     before = gateway_view(gateway, keys, ["tg"])
-    assert gateway.prune_done(ZERO, T0 + timedelta(seconds=1)) == 3
-    assert gateway_view(gateway, keys, ["tg"]) == before
+    expect("GW-PRUNE-4", gateway.prune_done(ZERO, T0 + timedelta(seconds=1)), 3,
+           "gateway.prune_done(ZERO, T0 + timedelta(seconds=1))")
+    expect("GW-PRUNE-4", gateway_view(gateway, keys, ["tg"]), before, 'gateway_view(gateway, keys, ["tg"])')
 
 
 # ===========================================================================
@@ -1151,11 +1269,11 @@ def test_prune_leaves_survivors_and_order_alone(gateway):
 @pytest.mark.clause("GW-OFF-1", "GW-OFF-2", "GW-OFF-3")
 def test_offset_round_trip(gateway):
     """The upstream TestOffsetRoundTrip: unset 0; set; overwrite."""
-    assert gateway.offset(ZERO, "telegram") == 0
+    expect("GW-OFF-1", gateway.offset(ZERO, "telegram"), 0, 'gateway.offset(ZERO, "telegram")')
     gateway.set_offset(ZERO, "telegram", 100)
-    assert gateway.offset(ZERO, "telegram") == 100
+    expect("GW-OFF-2", gateway.offset(ZERO, "telegram"), 100, 'gateway.offset(ZERO, "telegram")')
     gateway.set_offset(ZERO, "telegram", 250)
-    assert gateway.offset(ZERO, "telegram") == 250
+    expect("GW-OFF-2", gateway.offset(ZERO, "telegram"), 250, 'gateway.offset(ZERO, "telegram")')
 
 
 @pytest.mark.clause("GW-OFF-2", "GW-OFF-4")
@@ -1163,7 +1281,8 @@ def test_offset_may_go_anywhere_in_64_bits(gateway):
     for value in (10, 3, 0, -1, 2**63 - 1, -(2**63), 0):
         gateway.set_offset(ZERO, "tg", value)
         got = gateway.offset(ZERO, "tg")
-        assert got == value and type(got) is int
+        expect("GW-OFF-2", got, value, "got")
+        expect_is("GW-OFF-2", type(got), int, "type(got)")
 
 
 @pytest.mark.clause("GW-OFF-3")
@@ -1177,8 +1296,8 @@ def test_offsets_are_per_exact_channel_and_untouched_by_the_inbox(gateway):
     gateway.prune_done(ZERO, T0 + MS)
     gateway.set_conversation_agent(ZERO, "tg", "c", "a")
     for channel, value in channels.items():
-        assert gateway.offset(ZERO, channel) == value
-    assert gateway.offset(ZERO, "t") == 0
+        expect("GW-OFF-3", gateway.offset(ZERO, channel), value, "gateway.offset(ZERO, channel)")
+    expect("GW-OFF-3", gateway.offset(ZERO, "t"), 0, 'gateway.offset(ZERO, "t")')
 
 
 @pytest.mark.clause("GW-OFF-4")
@@ -1186,14 +1305,14 @@ def test_offsets_are_per_exact_channel_and_untouched_by_the_inbox(gateway):
                          ids=["too-big", "too-small", "true", "false", "float", "str", "none"])
 def test_offset_value_out_of_range_or_type_is_refused(gateway, value):
     gateway.set_offset(ZERO, "tg", 7)
-    raises_nothing_written(gateway, lambda: gateway.set_offset(ZERO, "tg", value), channels=["tg"])
+    raises_nothing_written("GW-OFF-4", gateway, lambda: gateway.set_offset(ZERO, "tg", value), channels=["tg"])
 
 
 @pytest.mark.clause("GW-OFF-3", "GW-ACC-6")
 @pytest.mark.parametrize("channel", [None, 5, "c" * 256, "a\x00", "\ud800"])
 def test_offset_channel_must_be_a_short_string(gateway, channel):
-    raises_nothing_written(gateway, lambda: gateway.offset(ZERO, channel), channels=["tg"])
-    raises_nothing_written(gateway, lambda: gateway.set_offset(ZERO, channel, 1), channels=["tg"])
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.offset(ZERO, channel), channels=["tg"])
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.set_offset(ZERO, channel, 1), channels=["tg"])
 
 
 # ===========================================================================
@@ -1205,17 +1324,21 @@ def test_offset_channel_must_be_a_short_string(gateway, channel):
 def test_conversation_selection(gateway):
     """The upstream TestConversationSelection: unset → empty; agent then
     project, both kept; and the other order."""
-    assert gateway.conversation(ZERO, "tg", "c1") == ("", "")
+    expect("GW-SEL-1", gateway.conversation(ZERO, "tg", "c1"), ("", ""), 'gateway.conversation(ZERO, "tg", "c1")')
     gateway.set_conversation_agent(ZERO, "tg", "c1", "researcher")
-    assert gateway.conversation(ZERO, "tg", "c1") == ("researcher", "")
+    expect("GW-SEL-2", gateway.conversation(ZERO, "tg", "c1"), ("researcher", ""),
+           'gateway.conversation(ZERO, "tg", "c1")')
     gateway.set_conversation_project(ZERO, "tg", "c1", "proj-1")
-    assert gateway.conversation(ZERO, "tg", "c1") == ("researcher", "proj-1")
+    expect("GW-SEL-3", gateway.conversation(ZERO, "tg", "c1"), ("researcher", "proj-1"),
+           'gateway.conversation(ZERO, "tg", "c1")')
     gateway.set_conversation_agent(ZERO, "tg", "c1", "writer")
-    assert gateway.conversation(ZERO, "tg", "c1") == ("writer", "proj-1")
+    expect("GW-SEL-2", gateway.conversation(ZERO, "tg", "c1"), ("writer", "proj-1"),
+           'gateway.conversation(ZERO, "tg", "c1")')
     gateway.set_conversation_project(ZERO, "tg", "c2", "proj-2")
-    assert gateway.conversation(ZERO, "tg", "c2") == ("", "proj-2")
+    expect("GW-SEL-3", gateway.conversation(ZERO, "tg", "c2"), ("", "proj-2"), 'gateway.conversation(ZERO, "tg", "c2")')
     gateway.set_conversation_agent(ZERO, "tg", "c2", "coder")
-    assert gateway.conversation(ZERO, "tg", "c2") == ("coder", "proj-2")
+    expect("GW-SEL-2", gateway.conversation(ZERO, "tg", "c2"), ("coder", "proj-2"),
+           'gateway.conversation(ZERO, "tg", "c2")')
 
 
 @pytest.mark.clause("GW-SEL-4")
@@ -1223,14 +1346,15 @@ def test_empty_clears_a_field(gateway):
     gateway.set_conversation_agent(ZERO, "tg", "c", "a")
     gateway.set_conversation_project(ZERO, "tg", "c", "p")
     gateway.set_conversation_agent(ZERO, "tg", "c", "")
-    assert gateway.conversation(ZERO, "tg", "c") == ("", "p")
+    expect("GW-SEL-4", gateway.conversation(ZERO, "tg", "c"), ("", "p"), 'gateway.conversation(ZERO, "tg", "c")')
     gateway.set_conversation_project(ZERO, "tg", "c", "")
-    assert gateway.conversation(ZERO, "tg", "c") == ("", "")
-    assert gateway.conversation(ZERO, "tg", "c") == gateway.conversation(ZERO, "tg", "never")
+    expect("GW-SEL-4", gateway.conversation(ZERO, "tg", "c"), ("", ""), 'gateway.conversation(ZERO, "tg", "c")')
+    expect("GW-SEL-4", gateway.conversation(ZERO, "tg", "c"), gateway.conversation(ZERO, "tg", "never"),
+           'gateway.conversation(ZERO, "tg", "c")')
     gateway.set_conversation_project(ZERO, "tg", "c", "p2")
-    assert gateway.conversation(ZERO, "tg", "c") == ("", "p2")
+    expect("GW-SEL-4", gateway.conversation(ZERO, "tg", "c"), ("", "p2"), 'gateway.conversation(ZERO, "tg", "c")')
     gateway.set_conversation_agent(ZERO, "tg", "fresh", "")
-    assert gateway.conversation(ZERO, "tg", "fresh") == ("", "")
+    expect("GW-SEL-4", gateway.conversation(ZERO, "tg", "fresh"), ("", ""), 'gateway.conversation(ZERO, "tg", "fresh")')
 
 
 @pytest.mark.clause("GW-SEL-5")
@@ -1239,8 +1363,8 @@ def test_selection_key_is_channel_and_conversation_exactly(gateway):
     for i, key in enumerate(keys):
         gateway.set_conversation_agent(ZERO, *key, f"a{i}")
     for i, key in enumerate(keys):
-        assert gateway.conversation(ZERO, *key) == (f"a{i}", "")
-    assert gateway.conversation(ZERO, "tgc", "") == ("", "")
+        expect("GW-SEL-5", gateway.conversation(ZERO, *key), (f"a{i}", ""), "gateway.conversation(ZERO, *key)")
+    expect("GW-SEL-5", gateway.conversation(ZERO, "tgc", ""), ("", ""), 'gateway.conversation(ZERO, "tgc", "")')
 
 
 @pytest.mark.clause("GW-SEL-5", "GW-ACC-6")
@@ -1251,12 +1375,12 @@ def test_selection_key_is_channel_and_conversation_exactly(gateway):
 def test_selection_refuses_bad_arguments(gateway, channel, conversation, value):
     gateway.set_conversation_agent(ZERO, "tg", "c", "kept")
     convs = [("tg", "c")]
-    raises_nothing_written(gateway, lambda: gateway.set_conversation_agent(ZERO, channel, conversation, value),
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.set_conversation_agent(ZERO, channel, conversation, value),
                            conversations=convs)
-    raises_nothing_written(gateway, lambda: gateway.set_conversation_project(ZERO, channel, conversation, value),
+    raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.set_conversation_project(ZERO, channel, conversation, value),
                            conversations=convs)
     if value == "a":
-        raises_nothing_written(gateway, lambda: gateway.conversation(ZERO, channel, conversation),
+        raises_nothing_written("GW-ACC-6", gateway, lambda: gateway.conversation(ZERO, channel, conversation),
                                conversations=convs)
 
 
@@ -1267,8 +1391,9 @@ def test_concurrent_agent_and_project_setters_both_survive(gateway, profile):
         half = max(1, profile.race_threads // 2)
         calls = [lambda: gateway.set_conversation_agent(ZERO, "tg", conv, "agent-x") for _ in range(half)]
         calls += [lambda: gateway.set_conversation_project(ZERO, "tg", conv, "proj-y") for _ in range(half)]
-        assert all(o.ok for o in race(calls))
-        assert gateway.conversation(ZERO, "tg", conv) == ("agent-x", "proj-y")
+        expect_true("GW-SEL-6", all(o.ok for o in race(calls)), "all(o.ok for o in race(calls))")
+        expect("GW-SEL-6", gateway.conversation(ZERO, "tg", conv), ("agent-x", "proj-y"),
+               'gateway.conversation(ZERO, "tg", conv)')
 
 
 # ===========================================================================
@@ -1298,10 +1423,11 @@ def test_acknowledged_state_survives_repeated_crashes(store, gateway_location, c
     written = _populate(gw)
     for _ in range(3):
         gw = _crash_and_reopen(cortex_harness, store, gateway_location, gw)
-        _assert_populated(gw, written)
+        _assert_populated("GW-CRASH-1", gw, written)
         for key in written["items"]:
-            assert gw.accept(ZERO, make_message(*key), T0) is False
-        assert ("tg", "r1") not in keys_of(gw.pending(ZERO))
+            expect_is("GW-CRASH-2", gw.accept(ZERO, make_message(*key), T0), False,
+                      "gw.accept(ZERO, make_message(*key), T0)")
+        expect_op("GW-CRASH-3", ("tg", "r1"), "not in", keys_of(gw.pending(ZERO)), '("tg", "r1")')
     gw.close()
 
 
@@ -1345,11 +1471,11 @@ def test_crash_between_calls_leaves_whole_rows(store, gateway_location, cortex_h
             if item is None:
                 continue
             if item.status == ItemStatus.REPLIED:
-                assert_item(item, expected_item(msg, T0, ItemStatus.REPLIED, f"reply {mid}"))
+                assert_item("GW-CRASH-7", item, expected_item(msg, T0, ItemStatus.REPLIED, f"reply {mid}"))
             else:
-                assert_item(item, expected_item(msg, T0))
+                assert_item("GW-CRASH-7", item, expected_item(msg, T0))
             sel = again.conversation(ZERO, "tg", mid)
-            assert sel in (("", ""), ("a", ""), ("a", "p")), sel
+            expect_op("GW-CRASH-7", sel, "in", (("", ""), ("a", ""), ("a", "p")), "sel" + ": " + shorten(sel))
     finally:
         again.close()
 

@@ -26,7 +26,10 @@ from cortex_spec.errors import (
     RunNotFound,
 )
 from cortex_spec.runs import Run, RunFilter
-from cortex_spec.testing import clause, ctx, expect, expect_raises, race, state_view
+from cortex_spec.testing import (
+    clause, ctx, expect, expect_is, expect_op, expect_raises, expect_that, expect_true, race, Said, shorten,
+    state_view,
+)
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
 
@@ -256,7 +259,8 @@ def test_lapsed_runs_of_every_scope_by_expiry_then_id(store, clock):
     got = store.list_lapsed_across_scopes(ctx(HOME), cutoff)
     with clause("LEASE-LAPSED-3", what="the listing wrote nothing (the runs read back as listed)"):
         for r in got:
-            assert store.get_run(ctx(r.scope), r.id) == r, r.id
+            expect("LEASE-LAPSED-3", store.get_run(ctx(r.scope), r.id), r,
+                   "store.get_run(ctx(r.scope), r.id)" + ": " + shorten(r.id))
 
 
 # -- the continuable listing (LEASE-CONT) ----------------------------------------------------------
@@ -318,8 +322,8 @@ def test_continuable_runs_are_ready_or_lapsed_and_not_marked_since(store, clock)
            sorted((set(want) - ends) | lapses),
            "one millisecond later: deadlines at the old now + 1 ms passed, leases to it lapsed")
     with clause("LEASE-CONT-3", what="the listing wrote nothing"):
-        assert store.list_continuable_across_scopes(ctx(HOME), before) == store.list_continuable_across_scopes(
-            ctx("ws=w1"), before)
+        expect("LEASE-CONT-3", store.list_continuable_across_scopes(ctx(HOME), before), store.list_continuable_across_scopes(
+            ctx("ws=w1"), before), "store.list_continuable_across_scopes(ctx(HOME), before)")
 
 
 # -- notification marks (LEASE-NOTIFY) ------------------------------------------------------------
@@ -378,8 +382,8 @@ def test_racing_holders_one_wins_and_a_takeover_counts_once(store, clock, profil
         rule = "LEASE-RACE-3" if lapsed_first else "LEASE-RACE-1"
         expect(rule, len(won), 1, f"winners among {n} racing holders")
         with clause("LEASE-HOLD-8", what="every loser of the race"):
-            assert all(isinstance(out.error, LeaseHeld) for out in outcomes if not out.ok), [
-                repr(out.error) for out in outcomes if not out.ok]
+            expect_true("LEASE-HOLD-8", all(isinstance(out.error, LeaseHeld) for out in outcomes if not out.ok), "all(isinstance(out.error, LeaseHeld) for out in outcomes if not out.ok)" + ": " + shorten([
+                repr(out.error) for out in outcomes if not out.ok]))
         got = store.get_run(ctx(HOME), run.id)
         expect("LEASE-EXCL-1", got.lease.owner, won[0], "the owner after the race")
         expect("LEASE-RECLAIM-1", got.reclaim_count, 1 if lapsed_first else 0, "reclaim_count after the race")
@@ -406,7 +410,9 @@ def test_a_renewal_races_a_takeover_around_the_expiry(store, clock, profile):
             for out in (renew, takeover):
                 if not out.ok:
                     with clause("LEASE-RACE-2", what=f"the loser, {where}"):
-                        assert isinstance(out.error, LeaseHeld), repr(out.error)
+                        expect_that("LEASE-RACE-2", isinstance(out.error, LeaseHeld),
+                                    "out.error" + ": " + shorten(repr(out.error)), Said("an instance of LeaseHeld"),
+                                    out.error)
             if offset < timedelta(0):
                 expect("LEASE-RACE-2", (renew.ok, takeover.ok, got.lease.owner), (True, False, "worker-a"),
                        f"renewal against takeover, {where}")
@@ -432,7 +438,9 @@ def test_holds_racing_updates_and_claims_never_lease_a_stopped_run(store, clock,
         for out in outcomes:
             if not out.ok:
                 with clause("LEASE-RACE-4", what="a hold that lost"):
-                    assert isinstance(out.error, (LeaseHeld, InvalidState)), repr(out.error)
+                    expect_that("LEASE-RACE-4", isinstance(out.error, (LeaseHeld, InvalidState)),
+                                "out.error" + ": " + shorten(repr(out.error)),
+                                Said("an instance of (LeaseHeld, InvalidState)"), out.error)
         got = store.get_run(ctx(HOME), run.id)
         expect("LEASE-INV-1", (got.state, got.lease), (target, None), f"the run after holds raced an update to {target.value}")
         # a paused run with a suspension: holds race the resume claim
@@ -446,11 +454,15 @@ def test_holds_racing_updates_and_claims_never_lease_a_stopped_run(store, clock,
         hold = outcomes[0] if not round_ % 2 else outcomes[1]
         got = store.get_run(ctx(HOME), paused.id)
         with clause("LEASE-RACE-4", what="a hold racing the resume claim"):
-            assert got.state == RunState.RUNNING, got.state
+            expect("LEASE-RACE-4", got.state, RunState.RUNNING, "got.state" + ": " + shorten(got.state))
             if hold.ok:  # ordered after the claim: the resumed run is leased
-                assert got.lease is not None and got.lease.owner == "worker-a", got.lease
+                expect_op("LEASE-RACE-4", got.lease, "is not", None, "got.lease" + ": " + shorten(got.lease))
+                expect("LEASE-RACE-4", got.lease.owner, "worker-a", "got.lease.owner" + ": " + shorten(got.lease))
             else:  # ordered before: the run was paused
-                assert isinstance(hold.error, InvalidState) and got.lease is None, (hold, got.lease)
+                expect_that("LEASE-RACE-4", isinstance(hold.error, InvalidState),
+                            "hold.error" + ": " + shorten((hold, got.lease)), Said("an instance of InvalidState"),
+                            hold.error)
+                expect_is("LEASE-RACE-4", got.lease, None, "got.lease" + ": " + shorten((hold, got.lease)))
         expect_raises("LEASE-CLEAR-3", NotSuspended, lambda: store.claim_suspension(ctx(HOME), paused.id),
                       "a second claim of the resumed run")
 

@@ -20,7 +20,7 @@ import random
 import pytest
 
 from cortex_spec import CLASSES, Context, Scope
-from cortex_spec.testing import clause, ctx
+from cortex_spec.testing import clause, ctx, expect, expect_false, expect_op
 
 from .examples import examples
 
@@ -72,7 +72,7 @@ def test_every_scoped_class_has_its_long_scope_calls():
     scoped = {name for name, cls in CLASSES.items() if cls.scoped and cls.opened_by is None}
     missing = sorted(name for name in scoped if examples()[name].long_scopes is None)
     with clause("SCOPE-CANON-6", what="classes without long-scope calls"):
-        assert not missing, f"no long-scope calls for {missing}"
+        expect_false("SCOPE-CANON-6", missing, f"no long-scope calls for {missing}")
 
 
 def test_long_scope_is_valid_and_incompressible():
@@ -80,7 +80,8 @@ def test_long_scope_is_valid_and_incompressible():
     btree entry if indexed whole.)"""
     s = long_scope(3)
     with clause("SCOPE-CANON-3", what="a long scope parsed back from its canonical form"):
-        assert Scope.parse(s.canonical()) == s
+        expect("SCOPE-CANON-3", Scope.parse(s.canonical()), s, "Scope.parse(s.canonical())")
     with clause("SCOPE-VAL-5", what="the long scope's canonical form in UTF-8 bytes"):
-        assert len(s.canonical().encode("utf-8")) > 6 * 255 * 3
+        expect_op("SCOPE-VAL-5", len(s.canonical().encode("utf-8")), ">", 6 * 255 * 3,
+                  'len(s.canonical().encode("utf-8"))')
     ctx(s)  # a context can be made of it

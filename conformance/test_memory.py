@@ -20,7 +20,10 @@ import pytest
 from cortex_spec import Context, Scope, ids
 from cortex_spec.errors import AlreadyExists, InvalidArgument, SessionNotFound, WorkingMemoryNotFound
 from cortex_spec.memory import Message, Session
-from cortex_spec.testing import clause, ctx, example, expect, expect_raises, expect_result, race, strict_equal
+from cortex_spec.testing import (
+    clause, ctx, example, expect, expect_is, expect_op, expect_raises, expect_result, expect_strict, expect_that,
+    expect_true, race, Said, shorten,
+)
 
 from .examples import HOME, Examples, long_call, long_check, long_ids, long_scope_of
 
@@ -197,7 +200,8 @@ def test_delete_takes_the_messages_along(store):
 def test_an_empty_batch_needs_no_session(store):
     for sid in (ids.new_id(ids.SESSION), _session(store, "ws=w2").id):
         with clause("MEM-CONV-1", what="an empty batch for a session the caller does not have"):
-            assert store.save_conversation(ctx(HOME), AGENT, sid, []) is None
+            expect_is("MEM-CONV-1", store.save_conversation(ctx(HOME), AGENT, sid, []), None,
+                      "store.save_conversation(ctx(HOME), AGENT, sid, [])")
     expect_raises("MEM-CONV-1", InvalidArgument, lambda: store.save_conversation(ctx(HOME), "bad", ids.new_id(
         ids.SESSION), []), "an empty batch with a bad agent id")
 
@@ -255,7 +259,7 @@ def test_a_batch_is_appended_in_order_with_one_time_and_the_counters(store, cloc
     everything = first + [Message(role="tool", content="")] * 2 + late
     loaded = store.load_conversation(c, AGENT, s.id)
     with clause("MEM-CONV-8", what="every message read back, in saving order"):
-        assert strict_equal(loaded, everything), loaded
+        expect_strict("MEM-CONV-8", loaded, everything, "loaded" + ": " + shorten(loaded))
     for limit in (1, 2, 7, 8, 100, 0, -1):
         want = everything if limit <= 0 else everything[-limit:]
         expect("MEM-CONV-6", [m.content for m in store.load_conversation(c, AGENT, s.id, limit)],
@@ -325,7 +329,7 @@ def test_working_values_are_upserted_with_their_types(store, clock):
     for value in (1, 1.0, True, None, "s", [1, 1.0, {"a": None}], {"k": 2**63 - 1}, 0.5):
         store.save_working(c, run, "k", value)
         with clause("MEM-WORK-5", what=f"load_working after saving {value!r}"):
-            assert strict_equal(store.load_working(c, run, "k"), value)
+            expect_strict("MEM-WORK-5", store.load_working(c, run, "k"), value, 'store.load_working(c, run, "k")')
     expect_raises("MEM-WORK-1", InvalidArgument, lambda: store.save_working(c, run, "", 1), "an empty key")
     for bad in (float("inf"), (1,), {1: 2}):
         expect_raises("MEM-WORK-5", InvalidArgument, lambda: store.save_working(c, run, "k", bad),
@@ -424,14 +428,15 @@ def test_racing_saves_keep_batches_whole_and_counted(store, profile):
                                            _msgs(*(f"r{round_}b{i}m{j}" for j in range(3))))
                          for i in range(n)])
         with clause("MEM-RACE-1", what="every racing save succeeded"):
-            assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
+            expect_true("MEM-RACE-1", all(o.ok for o in outcomes),
+                        "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes if not o.ok]))
     loaded = [m.content for m in store.load_conversation(ctx(HOME), AGENT, s.id)]
     expect("MEM-CONV-11", store.get_session(ctx(HOME), s.id).message_count, len(loaded), "message_count")
     for start in range(0, len(loaded), 3):
         batch = loaded[start:start + 3]
         with clause("MEM-CONV-5", what=f"messages {start}..{start + 2} of the conversation"):
             prefix = batch[0][:-2]
-            assert batch == [f"{prefix}m{j}" for j in range(3)], batch
+            expect("MEM-CONV-5", batch, [f"{prefix}m{j}" for j in range(3)], "batch" + ": " + shorten(batch))
 
 
 @pytest.mark.clause("MEM-RACE-2", "MEM-RACE-3", "MEM-CONV-11", "MEM-SES-9")
@@ -447,14 +452,16 @@ def test_saves_racing_clears_and_deletes(store, profile):
         expect("MEM-RACE-2", store.get_session(ctx(HOME), s.id).message_count, len(loaded),
                "message_count after saves racing a clear")
         with clause("MEM-RACE-2", what="the message saved before the clear"):
-            assert "old" not in [m.content for m in loaded]
+            expect_op("MEM-RACE-2", "old", "not in", [m.content for m in loaded], '"old"')
         d = _session(store)
         outcomes = race([functools.partial(store.save_conversation, ctx(HOME), AGENT, d.id, _msgs("x")),
                          functools.partial(store.delete_session, ctx(HOME), d.id)] * 2)
         for o in outcomes:
             if not o.ok:
                 with clause("MEM-RACE-3", what="a call that lost to the delete"):
-                    assert isinstance(o.error, SessionNotFound), repr(o.error)
+                    expect_that("MEM-RACE-3", isinstance(o.error, SessionNotFound),
+                                "o.error" + ": " + shorten(repr(o.error)), Said("an instance of SessionNotFound"),
+                                o.error)
         expect("MEM-RACE-3", store.load_conversation(ctx(HOME), AGENT, d.id), [],
                "the conversation of a session deleted while saves ran")
 
@@ -469,9 +476,12 @@ def test_racing_defaults_and_working_saves(store, profile):
         won = [o for o in outcomes if o.ok]
         expect("MEM-RACE-5", len(won), 1, "racing creates of the agent's default")
         with clause("MEM-RACE-5", what="the losers of the default race"):
-            assert all(isinstance(o.error, AlreadyExists) for o in outcomes if not o.ok)
+            expect_true("MEM-RACE-5", all(isinstance(o.error, AlreadyExists) for o in outcomes if not o.ok),
+                        "all(isinstance(o.error, AlreadyExists) for o in outcomes if not o.ok)")
         run = ids.new_id(ids.RUN)
         outcomes = race([functools.partial(store.save_working, ctx(HOME), run, "k", i) for i in range(n)])
         with clause("MEM-RACE-6", what="racing working saves"):
-            assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
-            assert store.load_working(ctx(HOME), run, "k") in range(n)
+            expect_true("MEM-RACE-6", all(o.ok for o in outcomes),
+                        "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes if not o.ok]))
+            expect_op("MEM-RACE-6", store.load_working(ctx(HOME), run, "k"), "in", range(n),
+                      'store.load_working(ctx(HOME), run, "k")')

@@ -18,7 +18,9 @@ import pytest
 from cortex_spec import ids
 from cortex_spec.errors import InvalidArgument, InvalidState, OrchestrationRunNotFound
 from cortex_spec.orchestration import TABLES, OrchestrationRun, OrchestrationStatus
-from cortex_spec.testing import clause, ctx, expect, expect_raises, race
+from cortex_spec.testing import (
+    clause, ctx, expect, expect_is, expect_raises, expect_that, expect_true, race, Said, shorten,
+)
 
 from .examples import HOME, OUTSIDERS_OF_HOME, Examples, table_long_scopes
 
@@ -138,7 +140,8 @@ def test_one_claim_wins_even_against_status_updates(store, profile):
                          for _ in range(n)])
         expect("ORCH-RACE-1", sum(o.ok for o in outcomes), 1, f"winners among {n} racing claims")
         with clause("ORCH-CLAIM-4", what="the losers of the claim race"):
-            assert all(isinstance(o.error, InvalidState) for o in outcomes if not o.ok)
+            expect_true("ORCH-CLAIM-4", all(isinstance(o.error, InvalidState) for o in outcomes if not o.ok),
+                        "all(isinstance(o.error, InvalidState) for o in outcomes if not o.ok)")
         # a claim against an update moving the status away
         run = _team(store, S.WAITING)
         target = (S.COMPLETED, S.FAILED, S.RUNNING)[round_ % 3]
@@ -147,11 +150,14 @@ def test_one_claim_wins_even_against_status_updates(store, profile):
         claim, update = race(calls if round_ % 2 else calls[::-1])[:: 1 if round_ % 2 else -1]
         final = store.get_orchestration_run(ctx(HOME), run.id)
         with clause("ORCH-RACE-2", what=f"a claim racing an update to {target.value}"):
-            assert update.ok, update
+            expect_is("ORCH-RACE-2", update.error, None, "update.ok" + ": " + shorten(update))
             if claim.ok:  # the claim came first; the update wrote its status after it
-                assert final.status == target, final.status
+                expect("ORCH-RACE-2", final.status, target, "final.status" + ": " + shorten(final.status))
             else:  # the update came first: the run was not waiting any more
-                assert isinstance(claim.error, InvalidState) and final.status == target, (claim, final.status)
+                expect_that("ORCH-RACE-2", isinstance(claim.error, InvalidState),
+                            "claim.error" + ": " + shorten((claim, final.status)), Said("an instance of InvalidState"),
+                            claim.error)
+                expect("ORCH-RACE-2", final.status, target, "final.status" + ": " + shorten((claim, final.status)))
 
 
 @pytest.mark.clause("ORCH-LINK-6", "ORCH-RACE-3", "ORCH-LINK-3")
@@ -164,7 +170,8 @@ def test_racing_links_all_land_once(store, profile):
         calls += [functools.partial(store.link_orchestration_child, ctx(HOME), run.id, kids[0])] * 2
         outcomes = race(calls)
         with clause("ORCH-RACE-3", what="racing links of a running team"):
-            assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
+            expect_true("ORCH-RACE-3", all(o.ok for o in outcomes),
+                        "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes if not o.ok]))
         got = store.get_orchestration_run(ctx(HOME), run.id).child_run_ids
         expect("ORCH-LINK-6", (got[0], sorted(got[1:])), (run.child_run_ids[0], sorted(kids)),
                f"children after {len(calls)} racing links ({n} distinct)")
@@ -186,11 +193,15 @@ def test_a_link_racing_a_stop_or_a_claim_lands_only_while_running(store, profile
         link, done = race([functools.partial(store.link_orchestration_child, ctx(HOME), run.id, kid), other])
         final = store.get_orchestration_run(ctx(HOME), run.id)
         with clause("ORCH-RACE-4", what=what):
-            assert done.ok, done
+            expect_is("ORCH-RACE-4", done.error, None, "done.ok" + ": " + shorten(done))
             if link.ok:
-                assert final.child_run_ids == (kid,), final.child_run_ids
+                expect("ORCH-RACE-4", final.child_run_ids, (kid,),
+                       "final.child_run_ids" + ": " + shorten(final.child_run_ids))
             else:
-                assert isinstance(link.error, InvalidState) and final.child_run_ids == (), (link, final)
+                expect_that("ORCH-RACE-4", isinstance(link.error, InvalidState),
+                            "link.error" + ": " + shorten((link, final)), Said("an instance of InvalidState"),
+                            link.error)
+                expect("ORCH-RACE-4", final.child_run_ids, (), "final.child_run_ids" + ": " + shorten((link, final)))
 
 
 # ===========================================================================

@@ -26,13 +26,8 @@ from cortex_spec.errors import InvalidArgument, InvalidState, NoScope
 from cortex_spec.memory import Session
 from cortex_spec.preparation import SOURCE_METHODS, PreparationSources
 from cortex_spec.testing import (
-    ZERO,
-    clause,
-    ctx,
-    example,
-    expect,
-    expect_raises,
-    strict_equal,
+    ZERO, clause, ctx, example, expect, expect_false, expect_is, expect_op, expect_raises, expect_strict, expect_true,
+    shorten,
 )
 
 from .examples import HOME, Examples, examples, long_call, long_check
@@ -73,7 +68,8 @@ class _AsStore:
         read = getattr(self._sources, name)
 
         def call(c: Any, *args: Any, **kwargs: Any) -> Any:
-            assert c is self._ctx, "a source call made with another ctx than the capture's"
+            if c is not self._ctx:  # the examples' own mistake, not the store's
+                raise TypeError(f"{name}: a source call made with another ctx than the capture's: {c!r}")
             return read(*args, **kwargs)
         return call
 
@@ -106,7 +102,7 @@ def test_every_source_reads_what_the_store_method_reads(store, method, request):
     world = _seed(store, request.getfixturevalue)
     good = {**examples()["catalog"].good, **examples()["memory"].good}
     with clause("PREP-3", what=f"an example call of {method}"):
-        assert method in good, f"no example call of {method} in the catalog and memory examples"
+        expect_op("PREP-3", method, "in", good, f"no example call of {method} in the catalog and memory examples")
     call = good[method]
     for scope in (HOME, "ws=w1", "ws=w1/proj=p1/env=e1", "ws=w2"):
         c = ctx(scope)
@@ -114,7 +110,7 @@ def test_every_source_reads_what_the_store_method_reads(store, method, request):
         through = store.capture_preparation(
             c, lambda src, c=c: _outcome(lambda: call(_AsStore(src, c), c, world)))
         with clause("PREP-3", what=f"{method} from {scope}: the source and the store method"):
-            assert strict_equal(through, direct), f"source: {through!r:.200}\nstore:  {direct!r:.200}"
+            expect_strict("PREP-3", through, direct, f"source: {through!r:.200}\nstore:  {direct!r:.200}")
 
 
 @pytest.mark.clause("PREP-1", "PREP-4", "PREP-5")
@@ -130,8 +126,8 @@ def test_a_capture_returns_what_collect_returns_and_writes_nothing(store, reques
 
     result = store.capture_preparation(ctx(HOME), collect)
     with clause("PREP-1", what="the value capture_preparation returns"):
-        assert result == {"agents": len(store.list_agents(ctx(HOME))), "marker": object}
-        assert len(calls) == 1, f"collect ran {len(calls)} times"
+        expect("PREP-1", result, {"agents": len(store.list_agents(ctx(HOME))), "marker": object}, "result")
+        expect("PREP-1", len(calls), 1, f"collect ran {len(calls)} times")
     expect("PREP-4", view(store, world, [HOME, "ws=w1"]), before, "the store after a capture")
     expect_raises("PREP-5", InvalidState, lambda: calls[0].list_agents(),
                   "a source used after its capture returned")
@@ -154,7 +150,7 @@ def test_an_exception_of_collect_is_raised_unchanged(store, request):
         try:
             store.capture_preparation(ctx(HOME), collect)
         except Mine as exc:
-            assert exc is raised, "the exception was replaced"
+            expect_is("PREP-4", exc, raised, "the exception was replaced")
         else:
             raise AssertionError("capture_preparation returned although collect raised")
     missing = ids.new_id(ids.AGENT)
@@ -238,13 +234,15 @@ def test_every_capture_sees_one_moment_of_a_writers_sequence(store, profile):
     for round_ in range(max(2, profile.race_rounds // 2)):
         seen, failures, hung = _race_round(store, rows, round_ * generations, generations)
         with clause("PREP-2", what=f"round {round_}: the calls of the writer and the readers"):
-            assert not failures, repr(failures[0]) if failures else ""
-            assert not hung, "a thread did not finish within 120 s"
+            expect_false("PREP-2", failures, "failures" + ": " + shorten(repr(failures[0]) if failures else ""))
+            expect_false("PREP-2", hung, "a thread did not finish within 120 s")
         bad = [s for s in seen if not _consistent(s)]
         with clause("PREP-2", what=f"round {round_}: {len(seen)} captures during {generations} generations"):
-            assert not bad, (f"{len(bad)} captures saw rows of different moments, e.g. {bad[0]} "
+            expect_false("PREP-2", bad, f"{len(bad)} captures saw rows of different moments, e.g. {bad[:1]} "
                              "(agent, persona, skill, overlay, session generations, written in that order)")
-            assert seen and seen[-1] == (round_ * generations + generations,) * 5, seen[-1:]
+            expect_true("PREP-2", seen, "seen" + ": " + shorten(seen[-1:]))
+            expect("PREP-2", seen[-1], (round_ * generations + generations,) * 5,
+                   "seen[-1]" + ": " + shorten(seen[-1:]))
 
 
 def _race_round(store: Any, rows: SimpleNamespace, base: int, generations: int) -> tuple[list, list, bool]:

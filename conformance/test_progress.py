@@ -19,13 +19,7 @@ from cortex_spec import Context, Scope, ids
 from cortex_spec.errors import InvalidArgument, NoScope, ProgressNotFound
 from cortex_spec.progress import Progress, StoredProgress, progress_key, stored_row
 from cortex_spec.testing import (
-    ZERO,
-    clause,
-    ctx,
-    expect,
-    expect_raises,
-    race,
-    strict_equal,
+    ZERO, clause, ctx, expect, expect_is, expect_op, expect_raises, expect_strict, expect_true, race, shorten,
 )
 
 from .examples import HOME, Examples, Site, long_call, long_check, long_scope_of
@@ -155,9 +149,10 @@ def test_a_first_save_stores_the_snapshot_stamped_at_the_callers_scope(store, cl
     want = Progress(run_id=run, scope=S(HOME), step_index=given.step_index, snapshot=given.snapshot,
                     created_at=clock.now(), updated_at=clock.now())
     with clause("PROG-SAVE-1", what="the snapshot save_progress returns"):
-        assert strict_equal(made, want), made
+        expect_strict("PROG-SAVE-1", made, want, "made" + ": " + shorten(made))
     with clause("PROG-GET-1", "RSC-GEN-7", what="the snapshot read back"):
-        assert strict_equal(store.get_progress(ctx(HOME), run), want)
+        expect_strict(("PROG-GET-1", "RSC-GEN-7"), store.get_progress(ctx(HOME), run), want,
+                      "store.get_progress(ctx(HOME), run)")
 
 
 @pytest.mark.clause("PROG-SAVE-2", "PROG-ENT-1")
@@ -167,8 +162,10 @@ def test_a_second_save_replaces_the_snapshot_whole_and_keeps_its_creation(store,
     clock.advance(milliseconds=250)
     second = store.save_progress(ctx(HOME), _progress(run, step_index=2, snapshot={"c": 3}))
     with clause("PROG-SAVE-2", what="the replacing save's result"):
-        assert (second.step_index, second.snapshot) == (2, {"c": 3}), "the JSON must be the object's, whole"
-        assert second.created_at == first.created_at and second.updated_at == clock.now()
+        expect("PROG-SAVE-2", (second.step_index, second.snapshot), (2, {"c": 3}),
+               "the JSON must be the object's, whole")
+        expect("PROG-SAVE-2", second.created_at, first.created_at, "second.created_at")
+        expect("PROG-SAVE-2", second.updated_at, clock.now(), "second.updated_at")
     expect("PROG-SAVE-2", store.get_progress(ctx(HOME), run), second, "the snapshot after the second save")
 
 
@@ -246,9 +243,11 @@ def test_delete_removes_only_the_callers_snapshot_and_nothing_is_no_error(store,
     for sc in AROUND:
         expect("PROG-DEL-1", store.get_progress(ctx(sc), run), rows[sc], f"the snapshot of {sc} after HOME's delete")
     with clause("PROG-DEL-2", what="a second delete, and a delete from a scope that saved nothing"):
-        assert store.delete_progress(ctx(HOME), run) is None
-        assert store.delete_progress(ctx("ws=w2"), run) is None
-        assert store.delete_progress(ctx(HOME), ids.new_id(ids.RUN)) is None
+        expect_is("PROG-DEL-2", store.delete_progress(ctx(HOME), run), None, "store.delete_progress(ctx(HOME), run)")
+        expect_is("PROG-DEL-2", store.delete_progress(ctx("ws=w2"), run), None,
+                  'store.delete_progress(ctx("ws=w2"), run)')
+        expect_is("PROG-DEL-2", store.delete_progress(ctx(HOME), ids.new_id(ids.RUN)), None,
+                  "store.delete_progress(ctx(HOME), ids.new_id(ids.RUN))")
     for sc in AROUND:
         expect("PROG-DEL-2", store.get_progress(ctx(sc), run), rows[sc], f"the snapshot of {sc} afterwards")
     clock.advance(milliseconds=5)
@@ -292,15 +291,17 @@ def test_concurrent_saves_and_deletes_each_land_whole(store, profile):
             calls[1] = calls[3] = lambda run=run: store.delete_progress(ctx(HOME), run)
         outcomes = race(calls)
         with clause("PROG-RACE-1", what=f"round {round_}: the calls' outcomes"):
-            assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+            expect_true("PROG-RACE-1", all(o.ok for o in outcomes),
+                        "all(o.ok for o in outcomes)" + ": " + shorten([o.error for o in outcomes]))
         try:
             final = store.get_progress(ctx(HOME), run)
         except ProgressNotFound:
             with clause("PROG-RACE-1", what=f"round {round_}: no snapshot left"):
-                assert deleting, "every call saved, yet no snapshot is stored"
+                expect_true("PROG-RACE-1", deleting, "every call saved, yet no snapshot is stored")
             continue
         with clause("PROG-RACE-1", what=f"round {round_}: the snapshot left"):
             written = [(p.step_index, p.snapshot) for i, p in enumerate(saves) if not (deleting and i in (1, 3))]
-            assert (final.step_index, final.snapshot) in written, final
+            expect_op("PROG-RACE-1", (final.step_index, final.snapshot), "in", written,
+                      "(final.step_index, final.snapshot)" + ": " + shorten(final))
             returned = [o.value for o in outcomes if o.value is not None]
-            assert final.created_at in {r.created_at for r in returned}
+            expect_op("PROG-RACE-1", final.created_at, "in", {r.created_at for r in returned}, "final.created_at")

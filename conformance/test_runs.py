@@ -50,7 +50,10 @@ from cortex_spec.runs import (
 )
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import SuspensionReason
-from cortex_spec.testing import assert_strict_equal, clause, ctx, expect, race, state_view, strict_equal
+from cortex_spec.testing import (
+    clause, ctx, expect, expect_false, expect_is, expect_op, expect_strict, expect_that, race,
+    Said, shorten, state_view, strict_equal,
+)
 from cortex_spec.runs import make_run, make_step, make_tool_call
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
@@ -419,7 +422,8 @@ def _done_read(store: Any, c: Context, key: str) -> None:
 
 def _done_update(store: Any, c: Context, key: str) -> None:
     run = store.get_run(c, key)
-    assert run.input == "changed" and run.state == RunState.RUNNING
+    expect("SCOPE-BYID-1", run.input, "changed", "the run's input after the by-id update")
+    expect("SCOPE-BYID-1", run.state, RunState.RUNNING, "the run's state after the by-id update")
     assert_scope(run.scope, c.scope)
 
 
@@ -449,20 +453,21 @@ def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamesp
 
     def check() -> None:
         assert_scope(store.get_run(home, run.id).scope, Scope.parse(row))
-        assert store.get_run(home, run.id).input == callers[-1]
+        expect("SCOPE-IMM-3", store.get_run(home, run.id).input, callers[-1], "the run's input after updates from ancestors")
         for caller in callers:
-            assert [s.scope for s in store.list_steps(ctx(caller), run.id)] == [Scope.parse(row)]
-            assert [(t.id, t.scope) for t in store.list_tool_calls(ctx(caller), step.id)] == [
-                (tc.id, Scope.parse(row))]
+            expect("SCOPE-IMM-4", [s.scope for s in store.list_steps(ctx(caller), run.id)], [Scope.parse(row)],
+                   f"the scopes of the run's steps listed from {caller}")
+            expect("SCOPE-IMM-4", [(t.id, t.scope) for t in store.list_tool_calls(ctx(caller), step.id)],
+                   [(tc.id, Scope.parse(row))], f"the step's tool calls listed from {caller}")
     return SimpleNamespace(run_ids=[run.id]), check
 
 
 def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
     """An outsider of the written rows sees no run, step of theirs or run id."""
-    assert store.list_runs(c) == []
+    expect("SCOPE-IMM-4", store.list_runs(c), [], "list_runs from an outsider of the written rows")
     for run_id in getattr(written, "run_ids", ()):
         raises(lambda: store.get_run(c, run_id), RunNotFound)
-        assert store.list_steps(c, run_id) == []
+        expect("SCOPE-IMM-4", store.list_steps(c, run_id), [], "list_steps from an outsider of the written rows")
 
 
 def _step_of(s, c, w, r):
@@ -749,7 +754,7 @@ def test_run_updated_at_changes_only_on_update(store, clock):
     store.count_runs(c)
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(run, step_count=-1))
-    assert_strict_equal(store.get_run(c, run.id), run, "run after reads and a refused update")
+    expect_strict("RUN-UPD-2", store.get_run(c, run.id), run, "run after reads and a refused update")
     clock.advance(seconds=1)
     updated = store.update_run(c, attrs.evolve(run, input="new", **BOGUS_STAMPS))
     for got in (updated, store.get_run(c, run.id)):
@@ -862,17 +867,18 @@ def test_concurrent_whole_updates_are_never_seen_mixed(store, profile):
         outcomes = race([functools.partial(write, i) for i in range(writers)] + [read] * readers)
         for o in outcomes:
             with clause("RSC-GEN-12"):
-                assert o.ok, repr(o.error)
+                expect_is("RSC-GEN-12", o.error, None, "the error raised by the racing call o")
         for o in outcomes[writers:]:
             for seen in o.value:
                 i = seen["step_count"]
                 with clause("RSC-GEN-12"):
-                    assert i in payloads and strict_equal(seen, payloads[i]), f"a read mixed writers: {seen['step_count']}"
+                    expect_op("RSC-GEN-12", i, "in", payloads, f"a read mixed writers: {seen['step_count']}")
+                    expect_strict("RSC-GEN-12", seen, payloads[i], f"a read mixed writers: {seen['step_count']}")
         final = _fields(store.get_run(c, run.id))
         with clause("RUN-UPD-6"):
-            assert final["step_count"] in range(writers)
+            expect_op("RUN-UPD-6", final["step_count"], "in", range(writers), 'final["step_count"]')
         with clause("RUN-UPD-6"):
-            assert strict_equal(final, payloads[final["step_count"]])
+            expect_strict("RUN-UPD-6", final, payloads[final["step_count"]], "final")
 
 
 @pytest.mark.clause("RSC-GEN-12")
@@ -896,7 +902,7 @@ def test_concurrent_creates_never_listed_half_written(store, profile):
         outcomes = race([functools.partial(create, i) for i in range(creators)] + [lister] * listers)
         for o in outcomes:
             with clause("RSC-GEN-12"):
-                assert o.ok, repr(o.error)
+                expect_is("RSC-GEN-12", o.error, None, "the error raised by the racing call o")
         created = {r.id: r for o in outcomes[:creators] for r in o.value}
         for o in outcomes[creators:]:
             seen_before: set[str] = set()
@@ -904,14 +910,14 @@ def test_concurrent_creates_never_listed_half_written(store, profile):
                 new = [r for r in snapshot if r.id not in present]
                 for r in new:
                     with clause("RSC-GEN-12"):
-                        assert r.id in created, "a listed run was never created"
-                    assert_strict_equal(r, created[r.id], "a run listed while being created")
+                        expect_op("RSC-GEN-12", r.id, "in", created, "a listed run was never created")
+                    expect_strict("RSC-GEN-12", r, created[r.id], "a run listed while being created")
                 ids_now = {r.id for r in new}
                 with clause("RSC-GEN-12"):
-                    assert seen_before <= ids_now, "a run vanished from a later list"
+                    expect_op("RSC-GEN-12", seen_before, "<=", ids_now, "a run vanished from a later list")
                 seen_before = ids_now
         with clause("RSC-GEN-12"):
-            assert set(created) <= {r.id for r in store.list_runs(c)}
+            expect_op("RSC-GEN-12", set(created), "<=", {r.id for r in store.list_runs(c)}, "set(created)")
 
 
 # -- scope clauses of runs (held by the scope suite until it read the examples) --------------
@@ -932,10 +938,11 @@ def test_exact_filter_returns_only_the_callers_own_scope(store):
         expect("SCOPE-EXACT-1", store.count_runs(c, RunFilter(exact=True)),
                len(exact), "store.count_runs(c, RunFilter(exact=True))")
         with clause("SCOPE-EXACT-1"):
-            assert {r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))} <= exact
+            expect_op("SCOPE-EXACT-1", {r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))}, "<=", exact,
+                      "{r.id for r in store.list_runs(c, RunFilter(exact=True, limit=1))}")
         # SCOPE-EXACT-2: exact defaults to False
         with clause("SCOPE-EXACT-2"):
-            assert RunFilter().exact is False
+            expect_is("SCOPE-EXACT-2", RunFilter().exact, False, "RunFilter().exact")
         for flt in (None, RunFilter(), RunFilter(exact=False)):
             expect("RUN-LIST-1", {r.id for r in store.list_runs(c, flt)},
                    prefix, "{r.id for r in store.list_runs(c, flt)}")
@@ -998,11 +1005,13 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
         outcomes = race(calls)
         winners = [i for i, o in enumerate(outcomes) if o.ok]
         with clause("SCOPE-ID-1"):
-            assert len(winners) == 1, [o.error for o in outcomes]
+            expect("SCOPE-ID-1", len(winners), 1, "len(winners)" + ": " + shorten([o.error for o in outcomes]))
         for o in outcomes:
             if not o.ok:
                 with clause("RUN-CREATE-2"):
-                    assert isinstance(o.error, AlreadyExists), repr(o.error)
+                    expect_that("RUN-CREATE-2", isinstance(o.error, AlreadyExists),
+                                "o.error" + ": " + shorten(repr(o.error)), Said("an instance of AlreadyExists"),
+                                o.error)
         win = scopes[winners[0]]
         stored = store.get_run(ctx(win), run_id)
         assert_scope(stored.scope, S(win))
@@ -1010,7 +1019,8 @@ def test_race_same_run_id_created_in_many_scopes(store, profile):
         for sc in scopes:
             visible = S(sc).covers(S(win))
             with clause("SCOPE-ID-1"):
-                assert (run_id in {r.id for r in store.list_runs(ctx(sc))}) is visible, sc
+                expect_is("SCOPE-ID-1", run_id in {r.id for r in store.list_runs(ctx(sc))}, visible,
+                          "run_id in {r.id for r in store.list_runs(ctx(sc))}" + ": " + shorten(sc))
             if not visible:
                 raises(lambda: store.get_run(ctx(sc), run_id), RunNotFound)
 
@@ -1040,7 +1050,7 @@ def test_create_accepts_every_state(store, state, as_string):
     got = store.create_run(c, obj)
     expect("RUN-CREATE-1", got.state, state, "got.state")
     expect("RUN-GET-1", store.get_run(c, obj.id).state, state, "store.get_run(c, obj.id).state")
-    assert_strict_equal(store.get_run(c, obj.id).state, state.value, "stored state")
+    expect_strict("RUN-GET-1", store.get_run(c, obj.id).state, state.value, "stored state")
 
 
 @pytest.mark.clause("RUN-ENT-1", "RSC-GEN-10", "RUN-CREATE-3")
@@ -1067,7 +1077,7 @@ def test_update_refuses_state_outside_the_six(store, clock, bad):
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(run, state=bad))
     expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
-    assert_strict_equal(store.get_run(c, run.id), run, "run after refused update")
+    expect_strict("RUN-UPD-7", store.get_run(c, run.id), run, "run after refused update")
 
 
 @pytest.mark.clause("RUN-ENT-2", "RUN-CREATE-1", "RUN-UPD-3", "RUN-UPD-4")
@@ -1093,7 +1103,7 @@ def test_lease_columns_stay_empty_without_leases_class(store, clock, transition)
     for run in (upd, store.get_run(c, obj.id), store.get_run(ctx(W1), obj.id),
                 store.list_runs(ctx(W1))[0]):
         expect("RUN-UPD-4", run.lease, None, "run.lease")
-        assert_strict_equal(run.reclaim_count, 0, "reclaim_count")
+        expect_strict("RUN-ENT-2", run.reclaim_count, 0, "reclaim_count")
         expect("RUN-UPD-3", run.notified_at, None, "run.notified_at")
 
 
@@ -1128,14 +1138,15 @@ def test_create_stamps_and_reads_back_every_field(store, clock, principal):
     obj = full_run()
     expected = stamped(obj, c, clock.now())
     got = store.create_run(c, obj)
-    assert_strict_equal(got, expected, "returned run")
-    assert_strict_equal(store.get_run(c, obj.id), expected, "get_run")
-    assert_strict_equal(store.get_run(ctx(W1), obj.id), expected, "get_run from the ancestor")
-    assert_strict_equal(store.list_runs(c), [expected], "list_runs")
+    expect_strict("RUN-CREATE-1", got, expected, "returned run")
+    expect_strict("RUN-GET-1", store.get_run(c, obj.id), expected, "get_run")
+    expect_strict("RUN-GET-1", store.get_run(ctx(W1), obj.id), expected, "get_run from the ancestor")
+    expect_strict("RUN-LIST-1", store.list_runs(c), [expected], "list_runs")
     expect("SCOPE-IMM-1", got.scope, Scope.parse(P1), "got.scope")
     expect("SCOPE-IMM-1", got.scope.depth, 2, "got.scope.depth")
     with clause("RSC-GEN-4"):
-        assert got.created_at == got.updated_at == clock.now()
+        expect("RSC-GEN-4", got.created_at, got.updated_at, "got.created_at")
+        expect("RSC-GEN-4", got.updated_at, clock.now(), "got.updated_at")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "SCOPE-IMM-1")
@@ -1178,24 +1189,24 @@ def test_principal_comes_from_ctx_not_from_object(store, clock):
 def test_reply_route_round_trips_type_exact(store, route):
     c = ctx(W1)
     obj = make_run(reply_route=route)
-    assert_strict_equal(store.create_run(c, obj).reply_route, route, "returned reply_route")
-    assert_strict_equal(store.get_run(c, obj.id).reply_route, route, "stored reply_route")
-    assert_strict_equal(store.list_runs(c)[0].reply_route, route, "listed reply_route")
+    expect_strict("RUN-CREATE-1", store.create_run(c, obj).reply_route, route, "returned reply_route")
+    expect_strict("RUN-GET-1", store.get_run(c, obj.id).reply_route, route, "stored reply_route")
+    expect_strict("RUN-CREATE-1", store.list_runs(c)[0].reply_route, route, "listed reply_route")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "RSC-GEN-7", "RUN-UPD-2")
 def test_metadata_round_trips_type_exact(store, clock):
     c = ctx(W1)
     obj = make_run(metadata=copy.deepcopy(META))
-    assert_strict_equal(store.create_run(c, obj).metadata, META, "returned metadata")
-    assert_strict_equal(store.get_run(c, obj.id).metadata, META, "stored metadata")
-    assert_strict_equal(store.list_runs(c)[0].metadata, META, "listed metadata")
+    expect_strict("RUN-CREATE-1", store.create_run(c, obj).metadata, META, "returned metadata")
+    expect_strict("RUN-CREATE-1", store.get_run(c, obj.id).metadata, META, "stored metadata")
+    expect_strict("RUN-CREATE-1", store.list_runs(c)[0].metadata, META, "listed metadata")
     # and through an update
     new_meta = {"one": 1, "one_f": 1.0, "t": True, "nested": {"l": [1.0, 1, True]}}
     clock.advance(milliseconds=1)
     upd = store.update_run(c, attrs.evolve(store.get_run(c, obj.id), metadata=new_meta))
-    assert_strict_equal(upd.metadata, new_meta, "updated metadata")
-    assert_strict_equal(store.get_run(c, obj.id).metadata, new_meta, "stored updated metadata")
+    expect_strict("RUN-UPD-2", upd.metadata, new_meta, "updated metadata")
+    expect_strict("RUN-UPD-2", store.get_run(c, obj.id).metadata, new_meta, "stored updated metadata")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "RUN-GET-1")
@@ -1213,8 +1224,8 @@ def test_stored_run_is_detached_from_caller_objects(store):
     got.metadata["d"]["x"] = 99
     read = store.get_run(c, obj.id)
     read.metadata["k"].clear()
-    assert_strict_equal(store.get_run(c, obj.id).metadata, {"k": [1, 2], "d": {"x": 1}}, "metadata")
-    assert_strict_equal(store.get_run(c, obj.id).reply_route, {"channel": "slack"}, "reply_route")
+    expect_strict("RUN-GET-1", store.get_run(c, obj.id).metadata, {"k": [1, 2], "d": {"x": 1}}, "metadata")
+    expect_strict("RUN-GET-1", store.get_run(c, obj.id).reply_route, {"channel": "slack"}, "reply_route")
 
 
 @pytest.mark.clause("RUN-CREATE-1", "RUN-UPD-2", "RSC-GEN-2")
@@ -1290,7 +1301,7 @@ def test_duplicate_run_id_in_any_scope_is_refused(store, clock, first, second):
     with pytest.raises(AlreadyExists):
         store.create_run(ctx(second, principal="eve"), dup)
     expect("RUN-CREATE-2", view(store), before, "the stored state, view(store)")
-    assert_strict_equal(store.get_run(ctx(first), original.id), original, "existing run")
+    expect_strict("RUN-CREATE-2", store.get_run(ctx(first), original.id), original, "existing run")
     # a side check by another method: a count bug is RUN-LIST-4's, not this test's
     expect("RUN-LIST-4", store.count_runs(ctx(second), RunFilter(exact=True)),
            1 if second == first else 0, "store.count_runs(ctx(second), RunFilter(exact=True))")  # RUN-LIST-4
@@ -1310,11 +1321,13 @@ def test_concurrent_creates_of_one_id_have_exactly_one_winner(store, profile):
         outcomes = race([lambda c=c, o=o: store.create_run(c, o) for c, o in zip(callers, objs)])
         winners = [i for i, o in enumerate(outcomes) if o.ok]
         with clause("SCOPE-ID-1"):
-            assert len(winners) == 1, [o.error for o in outcomes]
+            expect("SCOPE-ID-1", len(winners), 1, "len(winners)" + ": " + shorten([o.error for o in outcomes]))
         for i, o in enumerate(outcomes):
             if i != winners[0]:
                 with clause("RUN-CREATE-2"):
-                    assert isinstance(o.error, AlreadyExists), repr(o.error)
+                    expect_that("RUN-CREATE-2", isinstance(o.error, AlreadyExists),
+                                "o.error" + ": " + shorten(repr(o.error)), Said("an instance of AlreadyExists"),
+                                o.error)
         w = winners[0]
         stored = store.get_run(callers[w], rid)
         expect("RUN-CREATE-2", stored.input, f"contender {w}", "stored.input")
@@ -1392,7 +1405,7 @@ def test_create_refuses_invalid_field_and_writes_nothing(store, field, value):
         store.create_run(c, obj)
     expect("RUN-CREATE-3", view(store), before, "the stored state, view(store)")
     expect("RUN-CREATE-3", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
-    assert_strict_equal(store.get_run(c, existing.id), existing, "existing run")
+    expect_strict("RUN-CREATE-3", store.get_run(c, existing.id), existing, "existing run")
 
 
 @pytest.mark.clause("RUN-CREATE-3")
@@ -1449,7 +1462,7 @@ def test_entity_size_limit_is_exactly_8_mib(store, clock):
 @pytest.mark.parametrize("caller", [P1, W1], ids=["own-scope", "ancestor"])
 def test_get_visible_run(store, caller):
     run = store.create_run(ctx(P1), full_run())
-    assert_strict_equal(store.get_run(ctx(caller), run.id), run, "get_run")
+    expect_strict("RUN-GET-1", store.get_run(ctx(caller), run.id), run, "get_run")
 
 
 @pytest.mark.clause("RUN-GET-1", "SCOPE-BYID-2", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4",
@@ -1501,16 +1514,16 @@ def test_update_writes_exactly_the_written_fields(store, clock, principal):
     obj = other_payload(stored.id)
     expected = updated(stored, obj, clock.now())
     got = store.update_run(ctx(P1, principal=principal), obj)
-    assert_strict_equal(got, expected, "returned run")
-    assert_strict_equal(store.get_run(c, stored.id), expected, "stored run")
-    assert_strict_equal(store.list_runs(ctx(W1)), [expected], "listed run")
+    expect_strict("RUN-UPD-2", got, expected, "returned run")
+    expect_strict("RUN-UPD-2", store.get_run(c, stored.id), expected, "stored run")
+    expect_strict("RUN-UPD-2", store.list_runs(ctx(W1)), [expected], "listed run")
     expect("RUN-UPD-2", got.updated_at, clock.now(), "updated_at")
     with clause("RUN-UPD-2", what="updated_at moved off created_at (the clock moved)"):
-        assert clock.now() != got.created_at
+        expect_op("RUN-UPD-2", clock.now(), "!=", got.created_at, "clock.now()")
     expect("RUN-UPD-3", got.created_at, stored.created_at, "created_at")
     expect("RUN-UPD-3", got.principal, "alice", "principal")
     expect("SCOPE-IMM-2", got.scope, Scope.parse(P1), "scope")
-    assert_strict_equal(got.reply_route, stored.reply_route, "reply_route")
+    expect_strict("RUN-UPD-2", got.reply_route, stored.reply_route, "reply_route")
 
 
 @pytest.mark.clause("RUN-UPD-2", "RUN-UPD-3")
@@ -1522,16 +1535,16 @@ def test_update_with_default_object_clears_written_fields(store, clock):
     obj = Run(id=stored.id, agent_id=stored.agent_id)  # every other field at its default
     got = store.update_run(c, obj)
     expected = updated(stored, obj, clock.now())
-    assert_strict_equal(got, expected, "returned run")
-    assert_strict_equal(store.get_run(c, stored.id), expected, "stored run")
+    expect_strict("RUN-UPD-2", got, expected, "returned run")
+    expect_strict("RUN-UPD-2", store.get_run(c, stored.id), expected, "stored run")
     expect("RUN-UPD-2", got.session_id, None, "got.session_id")
     expect("RUN-UPD-2", got.started_at, None, "got.started_at")
     expect("RUN-UPD-2", got.completed_at, None, "got.completed_at")
-    assert_strict_equal(got.metadata, {}, "metadata")
+    expect_strict("RUN-UPD-2", got.metadata, {}, "metadata")
     expect("RUN-UPD-2", got.state, RunState.CREATED, "got.state")
     expect("RUN-UPD-2", got.input, "", "got.input")
     expect("RUN-UPD-2", got.step_count, 0, "got.step_count")
-    assert_strict_equal(got.reply_route, stored.reply_route, "reply_route kept")
+    expect_strict("RUN-UPD-2", got.reply_route, stored.reply_route, "reply_route kept")
 
 
 @pytest.mark.clause("RUN-UPD-2", "RUN-UPD-5")
@@ -1587,7 +1600,7 @@ def test_update_invisible_run_is_not_found_and_changes_nothing(store, clock, row
     with pytest.raises(RunNotFound):
         store.update_run(ctx(caller), other_payload(row.id))
     expect("RUN-UPD-1", view(store), before, "the stored state, view(store)")
-    assert_strict_equal(store.get_run(ctx(row_scope), row.id), row, "run after refused update")
+    expect_strict("RUN-UPD-1", store.get_run(ctx(row_scope), row.id), row, "run after refused update")
 
 
 @pytest.mark.clause("RUN-UPD-1", "SCOPE-BYID-2")
@@ -1627,10 +1640,10 @@ def test_last_update_wins(store, clock):
     first = store.update_run(c, a)
     clock.advance(milliseconds=1)
     second = store.update_run(c, b)
-    assert_strict_equal(store.get_run(c, row.id), updated(first, b, clock.now()), "after a then b")
+    expect_strict("RUN-UPD-2", store.get_run(c, row.id), updated(first, b, clock.now()), "after a then b")
     clock.advance(milliseconds=1)
     store.update_run(c, a)
-    assert_strict_equal(store.get_run(c, row.id), updated(second, a, clock.now()), "after b then a")
+    expect_strict("RUN-UPD-2", store.get_run(c, row.id), updated(second, a, clock.now()), "after b then a")
 
 
 def _race_payload(run_id: str, i: int) -> Run:
@@ -1685,14 +1698,16 @@ def test_concurrent_updates_land_whole(store, clock, profile):
         final = store.get_run(ctx(P1), base.id)
         matches = [i for i, p in enumerate(payloads) if strict_equal(mutable(final), mutable(p))]
         with clause("RUN-UPD-6"):
-            assert len(matches) == 1, f"round {rnd}: the stored fields are a mixture of several updates: " f"{_race_summary(final)}"
+            expect("RUN-UPD-6", len(matches), 1,
+                   f"round {rnd}: the stored fields are a mixture of several updates: " f"{_race_summary(final)}")
         for i, (p, o) in enumerate(zip(payloads, outcomes)):
             with clause("RSC-GEN-12"):
-                assert o.ok, f"round {rnd}: updater {i} failed: {o.error!r}"
+                expect_is("RSC-GEN-12", o.error, None, "the error raised by the racing call o")
             with clause("RSC-GEN-12"):
-                assert strict_equal(mutable(o.value), mutable(p)), f"round {rnd}: updater {i} got back {_race_summary(o.value)}"
+                expect_strict("RSC-GEN-12", mutable(o.value), mutable(p),
+                              f"round {rnd}: updater {i} got back {_race_summary(o.value)}")
             expect("RUN-UPD-2", o.value.updated_at, now, "o.value.updated_at")
-        assert_strict_equal(never(final), never(base), f"round {rnd}: never-written fields")
+        expect_strict("RUN-UPD-6", never(final), never(base), f"round {rnd}: never-written fields")
         expect("RUN-UPD-2", final.updated_at, now, "final.updated_at")
 
 
@@ -1714,7 +1729,7 @@ def test_update_never_sets_a_lease_from_the_object(store, clock, src, dst):
         reclaim_count=3, notified_at=datetime(2025, 1, 1, tzinfo=UTC)))
     for run in (got, store.get_run(c, row.id)):
         expect("RUN-UPD-4", run.lease, None, "run.lease")
-        assert_strict_equal(run.reclaim_count, row.reclaim_count, "reclaim_count")
+        expect_strict("RUN-UPD-4", run.reclaim_count, row.reclaim_count, "reclaim_count")
         expect("RUN-UPD-3", run.notified_at, row.notified_at, "run.notified_at")
 
 
@@ -1755,7 +1770,7 @@ def test_update_refuses_invalid_field_and_changes_nothing(store, clock, field, v
     with pytest.raises(InvalidArgument):
         store.update_run(c, attrs.evolve(row, **{field: value}))
     expect("RUN-UPD-7", view(store), before, "the stored state, view(store)")
-    assert_strict_equal(store.get_run(c, row.id), row, "run after refused update")
+    expect_strict("RUN-UPD-7", store.get_run(c, row.id), row, "run after refused update")
 
 
 @pytest.mark.clause("RUN-UPD-7")
@@ -1857,10 +1872,11 @@ def test_list_and_count_select_visible_matching_runs(store, clock, caller, spec,
 def test_filter_none_is_the_default_filter(store, clock):
     rows = _populate(store, clock)
     c = ctx(W1)
-    assert_strict_equal(store.list_runs(c, None), store.list_runs(c, RunFilter()), "list")
-    assert_strict_equal(store.list_runs(c), store.list_runs(c, RunFilter()), "list (omitted)")
+    expect_strict("RUN-LIST-1", store.list_runs(c, None), store.list_runs(c, RunFilter()), "list")
+    expect_strict("RUN-LIST-1", store.list_runs(c), store.list_runs(c, RunFilter()), "list (omitted)")
     with clause("RUN-LIST-4"):
-        assert store.count_runs(c, None) == store.count_runs(c) == store.count_runs(c, RunFilter()) == 5
+        counts = (store.count_runs(c, None), store.count_runs(c), store.count_runs(c, RunFilter()))
+        expect("RUN-LIST-4", counts, (5, 5, 5), "count_runs with filter None, with no filter and with RunFilter()")
     expect("RUN-LIST-1", [r.id for r in store.list_runs(c)],
            [rows[x].id for x in "edcba"], "[r.id for r in store.list_runs(c)]")
 
@@ -1872,8 +1888,8 @@ def test_two_scopes_isolated_for_list_count_and_get(store):
     counts only its own, and a cross get raises RunNotFound."""
     a = store.create_run(ctx(W1), full_run())
     b = store.create_run(ctx(W2), full_run())
-    assert_strict_equal(store.list_runs(ctx(W1)), [a], "w1 list")
-    assert_strict_equal(store.list_runs(ctx(W2)), [b], "w2 list")
+    expect_strict("RUN-LIST-1", store.list_runs(ctx(W1)), [a], "w1 list")
+    expect_strict("RUN-LIST-1", store.list_runs(ctx(W2)), [b], "w2 list")
     expect("RUN-LIST-4", store.count_runs(ctx(W1)), 1, "store.count_runs(ctx(W1))")
     expect("RUN-LIST-4", store.count_runs(ctx(W2)), 1, "store.count_runs(ctx(W2))")
     with pytest.raises(RunNotFound):
@@ -2113,9 +2129,9 @@ def test_create_step_stamps_and_reads_back(store, clock):
     run = store.create_run(c, make_run())
     obj = full_step(run.id)
     expected = stamp_child(obj, c, clock.now())
-    assert_strict_equal(store.create_step(c, obj), expected, "returned step")
-    assert_strict_equal(store.list_steps(c, run.id), [expected], "listed step")
-    assert_strict_equal(store.list_steps(ctx(W1), run.id), [expected], "listed from ancestor")
+    expect_strict("STEP-1", store.create_step(c, obj), expected, "returned step")
+    expect_strict("STEP-4", store.list_steps(c, run.id), [expected], "listed step")
+    expect_strict("STEP-4", store.list_steps(ctx(W1), run.id), [expected], "listed from ancestor")
 
 
 @pytest.mark.clause("STEP-1", "RSC-GEN-2")
@@ -2168,7 +2184,7 @@ def test_create_step_refuses_invalid_field_and_writes_nothing(store, field, valu
     with pytest.raises(InvalidArgument):
         store.create_step(c, obj)
     expect("STEP-1", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
-    assert_strict_equal(store.list_steps(c, run_id), [existing], "steps")
+    expect_strict("STEP-1", store.list_steps(c, run_id), [existing], "steps")
 
 
 @pytest.mark.clause("STEP-1")
@@ -2193,7 +2209,7 @@ def test_duplicate_step_id_in_any_scope_is_refused(store, clock, second):
     with pytest.raises(AlreadyExists):
         store.create_step(ctx(second), full_step(run_id, id=original.id, index=0, output="other"))
     expect("STEP-2", view(store, run_ids=[run_id]), before, "the stored state, view(store, run_ids=[run_id])")
-    assert_strict_equal(store.list_steps(ctx(W1), run_id), [original], "original step")
+    expect_strict("STEP-2", store.list_steps(ctx(W1), run_id), [original], "original step")
 
 
 @pytest.mark.clause("STEP-3", "SCOPE-ID-3", "RUN-GET-1")
@@ -2221,7 +2237,7 @@ def test_duplicate_run_and_index_is_allowed(store, clock):
     b = store.create_step(c, make_step(run.id, id=hi, index=1, type="second"))
     clock.advance(milliseconds=1)
     a = store.create_step(c, make_step(run.id, id=lo, index=1, type="first"))
-    assert_strict_equal(store.list_steps(c, run.id), [a, b], "steps with one index")
+    expect_strict("STEP-4", store.list_steps(c, run.id), [a, b], "steps with one index")
 
 
 @pytest.mark.clause("STEP-4", "RSC-GEN-11")
@@ -2268,9 +2284,11 @@ def test_list_steps_shows_only_visible_steps(store, clock):
     expect("SCOPE-VIS-1", [x.id for x in store.list_steps(ctx(W1), run_id)],
            [s[0], s[1], s[2]], "[x.id for x in store.list_steps(ctx(W1), run_id)]")
     with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
-        assert [x.id for x in store.list_steps(ctx(P1), run_id)] == [s[1]]
+        expect(("SCOPE-VIS-2", "SCOPE-VIS-3"), [x.id for x in store.list_steps(ctx(P1), run_id)], [s[1]],
+               "[x.id for x in store.list_steps(ctx(P1), run_id)]")
     with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
-        assert [x.id for x in store.list_steps(ctx(P2), run_id)] == [s[2]]
+        expect(("SCOPE-VIS-2", "SCOPE-VIS-3"), [x.id for x in store.list_steps(ctx(P2), run_id)], [s[2]],
+               "[x.id for x in store.list_steps(ctx(P2), run_id)]")
     expect("SCOPE-VIS-3", [x.id for x in store.list_steps(ctx(W2), run_id)],
            [s[3]], "[x.id for x in store.list_steps(ctx(W2), run_id)]")
     expect("SCOPE-VIS-5", [x.id for x in store.list_steps(ctx(W10), run_id)],
@@ -2288,10 +2306,10 @@ def test_same_run_and_step_ids_in_two_scopes_list_separately(store):
     step_b = store.create_step(ctx(W2), make_step(run_id, index=0, type="b"))
     tc_a = store.create_tool_call(ctx(W1), make_tool_call(step_id, run_id, tool_name="a"))
     tc_b = store.create_tool_call(ctx(W2), make_tool_call(step_id, run_id, tool_name="b"))
-    assert_strict_equal(store.list_steps(ctx(W1), run_id), [step_a], "w1 steps")
-    assert_strict_equal(store.list_steps(ctx(W2), run_id), [step_b], "w2 steps")
-    assert_strict_equal(store.list_tool_calls(ctx(W1), step_id), [tc_a], "w1 tool calls")
-    assert_strict_equal(store.list_tool_calls(ctx(W2), step_id), [tc_b], "w2 tool calls")
+    expect_strict("STEP-4", store.list_steps(ctx(W1), run_id), [step_a], "w1 steps")
+    expect_strict("STEP-4", store.list_steps(ctx(W2), run_id), [step_b], "w2 steps")
+    expect_strict("TCALL-2", store.list_tool_calls(ctx(W1), step_id), [tc_a], "w1 tool calls")
+    expect_strict("TCALL-2", store.list_tool_calls(ctx(W2), step_id), [tc_b], "w2 tool calls")
 
 
 @pytest.mark.clause("STEP-4", "RSC-GEN-5")
@@ -2312,11 +2330,11 @@ def test_protocol_has_no_update_or_delete_of_steps_or_tool_calls(store):
     for verb in ("update", "delete", "remove", "set", "patch", "replace", "upsert", "save", "clear"):
         for noun in ("step", "steps", "tool_call", "tool_calls"):
             with clause("STEP-5"):
-                assert f"{verb}_{noun}" not in names
+                expect_op("STEP-5", f"{verb}_{noun}", "not in", names, 'f"{verb}_{noun}"')
             with clause("STEP-5"):
-                assert not hasattr(RunStore, f"{verb}_{noun}")
+                expect_false("STEP-5", hasattr(RunStore, f"{verb}_{noun}"), 'hasattr(RunStore, f"{verb}_{noun}")')
     with clause("STEP-5"):
-        assert "runs" in store.capabilities
+        expect_op("STEP-5", "runs", "in", store.capabilities, '"runs"')
 
 
 @pytest.mark.clause("STEP-5", "STEP-2", "TCALL-1", "TCALL-2", "STEP-4")
@@ -2344,11 +2362,11 @@ def test_step_and_tool_call_read_back_unchanged_after_other_operations(store, cl
     expect("STEP-2", len(listed), 1, "len(listed)")
     created = datetime(2026, 1, 1, tzinfo=UTC)  # the clock when both were created
     expected_step = stamp_child(full_step(run.id, id=step.id, index=1), c, created)
-    assert_strict_equal(listed[0], expected_step, "step after other operations")
+    expect_strict("STEP-5", listed[0], expected_step, "step after other operations")
     calls = [x for x in store.list_tool_calls(ctx(W1), step.id) if x.id == tc.id]
     expect("TCALL-1", len(calls), 1, "len(calls)")
     expected_tc = stamp_child(full_tool_call(step.id, run.id, id=tc.id), c, created)
-    assert_strict_equal(calls[0], expected_tc, "tool call after other operations")
+    expect_strict("TCALL-2", calls[0], expected_tc, "tool call after other operations")
 
 
 # ==================================================================================
@@ -2364,9 +2382,9 @@ def test_create_tool_call_stamps_and_reads_back(store, clock):
     step = store.create_step(c, make_step(run.id))
     obj = full_tool_call(step.id, run.id)
     expected = stamp_child(obj, c, clock.now())
-    assert_strict_equal(store.create_tool_call(c, obj), expected, "returned tool call")
-    assert_strict_equal(store.list_tool_calls(c, step.id), [expected], "listed tool call")
-    assert_strict_equal(store.list_tool_calls(ctx(W1), step.id), [expected], "listed from ancestor")
+    expect_strict("TCALL-1", store.create_tool_call(c, obj), expected, "returned tool call")
+    expect_strict("TCALL-2", store.list_tool_calls(c, step.id), [expected], "listed tool call")
+    expect_strict("TCALL-2", store.list_tool_calls(ctx(W1), step.id), [expected], "listed from ancestor")
 
 
 @pytest.mark.clause("TCALL-1", "RSC-GEN-6")
@@ -2418,7 +2436,7 @@ def test_create_tool_call_refuses_invalid_field_and_writes_nothing(store, field,
         store.create_tool_call(c, obj)
     expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
            before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
-    assert_strict_equal(store.list_tool_calls(c, step_id), [existing], "tool calls")
+    expect_strict("TCALL-1", store.list_tool_calls(c, step_id), [existing], "tool calls")
 
 
 @pytest.mark.clause("TCALL-1")
@@ -2445,7 +2463,7 @@ def test_duplicate_tool_call_id_in_any_scope_is_refused(store, clock, second):
                                                           tool_name="other"))
     expect("TCALL-1", view(store, run_ids=[run_id], step_ids=[step_id]),
            before, "the stored state, view(store, run_ids=[run_id], step_ids=[step_id])")
-    assert_strict_equal(store.list_tool_calls(ctx(W1), step_id), [original], "original")
+    expect_strict("TCALL-1", store.list_tool_calls(ctx(W1), step_id), [original], "original")
 
 
 @pytest.mark.clause("TCALL-1", "SCOPE-ID-3")
@@ -2527,7 +2545,8 @@ def test_list_tool_calls_shows_only_visible_calls(store):
     expect("SCOPE-VIS-1", [x.id for x in store.list_tool_calls(ctx(W1), step_id)],
            [t[0], t[1]], "[x.id for x in store.list_tool_calls(ctx(W1), step_id)]")
     with clause("SCOPE-VIS-2", "SCOPE-VIS-3"):
-        assert [x.id for x in store.list_tool_calls(ctx(P1), step_id)] == [t[1]]
+        expect(("SCOPE-VIS-2", "SCOPE-VIS-3"), [x.id for x in store.list_tool_calls(ctx(P1), step_id)], [t[1]],
+               "[x.id for x in store.list_tool_calls(ctx(P1), step_id)]")
     expect("SCOPE-VIS-3", [x.id for x in store.list_tool_calls(ctx(W2), step_id)],
            [t[2]], "[x.id for x in store.list_tool_calls(ctx(W2), step_id)]")
     expect("SCOPE-VIS-5", [x.id for x in store.list_tool_calls(ctx(W1X), step_id)],

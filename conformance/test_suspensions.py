@@ -40,7 +40,10 @@ from cortex_spec.errors import (
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import PendingCall, SuspensionReason
-from cortex_spec.testing import FAR_FUTURE, ZERO, assert_strict_equal, clause, ctx, expect, race, state_view
+from cortex_spec.testing import (
+    FAR_FUTURE, ZERO, clause, ctx, expect, expect_false, expect_is, expect_op, expect_strict,
+    expect_that, expect_true, race, Said, shorten, state_view,
+)
 from cortex_spec.checkpoints import approve, make_checkpoint, reject
 from cortex_spec.runs import make_run
 from cortex_spec.suspensions import make_suspension
@@ -273,7 +276,7 @@ def _done_read(store: Any, c: Context, key: str) -> None:
 
 def _done_run_resumed(store: Any, c: Context, key: str) -> None:
     run = store.get_run(c, key)
-    assert run.state == RunState.RUNNING
+    expect("SCOPE-BYID-1", run.state, RunState.RUNNING, "the run's state after the by-id claim")
     assert_scope(run.scope, c.scope)
     assert_scope(store.get_suspension(c, key).scope, c.scope)
 
@@ -281,7 +284,7 @@ def _done_run_resumed(store: Any, c: Context, key: str) -> None:
 def _done_deleted(store: Any, c: Context, key: str) -> None:
     raises(lambda: store.get_suspension(c, key), NotSuspended)
     run = store.get_run(c, key)
-    assert run.state == RunState.PAUSED
+    expect("SCOPE-BYID-1", run.state, RunState.PAUSED, "the run's state after the by-id delete")
     assert_scope(run.scope, c.scope)
 
 
@@ -321,7 +324,8 @@ def _seed_xs_suspensions(store: Any) -> dict[str, Scope]:
 
 def _act_on_suspension(store: Any, row: Any) -> None:
     store.claim_expired_suspension(Context(row.scope), row.run_id, XS_NOW)
-    assert store.get_run(Context(row.scope), row.run_id).state == RunState.RUNNING
+    expect("SCOPE-XS-4", store.get_run(Context(row.scope), row.run_id).state, RunState.RUNNING,
+           "the run's state after the claim made under the listed row's scope")
     store.delete_suspension(Context(row.scope), row.run_id)
 
 
@@ -365,13 +369,14 @@ def _every_write(store: Any, row: str, callers: list[str]) -> tuple[SimpleNamesp
             assert_scope(store.get_run(home, run_id).scope, S(row))
         assert_scope(store.get_suspension(home, kept).scope, S(row))
         raises(lambda: store.get_suspension(home, dropped), NotSuspended)
-        assert [s.scope for s in store.list_expired_across_scopes(ZERO, FAR_FUTURE)] == [S(row)]
+        expect("SCOPE-IMM-4", [s.scope for s in store.list_expired_across_scopes(ZERO, FAR_FUTURE)], [S(row)],
+               "the scopes of the expired suspensions after writes from ancestors")
     return SimpleNamespace(run_ids=[kept, dropped]), check
 
 
 def _hidden(store: Any, c: Context, written: SimpleNamespace) -> None:
     """An outsider of the written rows sees no suspension."""
-    assert store.list_expired(c, FAR_FUTURE) == []
+    expect("SCOPE-IMM-4", store.list_expired(c, FAR_FUTURE), [], "list_expired from an outsider of the written rows")
     for run_id in getattr(written, "run_ids", ()):
         raises(lambda: store.get_suspension(c, run_id), NotSuspended)
 
@@ -574,9 +579,11 @@ def test_expired_lists_compare_truncated_utc_instants(store, case, deadline, now
     c = ctx(HOME)
     s = store.create_suspension(c, make_suspension(ids.new_id(ids.RUN), expires_at=deadline))
     with clause("SUSP-LIST-1"):
-        assert (s.id in {x.id for x in store.list_expired(c, now)}) is eligible
+        expect_is("SUSP-LIST-1", s.id in {x.id for x in store.list_expired(c, now)}, eligible,
+                  "s.id in {x.id for x in store.list_expired(c, now)}")
     with clause("SUSP-XLIST-1"):
-        assert (s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}) is eligible
+        expect_is("SUSP-XLIST-1", s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}, eligible,
+                  "s.id in {x.id for x in store.list_expired_across_scopes(ZERO, now)}")
 
 
 @pytest.mark.clause("RSC-GEN-1", "RSC-GEN-2", "SUSP-CLAIM-1", "SUSP-CLAIM-6", "SUSP-CLAIM-8")
@@ -608,7 +615,8 @@ def test_resume_claim_compares_truncated_clock_with_truncated_deadline(cortex_op
         with pytest.raises(SuspensionExpired):
             store.claim_suspension(c, run_id)
         with clause("SUSP-CLAIM-8", what="the stored state after the refused claim"):
-            assert state_view(store, [HOME], run_ids=[run_id]) == before
+            expect("SUSP-CLAIM-8", state_view(store, [HOME], run_ids=[run_id]), before,
+                   "state_view(store, [HOME], run_ids=[run_id])")
 
 
 @pytest.mark.clause("RSC-GEN-3", "SUSP-XCLAIM-2", "SUSP-ENT-1")
@@ -628,8 +636,8 @@ def test_sweep_claim_writes_clock_now_whatever_the_now_argument(store, clock, no
     run = store.get_run(c, run_id)
     expect("SUSP-XCLAIM-2", run.state, RunState.RUNNING, "run.state")
     assert_instant(run.updated_at, clock.now(), "run.updated_at")
-    assert_strict_equal(store.get_suspension(c, run_id), created, "suspension after the sweep claim")
-    assert_strict_equal(returned, created, "suspension returned by the sweep claim")
+    expect_strict("SUSP-ENT-1", store.get_suspension(c, run_id), created, "suspension after the sweep claim")
+    expect_strict("SUSP-ENT-1", returned, created, "suspension returned by the sweep claim")
 
 
 @pytest.mark.clause("RSC-GEN-3")
@@ -656,7 +664,7 @@ def test_suspension_updated_at_never_changes(store, clock):
     s = store.create_suspension(c, make_suspension(run_id))
     clock.advance(seconds=2)
     store.claim_suspension(c, run_id)
-    assert_strict_equal(store.get_suspension(c, run_id), s, "suspension after the claim")
+    expect_strict("SUSP-ENT-1", store.get_suspension(c, run_id), s, "suspension after the claim")
     assert_instant(store.get_run(c, run_id).updated_at, clock.now(), "run.updated_at after the claim")
 
 
@@ -723,12 +731,13 @@ def test_race_exact_claimer_against_sibling_and_lookalike_claimers(store, profil
         contenders = [HOME] + [outsiders[i % len(outsiders)] for i in range(n_out)]
         outcomes = race([functools.partial(store.claim_suspension, ctx(sc), run_id) for sc in contenders])
         with clause("SUSP-CLAIM-1"):
-            assert outcomes[0].ok, repr(outcomes[0].error)
+            expect_true("SUSP-CLAIM-1", outcomes[0].ok, "outcomes[0].ok" + ": " + shorten(repr(outcomes[0].error)))
         expect("SUSP-CLAIM-4", outcomes[0].value.run_id, run_id, "outcomes[0].value.run_id")
         assert_scope(outcomes[0].value.scope, S(HOME))
         for sc, o in zip(contenders[1:], outcomes[1:]):
             with clause("SUSP-CLAIM-5"):
-                assert isinstance(o.error, NotSuspended), (sc, o)
+                expect_that("SUSP-CLAIM-5", isinstance(o.error, NotSuspended), "o.error" + ": " + shorten((sc, o)),
+                            Said("an instance of NotSuspended"), o.error)
         run = store.get_run(ctx(HOME), run_id)
         expect("SUSP-CLAIM-2", run.state, RunState.RUNNING, "run.state")
         assert_scope(run.scope, S(HOME))
@@ -760,10 +769,10 @@ def test_pending_and_continuation_round_trip_everywhere(store, clock):
         store.claim_suspension(c, run.id),
     ]
     for got in reads:
-        assert_strict_equal(got.pending, RICH_PENDING, "pending")
-        assert_strict_equal(got.continuation, RICH_CONTINUATION, "continuation")
+        expect_strict("SUSP-ENT-2", got.pending, RICH_PENDING, "pending")
+        expect_strict("SUSP-ENT-2", got.continuation, RICH_CONTINUATION, "continuation")
         expect("SCOPE-CANON-5", got.scope, Scope.parse(W1P1), "got.scope")
-        assert_strict_equal(got.reason, SuspensionReason.EXTERNAL_TOOL, "reason")
+        expect_strict("SUSP-ENT-2", got.reason, SuspensionReason.EXTERNAL_TOOL, "reason")
     expect("SUSP-ENT-2", [p.id for p in reads[1].pending],
            ["call_z", "call_a", "call_m", "call_u"], "[p.id for p in reads[1].pending]")
 
@@ -777,8 +786,8 @@ def test_no_method_modifies_a_suspension(store, clock):
     run, sus = _paused(store, W1, expires_at=deadline)
 
     def unchanged():
-        assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
-        assert_strict_equal(store.list_expired_across_scopes(ZERO, FAR_FUTURE), [sus], "expired list")
+        expect_strict("SUSP-ENT-1", store.get_suspension(c, run.id), sus, "suspension")
+        expect_strict("SUSP-ENT-1", store.list_expired_across_scopes(ZERO, FAR_FUTURE), [sus], "expired list")
 
     clock.advance(milliseconds=5)
     store.claim_suspension(c, run.id)  # won
@@ -842,8 +851,8 @@ def test_create_stamps_scope_and_clock(store, clock, passed_scope):
         expect("RSC-GEN-2", row.expires_at, want_expires, "row.expires_at")
         expect("RSC-GEN-2", row.expires_at.utcoffset(), timedelta(0), "row.expires_at.utcoffset()")
         expect("SUSP-CREATE-1", row.run_id, run_id, "row.run_id")
-        assert_strict_equal(row.reason, SuspensionReason.AGENT_REPLY, "reason")
-    assert_strict_equal(got, created, "get after create")
+        expect_strict("SUSP-CREATE-1", row.reason, SuspensionReason.AGENT_REPLY, "reason")
+    expect_strict("RSC-GEN-4", got, created, "get after create")
 
 
 def _bad_suspensions() -> list:
@@ -934,7 +943,7 @@ def test_second_suspension_for_a_run_is_refused_in_any_scope(store, clock, first
     with pytest.raises(AlreadyExists):
         store.create_suspension(ctx(second_scope), second)
     expect("SUSP-CREATE-2", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
-    assert_strict_equal(store.get_suspension(ctx(first_scope), run.id), first, "first suspension")
+    expect_strict("SUSP-CREATE-2", store.get_suspension(ctx(first_scope), run.id), first, "first suspension")
     # the refused row's id was not taken: it can suspend another run
     other = _run(store, W1)
     store.create_suspension(ctx(W1), attrs.evolve(second, run_id=other.id))
@@ -957,16 +966,17 @@ def test_concurrent_creates_for_one_run_have_one_winner(store, clock, profile):
         )
         won = [i for i, o in enumerate(outcomes) if o.ok]
         with clause("SUSP-CREATE-2"):
-            assert len(won) == 1, outcomes
+            expect("SUSP-CREATE-2", len(won), 1, "len(won)" + ": " + shorten(outcomes))
         for i, o in enumerate(outcomes):
             if i != won[0]:
                 with clause("SUSP-CREATE-2"):
-                    assert isinstance(o.error, AlreadyExists), o.error
+                    expect_that("SUSP-CREATE-2", isinstance(o.error, AlreadyExists),
+                                "o.error" + ": " + shorten(o.error), Said("an instance of AlreadyExists"), o.error)
         scope, sus = attempts[won[0]]
         rows = [r for r in store.list_expired_across_scopes(ZERO, FAR_FUTURE) if r.run_id == run_id]
         expect("SUSP-CREATE-2", [(r.id, r.scope) for r in rows],
                [(sus.id, Scope.parse(scope))], "[(r.id, r.scope) for r in rows]")
-        assert_strict_equal(store.get_suspension(ctx(scope), run_id), outcomes[won[0]].value, "stored")
+        expect_strict("SUSP-CREATE-2", store.get_suspension(ctx(scope), run_id), outcomes[won[0]].value, "stored")
 
 
 @pytest.mark.clause("SUSP-CREATE-3", "SCOPE-ID-1")
@@ -981,7 +991,7 @@ def test_duplicate_suspension_id_is_refused_in_any_scope(store, clock, second_sc
     expect("SUSP-CREATE-3", _view(store, [run_a.id, run_b.id]), before, "the stored state, _view(store, [run_a.id, run_b.id])")
     expect("SUSP-CREATE-3", _suspension_or_none(store, second_scope, run_b.id),
            None, "_suspension_or_none(store, second_scope, run_b.id)")
-    assert_strict_equal(store.get_suspension(ctx(W1), run_a.id), first, "first suspension")
+    expect_strict("SUSP-CREATE-3", store.get_suspension(ctx(W1), run_a.id), first, "first suspension")
 
 
 @pytest.mark.clause("SUSP-CREATE-4")
@@ -999,7 +1009,7 @@ def test_create_does_not_check_the_run(store, clock, run_setup):
         _run(store, W1P1, state=run_setup.removeprefix("state_"), id=run_id)
     runs_before = {s: store.list_runs(ctx(s)) for s in ROOTS}
     created = _suspend(store, W1P1, run_id)
-    assert_strict_equal(store.get_suspension(ctx(W1P1), run_id), created, "suspension")
+    expect_strict("SUSP-CREATE-4", store.get_suspension(ctx(W1P1), run_id), created, "suspension")
     expect("SUSP-CREATE-4", {s: store.list_runs(ctx(s)) for s in ROOTS},
            runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
@@ -1014,7 +1024,7 @@ def test_a_run_can_be_suspended_again_after_delete(store, clock):
     second = _suspend(store, W1P1, run.id, clock.now() + timedelta(minutes=1))
     if second.id == first.id:
         raise RuntimeError("test setup: the second suspension reuses the first one's id")
-    assert_strict_equal(store.get_suspension(ctx(W1), run.id), second, "second suspension")
+    expect_strict("SUSP-CREATE-5", store.get_suspension(ctx(W1), run.id), second, "second suspension")
     expect("SUSP-CREATE-5", store.claim_suspension(ctx(W1), run.id).id,
            second.id, "store.claim_suspension(ctx(W1), run.id).id")
 
@@ -1058,7 +1068,7 @@ def test_get_follows_visibility_and_writes_nothing(store, clock, row, caller, vi
     clock.advance(milliseconds=5)
     before = _view(store, [run.id])
     if visible:
-        assert_strict_equal(store.get_suspension(ctx(caller), run.id), sus, "suspension")
+        expect_strict("SUSP-GET-1", store.get_suspension(ctx(caller), run.id), sus, "suspension")
     else:
         with pytest.raises(NotSuspended):
             store.get_suspension(ctx(caller), run.id)
@@ -1127,12 +1137,12 @@ def test_claim_moves_run_to_running_and_returns_the_suspension(store, clock, dea
     clock.set(claim_at)
     seen = store.get_suspension(c, run.id)
     claimed = store.claim_suspension(c, run.id)
-    assert_strict_equal(claimed, seen, "claim result")  # SUSP-CLAIM-4
-    assert_strict_equal(store.get_suspension(c, run.id), seen, "stored suspension")  # CLAIM-3
+    expect_strict("SUSP-CLAIM-4", claimed, seen, "claim result")  # SUSP-CLAIM-4
+    expect_strict("SUSP-CLAIM-4", store.get_suspension(c, run.id), seen, "stored suspension")  # CLAIM-3
     after = store.get_run(c, run.id)
     expect("SUSP-CLAIM-2", after.principal, "alice",
            f"the principal of alice's run after a claim by {CLAIMERS[deadline]!r}")
-    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=claim_at,
+    expect_strict("SUSP-CLAIM-2", after, attrs.evolve(run, state=RunState.RUNNING, updated_at=claim_at,
                                             revision=run.revision + 1), "run")
 
 
@@ -1150,18 +1160,17 @@ def test_concurrent_resume_claims_have_exactly_one_winner(store, clock, profile,
         outcomes = race([lambda: store.claim_suspension(c, run.id)] * profile.race_threads)
         winners = [o for o in outcomes if o.ok]
         with clause("SUSP-CLAIM-10"):
-            assert len(winners) == 1, outcomes
-        assert_strict_equal(winners[0].value, sus, "winner's suspension")
+            expect("SUSP-CLAIM-10", len(winners), 1, "len(winners)" + ": " + shorten(outcomes))
+        expect_strict("SUSP-CLAIM-10", winners[0].value, sus, "winner's suspension")
         for o in outcomes:
             if not o.ok:
                 with clause("SUSP-CLAIM-7"):
-                    assert isinstance(o.error, NotSuspended), o.error
+                    expect_that("SUSP-CLAIM-7", isinstance(o.error, NotSuspended), "o.error" + ": " + shorten(o.error),
+                                Said("an instance of NotSuspended"), o.error)
                 expect("SUSP-CLAIM-7", o.value, None, "o.value")
-        assert_strict_equal(
-            store.get_run(c, run.id),
-            attrs.evolve(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1), "run"
-        )
-        assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+        expect_strict("SUSP-CLAIM-2", store.get_run(c, run.id),
+                      attrs.evolve(run, state=RunState.RUNNING, updated_at=now, revision=run.revision + 1), "run")
+        expect_strict("SUSP-CLAIM-10", store.get_suspension(c, run.id), sus, "suspension")
         with pytest.raises(NotSuspended):
             store.claim_suspension(c, run.id)
 
@@ -1194,21 +1203,21 @@ def test_mixed_resume_and_sweep_race(store, clock, profile, when):
         winner_kind = "sweep" if sweep_side else "resume"
         won = [k for k, o in zip(kinds, outcomes) if o.ok]
         with clause("SUSP-CLAIM-10"):
-            assert won == [winner_kind], list(zip(kinds, outcomes))
+            expect("SUSP-CLAIM-10", won, [winner_kind], "won" + ": " + shorten(list(zip(kinds, outcomes))))
         for k, o in zip(kinds, outcomes):
             if o.ok:
-                assert_strict_equal(o.value, sus, "winner's suspension")
+                expect_strict("SUSP-CLAIM-10", o.value, sus, "winner's suspension")
             elif k == "resume" and sweep_side:
                 with clause("SUSP-CLAIM-6"):
-                    assert isinstance(o.error, SuspensionExpired), o.error
+                    expect_that("SUSP-CLAIM-6", isinstance(o.error, SuspensionExpired),
+                                "o.error" + ": " + shorten(o.error), Said("an instance of SuspensionExpired"), o.error)
             else:
                 with clause("SUSP-CLAIM-10"):
-                    assert isinstance(o.error, NotSuspended), o.error
-        assert_strict_equal(
-            store.get_run(c, run.id),
-            attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run"
-        )
-        assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+                    expect_that("SUSP-CLAIM-10", isinstance(o.error, NotSuspended), "o.error" + ": " + shorten(o.error),
+                                Said("an instance of NotSuspended"), o.error)
+        expect_strict("SUSP-CLAIM-10", store.get_run(c, run.id),
+                      attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run")
+        expect_strict("SUSP-CLAIM-10", store.get_suspension(c, run.id), sus, "suspension")
         clock.advance(seconds=2)
 
 
@@ -1280,10 +1289,10 @@ def _unchanged_after(store, call, error, run_id, s_scope, r_scope, rule):
         expect(rule, after.state, run.state, "run state after the refused claim")
         expect(rule, after.updated_at, run.updated_at, "run updated_at after the refused claim")
         with clause(rule, what="the run after the refused claim"):
-            assert_strict_equal(after, run, "run")
+            expect_strict(rule, after, run, "run")
     if sus is not None:
         with clause(rule, what="the suspension after the refused claim"):
-            assert_strict_equal(store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
+            expect_strict(rule, store.get_suspension(ctx(s_scope), run_id), sus, "suspension")
     expect(rule, _view(store, [run_id]), before, "the stored state after the refused claim")
     return info.value
 
@@ -1303,7 +1312,7 @@ def test_refused_resume_claim_raises_and_writes_nothing(store, clock, s_scope, r
     other = SuspensionExpired if error is NotSuspended else NotSuspended
     with clause("SUSP-CLAIM-6" if error is SuspensionExpired else "SUSP-CLAIM-7",
                 what=f"the refused claim raised {error.__name__}, not also {other.__name__}"):
-        assert not isinstance(exc, other)
+        expect_false("SUSP-CLAIM-8", isinstance(exc, other), "isinstance(exc, other)")
 
 
 @pytest.mark.clause("SUSP-CLAIM-11", "SCOPE-IMM-4", "SCOPE-BYID-1")
@@ -1313,14 +1322,14 @@ def test_claim_from_a_common_ancestor(store, clock, r_scope):
     sus = _suspend(store, W1P1, run.id, clock.now() + timedelta(minutes=1))
     clock.advance(milliseconds=9)
     claimed = store.claim_suspension(ctx(W1), run.id)
-    assert_strict_equal(claimed, sus, "claimed")
+    expect_strict("SUSP-CLAIM-11", claimed, sus, "claimed")
     after_run = store.get_run(ctx(r_scope), run.id)
     expect("SCOPE-IMM-4", after_run.scope, Scope.parse(r_scope), "after_run.scope")
     expect("SUSP-CLAIM-11", after_run.state, RunState.RUNNING, "after_run.state")
     expect("SUSP-CLAIM-11", after_run.updated_at, clock.now(), "after_run.updated_at")
     after_sus = store.get_suspension(ctx(W1P1), run.id)
     expect("SCOPE-IMM-4", after_sus.scope, Scope.parse(W1P1), "after_sus.scope")
-    assert_strict_equal(after_sus, sus, "suspension")
+    expect_strict("SUSP-CLAIM-11", after_sus, sus, "suspension")
 
 
 # -- SUSP-XCLAIM: the sweep claim -----------------------------------------------------------------
@@ -1337,15 +1346,15 @@ def test_sweep_claim_writes_clock_now_not_the_now_argument(store, clock, cutoff)
     clock.advance(milliseconds=25)  # clock still before the deadline
     now_arg = {"at_deadline": deadline, "after_deadline": deadline + MS, "far_future": FAR_FUTURE}[cutoff]
     claimed = store.claim_expired_suspension(c, run.id, now_arg)
-    assert_strict_equal(claimed, sus, "claimed")
-    assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+    expect_strict("SUSP-ENT-1", claimed, sus, "claimed")
+    expect_strict("SUSP-ENT-1", store.get_suspension(c, run.id), sus, "suspension")
     after = store.get_run(c, run.id)
     expect("SUSP-XCLAIM-2", after.principal, "alice",
            f"the principal of alice's run after a sweep claim by {SWEEPERS[cutoff]!r}")
     expect("RSC-GEN-3", after.updated_at, clock.now(), "run.updated_at after the sweep claim")
     if clock.now() == now_arg:
         raise RuntimeError("test setup: the clock must differ from the now argument")
-    assert_strict_equal(after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now(),
+    expect_strict("SUSP-XCLAIM-2", after, attrs.evolve(run, state=RunState.RUNNING, updated_at=clock.now(),
                                             revision=run.revision + 1), "run")
 
 
@@ -1372,7 +1381,7 @@ def test_sweep_claim_from_an_ancestor_keeps_scopes(store, clock):
     run = _run(store, W1P2)
     sus = _suspend(store, W1P1, run.id, clock.now())
     clock.advance(milliseconds=4)
-    assert_strict_equal(store.claim_expired_suspension(ctx(W1), run.id, clock.now()), sus, "claimed")
+    expect_strict("SUSP-XCLAIM-1", store.claim_expired_suspension(ctx(W1), run.id, clock.now()), sus, "claimed")
     after = store.get_run(ctx(W1P2), run.id)
     expect("SCOPE-IMM-4", after.scope, Scope.parse(W1P2), "run scope after the sweep claim from an ancestor")
     expect("SUSP-XCLAIM-1", after.state, RunState.RUNNING, "run state after the sweep claim from an ancestor")
@@ -1418,7 +1427,7 @@ def test_refused_sweep_claim_raises_not_suspended_and_writes_nothing(
         "SUSP-XCLAIM-3",
     )
     with clause("SUSP-XCLAIM-3"):
-        assert not isinstance(exc, SuspensionExpired)
+        expect_false("SUSP-XCLAIM-3", isinstance(exc, SuspensionExpired), "isinstance(exc, SuspensionExpired)")
 
 
 @pytest.mark.clause("SUSP-XCLAIM-4", "SCOPE-ZERO-1", "SCOPE-ZERO-3")
@@ -1489,9 +1498,11 @@ def test_deadline_partition_exactly_one_side_is_eligible(store, clock, offset):
     clock.set(t)
     resume_side = offset is None or offset > timedelta(0)
     with clause("SUSP-LIST-1"):
-        assert (sus.id in _ids(store.list_expired(c, t))) is (not resume_side)
+        expect_is("SUSP-LIST-1", sus.id in _ids(store.list_expired(c, t)), not resume_side,
+                  "sus.id in _ids(store.list_expired(c, t))")
     with clause("SUSP-XLIST-1"):
-        assert (sus.id in _ids(store.list_expired_across_scopes(ZERO, t))) is (not resume_side)
+        expect_is("SUSP-XLIST-1", sus.id in _ids(store.list_expired_across_scopes(ZERO, t)), not resume_side,
+                  "sus.id in _ids(store.list_expired_across_scopes(ZERO, t))")
     before = _view(store, [run.id])
     if resume_side:
         with pytest.raises(NotSuspended):
@@ -1506,9 +1517,9 @@ def test_deadline_partition_exactly_one_side_is_eligible(store, clock, offset):
         claimed = store.claim_suspension(c, run.id)
     else:
         claimed = store.claim_expired_suspension(c, run.id, t)
-    assert_strict_equal(claimed, sus, "claimed")
-    assert_strict_equal(store.get_run(c, run.id),
-                        attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run")
+    expect_strict("SUSP-PART-4", claimed, sus, "claimed")
+    expect_strict("SUSP-CLAIM-8", store.get_run(c, run.id),
+                  attrs.evolve(run, state=RunState.RUNNING, updated_at=t, revision=run.revision + 1), "run")
 
 
 @pytest.mark.clause("SUSP-PART-4", "SUSP-XCLAIM-3", "SUSP-LIST-1")
@@ -1523,7 +1534,7 @@ def test_no_deadline_is_never_swept(store, clock):
         expect("SUSP-LIST-1", store.list_expired_across_scopes(ZERO, t),
                [], "store.list_expired_across_scopes(ZERO, t)")
     expect("SUSP-XCLAIM-3", store.get_run(c, run.id).state, RunState.PAUSED, "store.get_run(c, run.id).state")
-    assert_strict_equal(store.claim_suspension(c, run.id), sus, "claimed")
+    expect_strict("SUSP-PART-4", store.claim_suspension(c, run.id), sus, "claimed")
 
 
 @pytest.mark.clause("SUSP-PART-5", "SUSP-CLAIM-6", "SUSP-XCLAIM-3", "SUSP-LIST-2")
@@ -1544,7 +1555,7 @@ def test_after_a_resume_the_sweeper_never_takes_the_run(store, clock):
         with pytest.raises(SuspensionExpired):
             store.claim_suspension(c, run.id)
         expect("SUSP-LIST-2", _ids(store.list_expired(c, t)), [sus.id], "_ids(store.list_expired(c, t))")
-        assert_strict_equal(store.get_run(c, run.id), resumed, "run")
+        expect_strict("SUSP-PART-5", store.get_run(c, run.id), resumed, "run")
     expect("SUSP-CLAIM-2", resumed.state, RunState.RUNNING, "resumed.state")
     expect("SUSP-CLAIM-2", resumed.updated_at, deadline - MS, "resumed.updated_at")
     # paused again, the sweep side can take it
@@ -1574,8 +1585,8 @@ def test_after_a_sweep_no_resume_succeeds(store, clock):
             store.claim_suspension(c, run.id)
         with pytest.raises(NotSuspended):
             store.claim_expired_suspension(c, run.id, t)
-    assert_strict_equal(store.get_run(c, run.id), swept, "run")
-    assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+    expect_strict("SUSP-PART-5", store.get_run(c, run.id), swept, "run")
+    expect_strict("SUSP-PART-5", store.get_suspension(c, run.id), sus, "suspension")
 
 
 # -- SUSP-DEL ----------------------------------------------------------------------------------
@@ -1600,7 +1611,7 @@ def test_delete_follows_visibility(store, clock, row, caller, visible):
         with pytest.raises(NotSuspended):
             store.delete_suspension(ctx(caller), run.id)
         expect("SUSP-DEL-1", _view(store, [run.id]), before, "the stored state, _view(store, [run.id])")
-        assert_strict_equal(store.get_suspension(ctx(row), run.id), sus, "suspension")
+        expect_strict("SUSP-DEL-1", store.get_suspension(ctx(row), run.id), sus, "suspension")
         expect("SUSP-DEL-2", store.get_run(ctx(row), run.id).state,
                RunState.PAUSED, "store.get_run(ctx(row), run.id).state")
 
@@ -1627,8 +1638,8 @@ def test_delete_never_changes_a_run(store, clock, state, caller):
     clock.advance(milliseconds=50)
     runs_before = {s: store.list_runs(ctx(s)) for s in ROOTS}
     store.delete_suspension(ctx(caller), run.id)
-    assert_strict_equal(store.get_run(ctx(W1P1), run.id), run, "run")
-    assert_strict_equal(store.get_run(ctx(W1P1), bystander.id), bystander, "bystander")
+    expect_strict("SUSP-DEL-2", store.get_run(ctx(W1P1), run.id), run, "run")
+    expect_strict("SUSP-DEL-2", store.get_run(ctx(W1P1), bystander.id), bystander, "bystander")
     expect("SUSP-DEL-2", {s: store.list_runs(ctx(s)) for s in ROOTS},
            runs_before, "{s: store.list_runs(ctx(s)) for s in ROOTS}")
 
@@ -1677,7 +1688,7 @@ def test_list_expired_selects_visible_rows_at_or_before_now(store, clock, caller
     got = store.list_expired(ctx(caller), now)
     expect("SUSP-LIST-1", _ids(got), [rows[n].id for n in expected], "_ids(got)")
     for g in got:
-        assert_strict_equal(g, next(r for r in rows.values() if r.id == g.id), "row")
+        expect_strict("SUSP-LIST-1", g, next(r for r in rows.values() if r.id == g.id), "row")
 
 
 @pytest.mark.clause("SUSP-LIST-1", "RSC-GEN-2")
@@ -1758,7 +1769,7 @@ def test_list_expired_order_and_limit(store, clock, limit):
     want = ordered if limit <= 0 else ordered[:limit]
     expect("SUSP-LIST-3", _ids(got), _ids(want),
            f"list_expired from {W1} with limit={limit}, expired rows of look-alike and other scopes present")
-    assert_strict_equal(got, want, "rows")
+    expect_strict("SUSP-LIST-3", got, want, "rows")
     expect("SUSP-LIST-3", _ids(store.list_expired(ctx(W1), now)),
            _ids(ordered), "_ids(store.list_expired(ctx(W1), now))")  # default: no maximum
 
@@ -1770,7 +1781,7 @@ def test_list_expired_across_scopes_order_and_limit(store, clock, limit):
     want = ordered if limit <= 0 else ordered[:limit]
     for caller in (ZERO, ctx(W1), ctx(W2), ctx("zz=unrelated"), ctx("ws=w1/proj=p1/env=e1")):
         got = store.list_expired_across_scopes(caller, now, limit)
-        assert_strict_equal(got, want, f"rows from {caller.scope!r}")
+        expect_strict("SUSP-XLIST-1", got, want, f"rows from {caller.scope!r}")
 
 
 @pytest.mark.clause("SUSP-XLIST-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-CANON-5")
@@ -1787,13 +1798,14 @@ def test_sweeper_reads_rows_of_every_scope_and_acts_with_their_scope(store, cloc
     _suspend(store, W1, live.id, now + timedelta(minutes=1))
     results = [store.list_expired_across_scopes(c, now) for c in (ZERO, ctx(W1), ctx("q=nobody"))]
     with clause("SCOPE-XS-3"):
-        assert results[0] == results[1] == results[2]
+        expect("SCOPE-XS-3", results[0], results[1], "results[0]")
+        expect("SCOPE-XS-3", results[1], results[2], "results[1]")
     rows = results[0]
     expect("SUSP-XLIST-1", {r.run_id for r in rows}, set(made), "{r.run_id for r in rows}")
     for row in rows:
         scope, sus = made[row.run_id]
         expect("SCOPE-XS-4", row.scope, Scope.parse(scope), "row.scope")
-        assert_strict_equal(row, sus, "row")
+        expect_strict("SUSP-XLIST-1", row, sus, "row")
         expect("SCOPE-XS-4", store.claim_expired_suspension(Context(scope=row.scope), row.run_id, now).id,
                row.id, "store.claim_expired_suspension(Context(scope=row.scope), row.run_id, now).id")
         expect("SCOPE-XS-4", store.get_run(Context(scope=row.scope), row.run_id).state,
@@ -1940,19 +1952,19 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
             raise RuntimeError("test setup: the clock moved during the race")
         unexpected = [o.error for o in outcomes if not o.ok]
         with clause("FOUR-5"):
-            assert not unexpected, unexpected  # only claim losses are expected, and they are caught
+            expect_false("FOUR-5", unexpected, "unexpected" + ": " + shorten(unexpected))  # only claim losses are expected, and they are caught
         results = [o.value for o in outcomes]
         winners = [r for r in results if r.won]
 
         # FOUR-1 / FOUR-2
         if eligible:
             with clause("FOUR-2"):
-                assert len(winners) == 1, results
+                expect("FOUR-2", len(winners), 1, "len(winners)" + ": " + shorten(results))
             with clause("FOUR-2"):
-                assert winners[0].name in eligible, results
+                expect_op("FOUR-2", winners[0].name, "in", eligible, "winners[0].name" + ": " + shorten(results))
         else:
             with clause("FOUR-2"):
-                assert winners == [], results
+                expect("FOUR-2", winners, [], "winners" + ": " + shorten(results))
 
         # FOUR-5: what the losers saw
         for r in results:
@@ -1960,13 +1972,17 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
                 continue
             if r.name == "sweep" or not sweep_side:
                 with clause("FOUR-5"):
-                    assert isinstance(r.error, NotSuspended), r
+                    expect_that("FOUR-5", isinstance(r.error, NotSuspended), "r.error" + ": " + shorten(r),
+                                Said("an instance of NotSuspended"), r.error)
             elif winners:
                 with clause("FOUR-5"):
-                    assert isinstance(r.error, (NotSuspended, SuspensionExpired)), r
+                    expect_that("FOUR-5", isinstance(r.error, (NotSuspended, SuspensionExpired)),
+                                "r.error" + ": " + shorten(r), Said("an instance of (NotSuspended, SuspensionExpired)"),
+                                r.error)
             else:
                 with clause("FOUR-5"):
-                    assert isinstance(r.error, SuspensionExpired), r
+                    expect_that("FOUR-5", isinstance(r.error, SuspensionExpired), "r.error" + ": " + shorten(r),
+                                Said("an instance of SuspensionExpired"), r.error)
 
         after = store.get_run(c, run.id)
         if winners:
@@ -1974,12 +1990,13 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
             # FOUR-3: the winner's state, S gone
             # RUN-REV-2: the claim, and the update of every winner but resume
             writes = 1 if w == "resume" else 2
-            assert_strict_equal(after, attrs.evolve(run, state=WINNER_STATE[w], updated_at=t,
+            expect_strict("FOUR-3", after, attrs.evolve(run, state=WINNER_STATE[w], updated_at=t,
                                                     revision=run.revision + writes), "run")
             with pytest.raises(NotSuspended):
                 store.get_suspension(c, run.id)
             with clause("FOUR-3"):
-                assert sus.id not in _ids(store.list_expired_across_scopes(ZERO, FAR_FUTURE))
+                expect_op("FOUR-3", sus.id, "not in", _ids(store.list_expired_across_scopes(ZERO, FAR_FUTURE)),
+                          "sus.id")
             if p is not None:
                 # FOUR-4: P decided once, by the winner
                 got = store.get_checkpoint(c, p.id)
@@ -1989,28 +2006,30 @@ def test_four_writers_race(store, clock, profile, participants, deadline, with_p
                 expect("FOUR-4", got.decision.decided_at, t, "got.decision.decided_at")
                 expect("FOUR-4", got.updated_at, t, "got.updated_at")
                 with clause("FOUR-4"):
-                    assert p.id not in _ids(store.list_pending(c))
+                    expect_op("FOUR-4", p.id, "not in", _ids(store.list_pending(c)), "p.id")
                 with pytest.raises(InvalidState):
                     store.resolve(c, p.id, approve(by="latecomer"))
                 with pytest.raises(InvalidState):
                     store.resolve(c, p.id, reject(by="latecomer"))
-                assert_strict_equal(store.get_checkpoint(c, p.id), got, "checkpoint after late resolves")
+                expect_strict("FOUR-1", store.get_checkpoint(c, p.id), got, "checkpoint after late resolves")
         else:
             # FOUR-2 / FOUR-6: nobody won, nothing moved
             expect("FOUR-6", after.state, RunState.PAUSED, "after.state")
-            assert_strict_equal(after, run, "run")
-            assert_strict_equal(store.get_suspension(c, run.id), sus, "suspension")
+            expect_strict("FOUR-3", after, run, "run")
+            expect_strict("SUSP-CLAIM-10", store.get_suspension(c, run.id), sus, "suspension")
             if p is not None:
-                assert_strict_equal(store.get_checkpoint(c, p.id), p, "checkpoint")
+                expect_strict("FOUR-1", store.get_checkpoint(c, p.id), p, "checkpoint")
         # FOUR-6
         with clause("FOUR-6"):
-            assert after.state != RunState.RUNNING or [r.name for r in winners] == ["resume"]
+            expect_that("FOUR-6", after.state != RunState.RUNNING or [r.name for r in winners] == ["resume"],
+                        "the run is running only when resume alone won", Said("not running, or resume the only winner"),
+                        (after.state, [r.name for r in winners]))
         clock.advance(milliseconds=3)
 
-    assert_strict_equal(store.get_run(c, b_run.id), b_run, "bystander run")
-    assert_strict_equal(store.get_suspension(c, b_run.id), b_sus, "bystander suspension")
+    expect_strict("FOUR-3", store.get_run(c, b_run.id), b_run, "bystander run")
+    expect_strict("FOUR-5", store.get_suspension(c, b_run.id), b_sus, "bystander suspension")
     if b_cp is not None:
-        assert_strict_equal(store.get_checkpoint(c, b_cp.id), b_cp, "bystander checkpoint")
+        expect_strict("FOUR-1", store.get_checkpoint(c, b_cp.id), b_cp, "bystander checkpoint")
 
 
 @pytest.mark.clause("FOUR-4", "FOUR-3")
@@ -2030,12 +2049,12 @@ def test_sweep_and_cancel_writers_reject_every_pending_checkpoint(store, clock, 
     other = store.create_checkpoint(c, make_checkpoint(ids.new_id(ids.RUN)))
     result = writer_script(name, store, clock, c, run, None, True)()
     with clause("FOUR-3"):
-        assert result.won
+        expect_true("FOUR-3", result.won, "result.won")
     for cp in pending:
         got = store.get_checkpoint(c, cp.id)
         expect("FOUR-4", got.state, CheckpointState.RESOLVED, "got.state")
         expect("FOUR-4", _decision_fields(got.decision),
                _decision_fields(DECISIONS[name]), "_decision_fields(got.decision)")
-    assert_strict_equal(store.get_checkpoint(c, done.id), done, "earlier decision")
-    assert_strict_equal(store.get_checkpoint(c, other.id), other, "other run's checkpoint")
+    expect_strict("FOUR-4", store.get_checkpoint(c, done.id), done, "earlier decision")
+    expect_strict("FOUR-3", store.get_checkpoint(c, other.id), other, "other run's checkpoint")
     expect("FOUR-3", store.get_run(c, run.id).state, WINNER_STATE[name], "store.get_run(c, run.id).state")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import operator
 import threading
 import time
 from contextlib import contextmanager
@@ -42,6 +43,13 @@ __all__ = [
     "expect",
     "expect_raises",
     "expect_result",
+    "expect_is",
+    "expect_op",
+    "expect_true",
+    "expect_false",
+    "expect_that",
+    "expect_strict",
+    "Said",
     "shorten",
     "ctx",
     "ZERO",
@@ -221,10 +229,69 @@ def clause(*ids: str, what: str = "") -> Iterator[None]:
         raise ClauseViolation(ids, what, detail=f"raised {type(exc).__name__}: {exc}") from exc
 
 
-def expect(clause_id: str, observed: Any, expected: Any, what: str) -> None:
+def expect(clause_id: str | Sequence[str], observed: Any, expected: Any, what: str) -> None:
     """Fail ``clause_id`` unless ``observed == expected``."""
     if observed != expected:
         raise ClauseViolation(clause_id, what, expected, observed)
+
+
+def expect_is(clause_id: str | Sequence[str], observed: Any, expected: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``observed is expected`` (``True`` is not
+    ``1``, ``None`` is not an empty value)."""
+    if observed is not expected:
+        raise ClauseViolation(clause_id, what, expected, observed)
+
+
+#: The comparisons :func:`expect_op` knows, by the operator's source text.
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "is": operator.is_,
+    "is not": operator.is_not,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def expect_op(clause_id: str | Sequence[str], observed: Any, op: str, other: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``observed <op> other`` holds, ``op`` one of
+    :data:`COMPARISONS` (``expect_op(c, row.id, "in", listed, what)``); the
+    failure shows the operator and ``other`` as what was expected."""
+    if op not in COMPARISONS:
+        raise TypeError(f"expect_op: unknown comparison {op!r} (one of {', '.join(COMPARISONS)})")
+    if not COMPARISONS[op](observed, other):
+        raise ClauseViolation(clause_id, what, Said(f"{op} {shorten(other)}"), observed)
+
+
+def expect_true(clause_id: str | Sequence[str], observed: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``observed`` is true (truthy, as ``if`` tests it)."""
+    if not observed:
+        raise ClauseViolation(clause_id, what, Said("a true value"), observed)
+
+
+def expect_false(clause_id: str | Sequence[str], observed: Any, what: str) -> None:
+    """Fail ``clause_id`` unless ``observed`` is false (falsy: ``False``,
+    ``None``, an empty collection, zero)."""
+    if observed:
+        raise ClauseViolation(clause_id, what, Said("a false value"), observed)
+
+
+def expect_that(clause_id: str | Sequence[str], holds: Any, what: str, expected: Any, observed: Any) -> None:
+    """Fail ``clause_id`` unless ``holds`` is true: a condition no other
+    ``expect_*`` states; ``expected`` and ``observed`` say what the failure
+    shows (pass :class:`Said` words for a description)."""
+    if not holds:
+        raise ClauseViolation(clause_id, what, expected, observed)
+
+
+def expect_strict(clause_id: str | Sequence[str], observed: Any, expected: Any, what: str) -> None:
+    """Fail ``clause_id`` unless :func:`strict_equal` (types included) holds."""
+    if not strict_equal(observed, expected):
+        raise ClauseViolation(clause_id, what, expected, observed, detail="(compared with types: 1 is not 1.0)")
 
 
 def expect_result(clause_id: str, call: Callable[[], Any], expected: Any, what: str) -> None:
