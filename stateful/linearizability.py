@@ -439,9 +439,9 @@ class _Search:
         twins = m + 2  # the first twin's invocation node
         state = self.model.init()
         lin = z = 0
-        #: per linearized call, flat: the call, and the state, lin and z before
-        #: it (four items a call: no tuple per step that the garbage collector
-        #: would count and traverse while it lives)
+        #: per linearized call, flat: the call, and the state and lin before it
+        #: (three items a call: no tuple per step that the garbage collector
+        #: would count and traverse while it lives; z before it is z ^ zobrist[x])
         stack: list[Any] = []
         depth = 0
         # The deepest point so far: its depth, its order (``best``, copied from
@@ -471,13 +471,14 @@ class _Search:
                     return
                 if stale:  # leaving the deepest point: keep its order
                     del best[agree:]
-                    best.extend(stack[4 * agree :: 4])
+                    best.extend(stack[3 * agree :: 3])
                     agree = depth
                     stale = False
-                z = stack.pop()  # backtrack
-                lin = stack.pop()
+                lin = stack.pop()  # backtrack
                 state = stack.pop()
                 x = stack.pop()
+                if not exact:
+                    z ^= zobrist[x]  # (XOR undoes itself)
                 depth -= 1
                 if not backtracked:
                     backtracked = caching = True
@@ -548,7 +549,7 @@ class _Search:
                     clashes.add(key)
             # a configuration not seen before: linearize x
             steps += 1
-            stack += (x, state, lin, z)
+            stack += (x, state, lin)
             state, lin = new_state, new_lin
             if not exact:
                 z = new_z
