@@ -234,15 +234,18 @@ class _Search:
     steps, so that :func:`check` can keep the budget and interleave
     sub-histories; it leaves a :class:`_Result` in ``result``.
 
-    The time-ordered entries form a doubly linked list over positions
-    ``0 .. 2n-1`` (``nxt``/``prv``, with a head sentinel at ``2n`` and a
-    tail sentinel at ``2n+1``); ``entry[p]`` is ``i`` for the invocation of
-    call ``i`` and ``n + i`` for its response.  Invocations sort before
-    responses at equal times: calls that touch overlap (the conservative
-    choice: more orders are legal, no false alarm).  Calls that never
-    completed respond at +∞ (after every other entry).  The list always ends
-    with a response, so a scan from the head stops at one before it reaches
-    the tail.
+    The time-ordered entries form a doubly linked list (``nxt``/``prv``)
+    whose nodes are the entries themselves: ``i`` is the invocation of call
+    ``i`` and ``n + i`` its response, ``2n`` the head sentinel and ``2n+1``
+    the tail one; the invocation of a call with an earlier twin (see
+    :meth:`_twins`) is node ``2n + 2 + i`` instead (``inv[i]``), which tells
+    the search to look at the twin first.  A node is its own entry, so a
+    visit reads no entry table and a call's two nodes are known from the
+    call.  Invocations sort before responses at equal times: calls that
+    touch overlap (the conservative choice: more orders are legal, no false
+    alarm).  Calls that never completed respond at +∞ (after every other
+    entry).  The list always ends with a response, so a scan from the head
+    stops at one before it reaches the tail.
     """
 
     def __init__(self, model: Model, calls: list[Call]) -> None:
@@ -273,23 +276,37 @@ class _Search:
         #: no two calls overlap: each returned before the next was invoked
         #: (a call never completed can only be the last)
         self.sequential = all(map(le, times, ends)) and all(map(lt, ends, islice(times, 1, None)))
-        self.entry: list[int] = []  # the entry list, made when the search needs it
+        #: the entry list (see the class docstring), made when the search needs it
+        self.nxt: list[int] = []
+        self.prv: list[int] = []
 
     def _entries(self) -> None:
-        """Make the time-ordered entry list (see the class docstring)."""
+        """Make the time-ordered entry list (see the class docstring), with
+        the twins of a search without split calls (``twin``, ``inv``)."""
         n, times = len(self.calls), self.times + self.ends
         m = 2 * n
+        self.head, self.tail = head, tail = m, m + 1
+        self.twin = twin = [-1] * n if self.split else self._twins()
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
-        self.entry = entry = sorted(range(m), key=times.__getitem__)
-        position = [0] * m
-        for p, e in enumerate(entry):
-            position[e] = p
-        self.inv_pos = position[:n]
-        self.ret_pos = position[n:]
-        self.head, self.tail = m, m + 1
-        self.nxt = [*range(1, m), m + 1, 0, -1]
-        self.prv = [m, *range(m - 1), -1, m - 1]
+        order = sorted(range(m), key=times.__getitem__)
+        self.inv = inv = list(range(n))
+        size = m + 2
+        if twin.count(-1) < n:
+            size += n
+            for i, t in enumerate(twin):
+                if t >= 0:
+                    inv[i] = m + 2 + i
+            order = [inv[e] if e < n else e for e in order]
+        nxt, prv = [-1] * size, [-1] * size
+        a = head
+        for b in order:
+            nxt[a] = b
+            prv[b] = a
+            a = b
+        nxt[a] = tail
+        prv[tail] = a
+        self.nxt, self.prv = nxt, prv
 
     def run(self) -> Generator[None, None, None]:
         """The search, after the replay in invocation order when it may decide.
@@ -335,7 +352,7 @@ class _Search:
         self.steps += steps
         self.result = _Result("ok")
 
-    def _twins(self) -> tuple[list[int], list[int]]:
+    def _twins(self) -> list[int]:
         """Symmetry among calls that never completed.
 
         Two such calls with equal operations and outcomes are interchangeable
@@ -343,16 +360,12 @@ class _Search:
         to precede the later one is linearized by then.  Linearizing the later
         one while the earlier is still pending leads to a mirror image of the
         search after linearizing the earlier one, so the search takes twins
-        in invocation order only.  Returns ``twin`` (the previous twin of each
-        call, or -1) and the entries with each such invocation ``i`` marked
-        as ``~i``.
+        in invocation order only.  Returns ``twin``: the previous twin of each
+        call, or -1.
         """
         twin = [-1] * len(self.calls)
-        if not self.entry:
-            self._entries()
-        entry = self.entry
         if len(self.open) < 2:
-            return twin, entry
+            return twin
         # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
         # its context, in Python) and by the outcome's compared fields, then
         # their operations are compared in full within a group.
@@ -374,12 +387,8 @@ class _Search:
                     earlier = j
                     break
             group.append(i)
-            if earlier >= 0:
-                if entry is self.entry:
-                    entry = list(entry)
-                twin[i] = earlier
-                entry[self.inv_pos[i]] = ~i
-        return twin, entry
+            twin[i] = earlier
+        return twin
 
     def _violation(self, best: list[int], rejected: dict[int, Outcome]) -> _Result:
         calls = self.calls
@@ -424,14 +433,15 @@ class _Search:
         zobrist = [] if exact else _zobrist(n)
         seen: dict[Hashable, Any] = {}  # state -> set of lin, or dict z -> lin
         clashes: set[tuple[int, Hashable]] = set()
-        twin, entry = self._twins()
-        nxt, prv, ret_pos, inv_pos = self.nxt, self.prv, self.ret_pos, self.inv_pos
+        twin, inv, nxt, prv = self.twin, self.inv, self.nxt, self.prv
         head, tail = self.head, self.tail
+        m = 2 * n
+        twins = m + 2  # the first twin's invocation node
         state = self.model.init()
         lin = z = 0
-        #: per linearized call, flat: the call, and the state, lin and z before
-        #: it (four items a call: no tuple per step that the garbage collector
-        #: would count and traverse while it lives)
+        #: per linearized call, flat: the call, and the state and lin before it
+        #: (three items a call: no tuple per step that the garbage collector
+        #: would count and traverse while it lives; z before it is z ^ zobrist[x])
         stack: list[Any] = []
         depth = 0
         # The deepest point so far: its depth, its order (``best``, copied from
@@ -447,30 +457,37 @@ class _Search:
         turn = steps + _SLICE
         p = nxt[head]
         while True:
-            x = entry[p]
-            if x >= n:  # a response: its call should have been linearized by now
+            if p < n:  # an invocation
+                x = p
+            elif p >= m:  # the invocation of a call with an earlier twin, which goes first
+                x = p - twins
+                if not lin >> twin[x] & 1:
+                    p = nxt[p]
+                    continue
+            else:  # a response: its call should have been linearized by now
                 if not depth:
                     self.steps = steps
                     self.result = self._violation(best, rejected)
                     return
                 if stale:  # leaving the deepest point: keep its order
                     del best[agree:]
-                    best.extend(stack[4 * agree :: 4])
+                    best.extend(stack[3 * agree :: 3])
                     agree = depth
                     stale = False
-                z = stack.pop()  # backtrack
-                lin = stack.pop()
+                lin = stack.pop()  # backtrack
                 state = stack.pop()
                 x = stack.pop()
+                if not exact:
+                    z ^= zobrist[x]  # (XOR undoes itself)
                 depth -= 1
                 if not backtracked:
                     backtracked = caching = True
                 if depth < agree:  # noqa: PLR1730 - a call to min() costs more in the hot loop
                     agree = depth
-                q = ret_pos[x]
+                q = n + x
                 nxt[prv[q]] = q
                 prv[nxt[q]] = q
-                q = inv_pos[x]
+                q = inv[x]
                 nxt[prv[q]] = q
                 prv[nxt[q]] = q
                 p = nxt[q]
@@ -481,11 +498,6 @@ class _Search:
                     turn = steps + _SLICE
                 continue
             # an invocation: try to linearize call x next
-            if x < 0:  # a call with an earlier twin, which goes first
-                x = ~x
-                if not lin >> twin[x] & 1:
-                    p = nxt[p]
-                    continue
             if caching:
                 result = results[x].get(state)
                 if result is None:
@@ -537,7 +549,7 @@ class _Search:
                     clashes.add(key)
             # a configuration not seen before: linearize x
             steps += 1
-            stack += (x, state, lin, z)
+            stack += (x, state, lin)
             state, lin = new_state, new_lin
             if not exact:
                 z = new_z
@@ -545,7 +557,7 @@ class _Search:
             a, b = prv[p], nxt[p]
             nxt[a] = b
             prv[b] = a
-            q = ret_pos[x]
+            q = n + x
             a, b = prv[q], nxt[q]
             nxt[a] = b
             prv[b] = a
@@ -575,7 +587,7 @@ class _Search:
         n = len(calls)
         model: Any = self.model
         splits = [bool(model.is_split(c.op)) for c in calls]
-        entry, nxt, prv, ret_pos, inv_pos = self.entry, self.nxt, self.prv, self.ret_pos, self.inv_pos
+        nxt, prv = self.nxt, self.prv
         head, tail = self.head, self.tail
         state = model.init()
         lin = 0
@@ -593,7 +605,7 @@ class _Search:
         turn = steps + _SLICE
         p = nxt[head]
         while True:
-            x = entry[p]
+            x = p
             if x >= n:  # a response: its call should have been linearized (completed) by now
                 if not stack:
                     self.steps = steps
@@ -610,13 +622,12 @@ class _Search:
                     order.pop()
                     if len(order) < agree:  # noqa: PLR1730
                         agree = len(order)
-                    q = ret_pos[x]
+                    q = n + x
                     nxt[prv[q]] = q
                     prv[nxt[q]] = q
-                    q = inv_pos[x]
-                    nxt[prv[q]] = q
-                    prv[nxt[q]] = q
-                p = nxt[inv_pos[x]]
+                    nxt[prv[x]] = x
+                    prv[nxt[x]] = x
+                p = nxt[x]
             else:  # an invocation: try to linearize this call (or its next step) next
                 call = calls[x]
                 before = inflight.get(x)
@@ -658,7 +669,7 @@ class _Search:
                     a, b = prv[p], nxt[p]
                     nxt[a] = b
                     prv[b] = a
-                    q = ret_pos[x]
+                    q = n + x
                     a, b = prv[q], nxt[q]
                     nxt[a] = b
                     prv[b] = a

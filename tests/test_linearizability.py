@@ -387,7 +387,7 @@ def test_twins_are_open_calls_with_equal_operations_and_outcomes():
         Call(3, 3, Op("write", ZERO, ("x", [1]), keys=frozenset({"x"})), 3, None, UNKNOWN),
         Call(4, 4, Op("write", ZERO, ("x", [1]), keys=frozenset({"x"})), 4, None, UNKNOWN),
     ]
-    twin, _ = linearizability._Search(Register(), calls)._twins()
+    twin = linearizability._Search(Register(), calls)._twins()
     assert twin == [-1, -1, 0, -1, -1]
     assert check(Register(), calls[:3] + [R(5, 5, "x", 1, 6, 7)]).ok
 
@@ -451,7 +451,7 @@ def test_the_replay_alone_decides_calls_that_do_not_overlap():
     assert search.sequential
     for _ in search.run():
         pass
-    assert search.entry == []
+    assert search.nxt == []
     assert search.result.result == "violation"
     assert search.result.best_order == (0, 1, 2)
     assert [(u.call, u.expected) for u in search.result.unexplained] == [(3, "-> 2")]
@@ -470,5 +470,5 @@ def test_a_replay_refused_in_overlapping_calls_leaves_the_verdict_to_the_search(
     search = linearizability._Search(Register(), calls)
     for _ in search.run():
         pass
-    assert search.entry != [] and search.result.result == "ok"
+    assert search.nxt != [] and search.result.result == "ok"
     assert check(Register(), calls).ok
