@@ -61,7 +61,7 @@ from .errors import CortexError
 from .gateway import InboundMessage, InboxItem, ItemStatus
 from .scope import Scope
 
-__all__ = ["GatewayChild", "ChildFailed", "ForkServer", "encode", "decode", "main", "take_child",
+__all__ = ["GatewayChild", "ChildFailed", "ForkServer", "start_python", "encode", "decode", "main", "take_child",
            "kill_spares"]
 
 _ZERO = Context(Scope())
@@ -276,6 +276,7 @@ class ForkedProcess:
         self.pid = pid
         self.stdin = stdin
         self.stdout = stdout
+        self.stderr: Any = None
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -316,7 +317,8 @@ class ForkServer:
 
     @classmethod
     def of(cls, module: str) -> "ForkServer":
-        """The running fork server of ``module`` (started on first use)."""
+        """The running fork server of ``module`` (modules to import, comma
+        separated; started on first use)."""
         with cls._servers_lock:
             server = cls._servers.get(module)
             if server is None or server.broken or server.proc.poll() is not None:
@@ -349,11 +351,34 @@ class ForkServer:
         return out["ok"]
 
     def spawn(self, stderr_fd: int, timeout: float = 60.0) -> ForkedProcess:
-        """A new child on fresh pipes (its stderr goes to ``stderr_fd``)."""
+        """A new child serving :func:`main` on fresh pipes (its stderr goes
+        to ``stderr_fd``)."""
+        pid, stdin, stdout = self._fork({"op": "spawn"}, stderr_fd, timeout)
+        return ForkedProcess(self, pid, open(stdin, "wb", buffering=0), open(stdout, "rb", buffering=0))
+
+    def call(self, function: str, arg: str, timeout: float = 60.0) -> ForkedProcess:
+        """A new child running ``function(arg)`` (``"module:function"``),
+        its stdin empty and its stdout and stderr piped as text."""
+        err_r, err_w = os.pipe()
+        try:
+            pid, stdin, stdout = self._fork({"op": "spawn", "call": [function, arg]}, err_w, timeout)
+        except BaseException:
+            os.close(err_r)
+            raise
+        finally:
+            os.close(err_w)
+        os.close(stdin)  # the child reads nothing
+        proc = ForkedProcess(self, pid, None, open(stdout))
+        proc.stderr = open(err_r)
+        return proc
+
+    def _fork(self, request: dict[str, Any], stderr_fd: int, timeout: float) -> tuple[int, int, int]:
+        """Fork a child on fresh pipes: its pid, and this side's ends of its
+        stdin and stdout."""
         child_in, parent_in = os.pipe()
         parent_out, child_out = os.pipe()
         try:
-            pid = int(self._ask({"op": "spawn"}, [child_in, child_out, stderr_fd], timeout))
+            pid = int(self._ask(request, [child_in, child_out, stderr_fd], timeout))
         except BaseException:
             for fd in (parent_in, parent_out):
                 os.close(fd)
@@ -361,8 +386,7 @@ class ForkServer:
         finally:
             os.close(child_in)
             os.close(child_out)
-        return ForkedProcess(self, pid, open(parent_in, "wb", buffering=0),
-                             open(parent_out, "rb", buffering=0))
+        return pid, parent_in, parent_out
 
     def reap(self, pid: int, block: bool, timeout: float | None = None) -> int | None:
         """The exit status of child ``pid`` in ``Popen.returncode``'s form
@@ -397,6 +421,20 @@ class ForkServer:
 atexit.register(ForkServer.close_all)
 
 
+def start_python(function: str, arg: str, preload: Sequence[str] = ()) -> Any:
+    """``function(arg)`` (``"module:function"``) in a child process, with
+    stdout and stderr piped as text: a ``subprocess.Popen``, or where
+    :func:`forking` a :class:`ForkedProcess` forked from the fork server
+    that has imported the function's module and ``preload``.  For the
+    machines that SIGKILL writer processes (``kill-writer``)."""
+    module = function.partition(":")[0]
+    if forking():
+        return ForkServer.of(",".join(dict.fromkeys([module, *preload]))).call(function, arg)
+    code = (f"import sys; from {module} import {function.partition(':')[2]} as f; f(sys.argv[1])")
+    return subprocess.Popen([sys.executable, "-c", code, arg], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_child_env())
+
+
 def _returncode(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
@@ -406,10 +444,11 @@ def fork_server_main(sock_fd: int, module: str) -> None:
     that runs :func:`main` on the three descriptors sent with the request)
     and ``reap`` (the exit status of a child) until the socket closes."""
     sock = socket.socket(fileno=sock_fd)
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - each child's open request reports it
-        pass
+    for name in module.split(","):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - each child's open request reports it
+            pass
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 3)
@@ -428,7 +467,11 @@ def fork_server_main(sock_fd: int, module: str) -> None:
                         for target, fd in enumerate(fds):
                             os.dup2(fd, target)
                             os.close(fd)
-                        main()
+                        if "call" in request:
+                            function, arg = request["call"]
+                            _load(function)(arg)
+                        else:
+                            main()
                         sys.stdout.flush()
                     except BaseException:  # noqa: BLE001 - the parent reads stderr
                         traceback.print_exc()
