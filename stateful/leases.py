@@ -408,9 +408,6 @@ def check_worker_phase(store: Any, log: list[_Line], runs: dict[str, str]) -> No
 
 
 
-_WORKER = "import sys; from cortex_spec.stateful.leases import lease_worker_main; lease_worker_main(sys.argv[1])"
-
-
 def _workers_in_processes(harness: Any, location: Any, plan: list, wanted: int) -> list[str]:
     """Run the plan's workers as child processes on ``location`` until they
     wrote ``wanted`` lines (or a minute passed), then SIGKILL them all; every
@@ -418,14 +415,14 @@ def _workers_in_processes(harness: Any, location: Any, plan: list, wanted: int) 
     import os
     import select
     import signal
-    import subprocess
-    import sys
     import time
 
+    from cortex_spec.gateway_child import start_python
+
     target, args = harness.store_child(location)
-    children = [subprocess.Popen(
-        [sys.executable, "-c", _WORKER, json.dumps({"target": target, "args": args, "owner": owner, "runs": mine})],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)) for owner, mine in plan]
+    children = [start_python("cortex_spec.stateful.leases:lease_worker_main",
+                             json.dumps({"target": target, "args": args, "owner": owner, "runs": mine}),
+                             preload=[target.partition(":")[0]]) for owner, mine in plan]
     lines: list[str] = []
     deadline = time.monotonic() + 60
     pipes = {ch.stdout: ch for ch in children}

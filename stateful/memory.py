@@ -291,11 +291,10 @@ def run_writer_crash(harness: Any, profile: Any, declared: frozenset[str], stats
     import random
     import select
     import signal
-    import subprocess
-    import sys
     import time
 
     from cortex_spec.clock import ManualClock
+    from cortex_spec.gateway_child import start_python
     from cortex_spec.memory import Session
 
     from .runner import session_seed
@@ -316,10 +315,8 @@ def run_writer_crash(harness: Any, profile: Any, declared: frozenset[str], stats
             target, args = harness.store_child(location)
             spec = {"target": target, "args": args, "scope": ROLES["exact"], "agent": agent,
                     "sessions": sessions, "seed": rng.randrange(2**32)}
-            child = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from cortex_spec.stateful.memory import writer_main; "
-                 "writer_main(sys.argv[1])", json.dumps(spec)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+            child = start_python("cortex_spec.stateful.memory:writer_main", json.dumps(spec),
+                                 preload=[target.partition(":")[0]])
             log: list[str] = []
             wanted = rng.randint(2, 40)
             deadline = time.monotonic() + 60

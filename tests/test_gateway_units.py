@@ -4,6 +4,9 @@ power of the crash machine's gateway driver."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -12,7 +15,7 @@ from cortex_spec import InboxItem, ItemStatus
 from cortex_spec.clock import EPOCH
 from cortex_spec.errors import InvalidArgument
 from cortex_spec.gateway import check_offset_value, rfc3339_nano, validate_message
-from cortex_spec.gateway_child import GatewayChild, decode, encode
+from cortex_spec.gateway_child import ForkedProcess, GatewayChild, decode, encode, forking, start_python
 from cortex_spec.reference import MemoryGateway, MemoryMedium, MemoryStore
 from cortex_spec.reference.harness import ReferenceHarness
 from cortex_spec.stateful.classes import reference_session
@@ -62,7 +65,20 @@ def test_wire_encoding_round_trips():
         assert decode(encode(value)) == value
 
 
-def test_child_process_serves_a_gateway_and_dies_on_sigkill():
+@pytest.fixture(params=["forked", "fresh interpreter"])
+def child_mode(request, monkeypatch):
+    """Each child test runs with children forked from the fork server (where
+    the platform can) and with a fresh interpreter per child."""
+    if request.param == "forked":
+        if not forking():
+            pytest.skip("this platform cannot fork children from a fork server")
+        monkeypatch.delenv("CORTEX_SPEC_CHILD_EXEC", raising=False)
+    else:
+        monkeypatch.setenv("CORTEX_SPEC_CHILD_EXEC", "1")
+    return request.param
+
+
+def test_child_process_serves_a_gateway_and_dies_on_sigkill(child_mode):
     """The child protocol end to end, with a reference location (in the
     child's own process)."""
     child = GatewayChild("cortex_spec.reference.gateway:open_location", ["child-test"])
@@ -78,11 +94,27 @@ def test_child_process_serves_a_gateway_and_dies_on_sigkill():
     finally:
         child.kill()
     assert child.proc.returncode == -9
+    assert isinstance(child.proc, ForkedProcess if child_mode == "forked" else subprocess.Popen)
+    assert child.pid != os.getpid()
     bad = GatewayChild("cortex_spec.reference.gateway:open_location", [""])
     try:
         assert bad.open() == "InvalidArgument"
     finally:
         bad.kill()
+
+
+def test_start_python_runs_a_function_in_a_child_and_reports_its_exit(child_mode):
+    """start_python (the kill-writer machines' writers): the function's
+    output arrives on the piped stdout, a failure on stderr with a non-zero
+    status, SIGKILL as -9."""
+    out = start_python("builtins:print", "hello from the child")
+    assert out.wait(60) == 0 and out.stdout.read() == "hello from the child\n"
+    failed = start_python("json:loads", "not json")
+    assert failed.wait(60) == 1 and "JSONDecodeError" in failed.stderr.read()
+    sleeper = start_python("builtins:exec", "import time; print('up', flush=True); time.sleep(60)")
+    assert sleeper.stdout.readline() == "up\n" and sleeper.poll() is None
+    os.kill(sleeper.pid, signal.SIGKILL)
+    assert sleeper.wait(60) == -9
 
 
 def test_gateway_ops_run_on_the_session_target():

@@ -587,23 +587,23 @@ class PostgresHarness(Harness):
 
     def expire_gateway_lease(self, location: str) -> None:
         """Wait (at most ``gateway_lease`` seconds) until the server has ended
-        the dead holder's session and so released the lock of ``location``."""
+        the dead holder's session and so released the lock of ``location``:
+        a transaction waits for the same advisory lock (the server wakes it
+        the moment the lock is free; no polling) and lets it go at once by
+        ending.  A lock still held when the lease runs out is left for the
+        caller's next open to find."""
         from .gateway import advisory_keys
 
+        import sqlalchemy as sa
+
         a, b = advisory_keys(location)
-        deadline = time.monotonic() + self.gateway_lease
         with self._gateway().connect() as conn:
-            while time.monotonic() < deadline:
-                held = conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
-                    "AND classid = %(a)s AND objid = %(b)s AND database = "
-                    "(SELECT oid FROM pg_database WHERE datname = current_database())",
-                    {"a": a % 2**32, "b": b % 2**32},
-                ).scalar_one()
-                conn.rollback()
-                if not held:
-                    return
-                time.sleep(0.01)
+            try:
+                with conn.begin():
+                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(self.gateway_lease * 1000)}ms'")
+                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(a)s, %(b)s)", {"a": a, "b": b})
+            except sa.exc.OperationalError:
+                pass  # lock_timeout: still held
 
     def _gateway(self) -> Any:
         """The engine of the session's gateway database (created on first use)."""
