@@ -643,6 +643,10 @@ RULES = {
     "update.missing": "update of a row that is not visible is the not-found class",
     "delete": "delete removes the visible row, else the not-found class",
     "list": "lists return visible rows in their order, filtered, paged",
+    # optional: where a table's spec states them apart, the generated list
+    # test charges a wrong order and a wrong page to these (else to "list")
+    "list.order": "a list's rows come in the listing's total order",
+    "list.page": "a page skips offset rows of that order, then returns at most limit",
     "count": "a count equals the list without its page",
     "search": "search is a literal ASCII-case-folded substring",
     "fields": "every field written reads back equal, types kept",

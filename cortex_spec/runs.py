@@ -197,7 +197,8 @@ RUNS = Table(
                       filters=(Filter("agent_id", "agent_id"), Filter("state", "state")),
                       order=(("created_at", True), ("id", True)), filter_class=RunFilter),),
     clauses={"create": "RUN-CREATE-1", "create.id": "RUN-CREATE-2", "get": "RUN-GET-1",
-             "list": "RUN-LIST-2", "count": "RUN-LIST-4", "fields": "RUN-CREATE-1"},
+             "list": "RUN-LIST-1", "list.order": "RUN-LIST-2", "list.page": "RUN-LIST-3",
+             "count": "RUN-LIST-4", "fields": "RUN-CREATE-1"},
 )
 
 

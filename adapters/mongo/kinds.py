@@ -288,7 +288,8 @@ class MongoStorage:
             doc = doc_of(table, entity)
             del doc["_id"]
             # the key is the slot's: taken in any scope -> AlreadyExists (SCOPE-ID-1)
-            self.store._fill_slot(entity.id, part, doc, f"{table.singular} {entity.id} already exists")
+            slots: Any = self.store  # the runs mixin's (.runs.RunsMixin._fill_slot), which owns the slots
+            slots._fill_slot(entity.id, part, doc, f"{table.singular} {entity.id} already exists")
 
     def select(self, table: Table, query: Query) -> list[Any]:
         sort = [(_sort_field(n, table), -1 if desc else 1) for n, desc in query.order]
