@@ -253,6 +253,8 @@ class MongoStorage:
             return int(result.deleted_count)
 
     def _collection(self, table: Table) -> Any:
+        if part_of(table) is not None:  # the slots' collection, as the store opened it (``_runs``)
+            return getattr(self.store, f"_{table.name}")
         return self.store.database[self.store.collection_prefix + table.name]
 
     def _filter(self, table: Table, query: Query) -> dict[str, Any]:
@@ -294,6 +296,10 @@ class MongoStorage:
     def select(self, table: Table, query: Query) -> list[Any]:
         sort = [(_sort_field(n, table), -1 if desc else 1) for n, desc in query.order]
         with self.store._guard():
+            if self.session is None and query.offset == 0 and any(n == "id" for n, _ in query.where):
+                # one document at most (a read by key): one find_one, no snapshot session needed
+                doc = self._collection(table).find_one(self._filter(table, query), **self._projection(table))
+                return [] if doc is None else [entity_of(table, doc)]
             if self.session is not None:
                 docs = list(self._collection(table).find(self._filter(table, query), sort=sort,
                                                          skip=query.offset, limit=query.limit,
