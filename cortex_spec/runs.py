@@ -1,9 +1,10 @@
 """Conformance class ``runs``: runs, steps and tool calls (spec: runs.md).
 
-This module holds the entities, filters, validation and the store protocol
-of the class; steps and tool calls are stored kinds (:mod:`.kinds`), so
-their validation, codecs and storage come from their description.  Every rule cited (``RUN-*``, ``STEP-*``, ``TCALL-*``) is a
-clause of ``cortex_spec/spec/runs.md``.
+This module holds the entities, filters and the store protocol of the
+class; runs, steps and tool calls are stored kinds (:mod:`.kinds`), so their
+validation, codecs and storage come from their description.  Every rule
+cited (``RUN-*``, ``STEP-*``, ``TCALL-*``) is a clause of
+``cortex_spec/spec/runs.md``.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
-import attrs
-
 from . import ids
-from .context import Context
-from .entities import entity, replace
-from .errors import InvalidArgument, RunNotFound
+from .context import Context, require_scope
+from .entities import entity
+from .errors import RunNotFound
 from .kinds import (
+    Choice,
     Count,
+    Filter,
     Id,
     Instant,
     Json,
     Listing,
     Optional,
+    Record,
     Short,
     Table,
     Text,
@@ -33,22 +35,13 @@ from .kinds import (
     field,
     install,
     key,
+    owned,
+    principal,
     scope_field,
+    update_fields,
     updated,
 )
 from .scope import Scope
-from .validation import (
-    check_bool,
-    check_count,
-    check_entity_size,
-    check_enum,
-    check_json_object,
-    check_optional_instant,
-    check_optional_json_object,
-    check_page,
-    check_short_str,
-    check_str,
-)
 from .views import Refs
 
 __all__ = [
@@ -60,10 +53,8 @@ __all__ = [
     "ToolCall",
     "RunFilter",
     "RunStore",
-    "validate_new_run",
-    "validate_run_update",
     "apply_run_update",
-    "validate_run_filter",
+    "RUNS",
     "STEPS",
     "TOOL_CALLS",
     "TABLES",
@@ -93,38 +84,45 @@ TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCE
 class Lease:
     """A worker's hold on a running run (written only by the ``leases`` class)."""
 
-    owner: str
-    expires_at: datetime
+    owner: str = field(Short())
+    expires_at: datetime = field(Instant())
+
+
+#: RUN-REV-1: the revision ``create_run`` stores.
+FIRST_REVISION = 1
 
 
 @entity
 class Run:
-    """One agent run.  See the field table of runs.md for who writes what."""
+    """One agent run.  See the field table of runs.md for who writes what:
+    ``update_run`` writes the fields marked ``update`` (RUN-UPD-2); the
+    owned ones only the leases, suspensions and a2a classes write."""
 
-    id: str
-    agent_id: str
-    session_id: str | None = None
-    scope: Scope = Scope()
-    state: RunState | str = RunState.CREATED
-    input: str = ""
-    output: str = ""
-    error: str = ""
-    step_count: int = 0
-    tokens_used: int = 0
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    persona_ref: str = ""
-    metadata: dict[str, Any] = attrs.Factory(dict)
-    principal: str | None = None
-    reply_route: dict[str, Any] | None = None
-    lease: Lease | None = None
-    reclaim_count: int = 0
-    notified_at: datetime | None = None
+    id: str = key(ids.RUN)
+    agent_id: str = field(Id(ids.AGENT), update=True)
+    session_id: str | None = field(Optional(Id(ids.SESSION)), default=None, update=True)
+    scope: Scope = scope_field()
+    state: RunState | str = field(Choice(RunState), default=RunState.CREATED, update=True)
+    input: str = field(Text(), default="", update=True)
+    output: str = field(Text(), default="", update=True)
+    error: str = field(Text(), default="", update=True)
+    step_count: int = field(Count(), default=0, update=True)
+    tokens_used: int = field(Count(), default=0, update=True)
+    started_at: datetime | None = field(Optional(Instant()), default=None, update=True)
+    completed_at: datetime | None = field(Optional(Instant()), default=None, update=True)
+    persona_ref: str = field(Short(), default="", update=True)
+    metadata: dict[str, Any] = field(Json(), factory=dict, update=True)
+    principal: str | None = principal()
+    reply_route: dict[str, Any] | None = field(Optional(Json()), default=None)
+    #: RUN-ENT-2: written only by class ``leases`` (and cleared by update_run)
+    lease: Lease | None = owned(Optional(Record(Lease)), None)
+    reclaim_count: int = owned(Count(), 0)
+    notified_at: datetime | None = owned(Optional(Instant()), None)
     #: advanced by every write of the run through the runs and suspensions
     #: methods (RUN-REV); never taken from an argument
-    revision: int = 0
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    revision: int = owned(Count(), 0, initial=(FIRST_REVISION,))
+    created_at: datetime | None = created()
+    updated_at: datetime | None = updated()
 
 
 @entity
@@ -176,100 +174,32 @@ class RunFilter:
     offset: int = 0
 
 
-# -- validation (the store calls these before touching storage) --------------
+# -- runs: a stored kind with a hand-written update ------------------------------------------
+#
+# Validation (RUN-CREATE-1/3, RUN-UPD-2/3/7, RUN-LIST-5), codecs and
+# storage come from the description; update_run is written once below, on
+# the storage primitives: unconditional and whole over the mutable fields,
+# the revision advanced in the same step, the lease kept only while running.
 
-#: RUN-REV-1: the revision ``create_run`` stores.
-FIRST_REVISION = 1
 
-#: RUN-UPD-2: the fields ``update_run`` writes from its argument.
-RUN_MUTABLE_FIELDS = (
-    "agent_id",
-    "session_id",
-    "state",
-    "input",
-    "output",
-    "error",
-    "step_count",
-    "tokens_used",
-    "started_at",
-    "completed_at",
-    "persona_ref",
-    "metadata",
+def apply_run_update(fields: dict[str, Any]) -> dict[str, Any]:
+    """What ``update_run`` writes: the validated mutable ``fields``; a run
+    that leaves ``running`` loses its lease in the same step (LEASE-CLEAR-1),
+    one that stays keeps it (LEASE-CLEAR-2)."""
+    if fields["state"] == RunState.RUNNING:
+        return fields
+    return {**fields, "lease": None}
+
+
+RUNS = Table(
+    Run, "runs", "runs", RunNotFound, "run", "runs", ops=("create", "get"),
+    listings=(Listing("list_runs", "count_runs",
+                      filters=(Filter("agent_id", "agent_id"), Filter("state", "state")),
+                      order=(("created_at", True), ("id", True)), filter_class=RunFilter),),
+    clauses={"create": "RUN-CREATE-1", "create.id": "RUN-CREATE-2", "get": "RUN-GET-1",
+             "list": "RUN-LIST-1", "list.order": "RUN-LIST-2", "list.page": "RUN-LIST-3",
+             "count": "RUN-LIST-4", "fields": "RUN-CREATE-1"},
 )
-
-
-def _mutable_run_fields(run: Run) -> dict[str, Any]:
-    return {
-        "agent_id": ids.check_id(run.agent_id, ids.AGENT, "run.agent_id"),
-        "session_id": ids.check_optional_id(run.session_id, ids.SESSION, "run.session_id"),
-        "state": check_enum(run.state, RunState, "run.state"),
-        "input": check_str(run.input, "run.input"),
-        "output": check_str(run.output, "run.output"),
-        "error": check_str(run.error, "run.error"),
-        "step_count": check_count(run.step_count, "run.step_count"),
-        "tokens_used": check_count(run.tokens_used, "run.tokens_used"),
-        "started_at": check_optional_instant(run.started_at, "run.started_at"),
-        "completed_at": check_optional_instant(run.completed_at, "run.completed_at"),
-        "persona_ref": check_short_str(run.persona_ref, "run.persona_ref"),
-        "metadata": check_json_object(run.metadata, "run.metadata"),
-    }
-
-
-def validate_new_run(run: object, ctx: Context, now: datetime) -> Run:
-    """RUN-CREATE-1/3: the run as it will be stored, or ``InvalidArgument``."""
-    if not isinstance(run, Run):
-        raise InvalidArgument(f"run must be a Run, got {type(run).__name__}")
-    stored = Run(
-        id=ids.check_id(run.id, ids.RUN, "run.id"),
-        scope=ctx.scope,
-        principal=ctx.principal,
-        reply_route=check_optional_json_object(run.reply_route, "run.reply_route"),
-        lease=None,
-        reclaim_count=0,
-        notified_at=None,
-        revision=FIRST_REVISION,
-        created_at=now,
-        updated_at=now,
-        **_mutable_run_fields(run),
-    )
-    check_entity_size(stored, "run")
-    return stored
-
-
-def validate_run_update(run: object) -> tuple[str, dict[str, Any]]:
-    """RUN-UPD-2/3/7: ``(id, fields to write)``; other fields are ignored."""
-    if not isinstance(run, Run):
-        raise InvalidArgument(f"run must be a Run, got {type(run).__name__}")
-    run_id = ids.check_id(run.id, ids.RUN, "run.id")
-    return run_id, _mutable_run_fields(run)
-
-
-def apply_run_update(stored: Run, fields: dict[str, Any], now: datetime) -> Run:
-    """The run an update will store: ``stored`` with the written ``fields``,
-    ``updated_at = now`` and the next revision (RUN-REV-2), refused if it
-    breaks the size limit (RUN-UPD-7).  A run that leaves ``running`` loses
-    its lease in the same step (LEASE-CLEAR-1); one that stays keeps it
-    (LEASE-CLEAR-2)."""
-    lease = stored.lease if fields["state"] == RunState.RUNNING else None
-    updated = replace(stored, updated_at=now, revision=stored.revision + 1, lease=lease, **fields)
-    check_entity_size(updated, "run")
-    return updated
-
-
-def validate_run_filter(flt: object) -> RunFilter:
-    """RUN-LIST-5: a normalised filter (``None`` means every default)."""
-    if flt is None:
-        return RunFilter()
-    if not isinstance(flt, RunFilter):
-        raise InvalidArgument(f"filter must be a RunFilter or None, got {type(flt).__name__}")
-    limit, offset = check_page(flt.limit, flt.offset)
-    return RunFilter(
-        agent_id=ids.check_optional_id(flt.agent_id, ids.AGENT, "filter.agent_id"),
-        state=None if flt.state is None else check_enum(flt.state, RunState, "filter.state"),
-        exact=check_bool(flt.exact, "filter.exact"),
-        limit=limit,
-        offset=offset,
-    )
 
 
 # -- steps and tool calls: stored kinds (cortex_spec.kinds) ------------------------------------
@@ -293,9 +223,8 @@ TOOL_CALLS = Table(
              "fields": "TCALL-1"},
 )
 
-#: The stored kinds of the class (runs themselves are written by hand: their
-#: revision, lease and the classes that claim them).
-TABLES = (STEPS, TOOL_CALLS)
+#: The stored kinds of the class.
+TABLES = (RUNS, STEPS, TOOL_CALLS)
 
 
 if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)
@@ -305,11 +234,26 @@ else:
 
 
 class RunsMethods(_Generated):
-    """The generated methods of :data:`TABLES` on ``self._crud`` (a
-    :class:`~.kinds.Crud` over the backend's storage); a backend's runs
-    mixin inherits this and writes the run methods itself."""
+    """The class's store methods on ``self._crud`` (a :class:`~.kinds.Crud`
+    over the backend's storage): the generated methods of :data:`TABLES`
+    and ``update_run``.  A backend's runs mixin inherits this (the Mongo one
+    keeps its own run methods: a run lives in its slot document)."""
 
     _crud: Any
+
+    def update_run(self, ctx: Context, run: Run) -> Run:
+        """RUN-UPD-1..7: one write of the visible run, unconditional on its
+        old values (the last writer wins, whole): the mutable fields,
+        ``updated_at``, the lease :func:`apply_run_update` clears, and the
+        next revision (RUN-REV-2), refused whole if the run as stored breaks
+        the size limit (RUN-UPD-7)."""
+        scope = require_scope(ctx)
+        run_id, fields = update_fields(RUNS, run)
+        stored: Run | None = self._crud.storage.update(RUNS, run_id, scope, apply_run_update(fields),
+                                                       self._crud.now(), advance=("revision",))
+        if stored is None:
+            raise RunNotFound(f"run {run_id} not found")  # RUN-UPD-1
+        return stored
 
 
 install(RunsMethods, TABLES)
@@ -367,8 +311,7 @@ class RunStore(Protocol):
         ...
 
 
-# the run methods are each backend's own; the generated ones must be declared as they are
-check_protocol(RunStore, TABLES, RunsMethods, shared_only=False)
+check_protocol(RunStore, TABLES, RunsMethods)
 
 
 # -- what the class shows (cortex_spec.views) ------------------------------------------------

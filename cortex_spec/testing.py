@@ -145,7 +145,9 @@ def example_value(kind: Any, variant: int = 0) -> Any:
 def example(cls: type, variant: int = 0, **fields: Any) -> Any:
     """A valid entity (or nested record) of a described class: a fresh key,
     a value of each data field's kind (``variant`` picks which), and the
-    ``fields`` given; stamps and store-owned fields keep their defaults."""
+    ``fields`` given; stamps and store-owned fields keep their defaults,
+    or hold the value a create stores when the field declares one (a run's
+    first revision)."""
     from . import kinds as k
 
     values: dict[str, Any] = {}
@@ -160,6 +162,8 @@ def example(cls: type, variant: int = 0, **fields: Any) -> Any:
                 values[name] = f"{name}-{ids.new_id('x')[2:]}"
             else:
                 values[name] = example_value(kind, variant)
+        elif spec.role == k.OWNED and spec.initial:
+            values[name] = spec.initial[0]
     values.update(fields)
     return cls(**values)
 

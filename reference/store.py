@@ -65,9 +65,11 @@ class MemoryMedium:
         # the stored kinds of every class (cortex_spec.kinds): kind_<table> by key
         from cortex_spec.classes import CLASSES
 
+        from .kinds import medium_table_name
+
         for cls in CLASSES.values():
             for table in cls.tables:
-                setattr(self, f"kind_{table.name}", {})
+                setattr(self, medium_table_name(table), getattr(self, medium_table_name(table), {}))
 
     def tables(self) -> dict[str, dict[Any, Any]]:
         """Every table by name (every attribute but the lock)."""

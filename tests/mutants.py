@@ -53,12 +53,12 @@ from cortex_spec.errors import (
     SuspensionExpired,
 )
 from cortex_spec.errors import InvalidArgument, OverlayNotFound, StoreError
-from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query
+from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query, listing_query, sort_rows, update_fields
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.a2a import MemoryA2ARows
 from cortex_spec.reference.kinds import MemoryStorage
 from cortex_spec.reference.harness import ReferenceHarness
-from cortex_spec.runs import RunState, validate_run_filter, validate_run_update
+from cortex_spec.runs import RUNS, RunFilter, RunState
 from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
 from cortex_spec.checkpoints import validate_decision
@@ -127,23 +127,36 @@ class DeadlineOnResumeSide(MemoryStore):
             return detach(s)
 
 
-class PrefixConfusion(MemoryStore):
+class _HandListedRuns(MemoryStore):
+    """list_runs/count_runs by hand over the medium's runs (the listing's
+    own query: visibility, filters, order, page), for mutants that change
+    one part of it (``_selects``, the order)."""
+
+    def _selects(self, query, run):
+        return query.scope.covers(run.scope) and (not query.exact or run.scope == query.scope)
+
+    def _select_runs(self, ctx, flt):
+        query = listing_query(RUNS, RUNS.listing("list_runs"), ctx, {}, flt)
+        with self._tx() as t:
+            rows = [r for r in t.runs.values() if self._selects(query, r)
+                    and all(getattr(r, n) == v for n, v in query.where)]
+        return rows, query
+
+    def list_runs(self, ctx, filter=None):
+        rows, query = self._select_runs(ctx, filter)
+        return [detach(r) for r in page(sort_rows(rows, query.order), query.limit, query.offset)]
+
+    def count_runs(self, ctx, filter=None):
+        return len(self._select_runs(ctx, filter)[0])
+
+
+class PrefixConfusion(_HandListedRuns):
     """Lists match scopes as strings: ``ws=w1`` also sees ``ws=w10`` (a SQL
     ``LIKE canonical || '%'``)."""
 
-    def _select_runs(self, ctx, flt):
-        scope = require_scope(ctx)
-        flt = validate_run_filter(flt)
-        prefix = scope.canonical()
-        with self._tx() as t:
-            rows = [
-                r for r in t.runs.values()
-                if r.scope.canonical().startswith(prefix)
-                and (not flt.exact or r.scope == scope)
-                and (flt.agent_id is None or r.agent_id == flt.agent_id)
-                and (flt.state is None or r.state == flt.state)
-            ]
-        return rows, flt
+    def _selects(self, query, run):
+        return run.scope.canonical().startswith(query.scope.canonical()) and (
+            not query.exact or run.scope == query.scope)
 
 
 class ExactPagedBeforeExactFilter(MemoryStore):
@@ -153,10 +166,9 @@ class ExactPagedBeforeExactFilter(MemoryStore):
 
     def list_runs(self, ctx, filter=None):
         scope = require_scope(ctx)
-        flt = validate_run_filter(filter)
-        if not flt.exact:
-            return super().list_runs(ctx, flt)
-        return [r for r in super().list_runs(ctx, attrs.evolve(flt, exact=False)) if r.scope == scope]
+        if not isinstance(filter, RunFilter) or filter.exact is not True:
+            return super().list_runs(ctx, filter)
+        return [r for r in super().list_runs(ctx, attrs.evolve(filter, exact=False)) if r.scope == scope]
 
 
 class UpdateRewritesScope(MemoryStore):
@@ -197,13 +209,13 @@ class FlipThenReject(MemoryStore):
             return detach(s)
 
 
-class NoTieBreak(MemoryStore):
+class NoTieBreak(_HandListedRuns):
     """list_runs orders by created_at only; ties come out in table order."""
 
     def list_runs(self, ctx, filter=None):
-        rows, flt = self._select_runs(ctx, filter)
+        rows, query = self._select_runs(ctx, filter)
         rows.sort(key=lambda r: r.created_at, reverse=True)
-        return [detach(r) for r in page(rows, flt.limit, flt.offset)]
+        return [detach(r) for r in page(rows, query.limit, query.offset)]
 
 
 class ResolveReadThenWrite(MemoryStore):
@@ -344,7 +356,7 @@ class TornUpdate(MemoryStore):
 
     def update_run(self, ctx, run):
         scope = require_scope(ctx)
-        run_id, fields = validate_run_update(run)
+        run_id, fields = update_fields(RUNS, run)
         with self._tx() as t:
             stored = t.runs.get(run_id)
             if stored is None or not scope.covers(stored.scope):
@@ -1472,7 +1484,7 @@ class StoppedRunKeepsLease(MemoryStore):
     in the update statement)."""
 
     def update_run(self, ctx, run):
-        run_id, _ = validate_run_update(run)
+        run_id, _ = update_fields(RUNS, run)
         with self._tx() as t:
             before = t.runs.get(run_id)
             updated = super().update_run(ctx, run)

@@ -98,11 +98,12 @@ COMMON_ARGUMENTS = frozenset(PAGE_ARGUMENTS)
 
 #: The state machines' own vocabulary, which class ``runs`` also uses for a
 #: stored kind (a step of a machine, ``stateful_step_count``; the table
-#: ``steps``; the checker's ``model.step``): allowed, attributes too, as no
-#: class has a method of that name.  The kind is still caught
-#: through its methods (``create_step``, ``list_steps``) and its entity
-#: (``Step``).
-MACHINE_WORDS = frozenset({"step", "steps"})
+#: ``steps``; the checker's ``model.step``; a scenario step's ``run``, a
+#: failing run of a machine): allowed, attributes too, as no class has a
+#: method of that name.  The kinds are still caught through their methods
+#: (``create_step``, ``list_steps``, ``get_run``) and their entities
+#: (``Step``, ``Run``).
+MACHINE_WORDS = frozenset({"step", "steps", "run"})
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -78,9 +78,12 @@ class AdminMixin(MongoStoreBase):
         prefix = self.collection_prefix
         for name in ("a2a_messages", "a2a_conversations", "a2a_deliveries", "a2a_asks"):
             yield name, self.database[prefix + name]
+        from .kinds import part_of
+
         for cls in CLASSES.values():
             for table in cls.tables:
-                yield table.name, self.database[prefix + table.name]
+                if part_of(table) is None:  # a slot's part: the slots are scanned apart
+                    yield table.name, self.database[prefix + table.name]
 
     def inspect_scopes(self, ctx: Context, visit: Callable[[ScopeIssue], object]) -> int:
         check_visitor(ctx, visit)

@@ -15,6 +15,13 @@ fields serve the queries no plain field can:
 * ``f_<field>`` for the searched field: its ASCII-folded copy, matched with
   an escaped (literal) regular expression (MC-GEN-10).
 
+A table of :data:`PARTS` is not a collection of its own: its row is one
+*part* (a sub-document) of a slot document keyed by the row's id, whose
+other parts other classes write (a run is the ``run`` part of its slot in
+``runs``, beside the run's suspension, see :mod:`.runs`).  Every path is
+then under the part, a read projects the part, and an insert fills the
+part of the slot if it is empty (the store's ``_fill_slot``).
+
 Primitives (:class:`cortex_spec.kinds.Storage`): ``insert`` is one
 ``insert_one``; ``select``/``count`` one query (a snapshot session where the
 deployment has snapshot reads); ``update`` reads the visible row, checks
@@ -43,7 +50,23 @@ from cortex_spec.scope import Scope
 
 from .store import MongoStoreBase, decode, dt_in, dt_out, json_in, json_out, scope_filter, scope_in, scope_out
 
-__all__ = ["MongoStorage", "kind_indexes", "doc_of", "entity_of"]
+__all__ = ["MongoStorage", "kind_indexes", "doc_of", "entity_of", "encode_field", "part_of", "PARTS"]
+
+#: Tables stored as a part of slot documents: table name -> the part
+#: (their layout predates the description; the store declares its indexes).
+PARTS = {"runs": "run"}
+
+
+def part_of(table: Table) -> str | None:
+    return PARTS.get(table.name)
+
+
+def _path(table: Table, name: str) -> str:
+    """The document path of a field (or of ``scope``/a derived field)."""
+    if name == "id":
+        return "_id"
+    part = part_of(table)
+    return name if part is None else f"{part}.{name}"
 
 
 def _encode(kind: k.FieldKind, value: Any) -> Any:
@@ -66,6 +89,11 @@ def _encode(kind: k.FieldKind, value: Any) -> Any:
     if isinstance(kind, k.Record):
         return _record_doc(value)
     return value
+
+
+def encode_field(table: Table, name: str, value: Any) -> Any:
+    """A field's value as a document holds it."""
+    return _encode(table.fields[name].kind, value)
 
 
 def _record_doc(record: Any) -> dict[str, Any]:
@@ -147,6 +175,11 @@ def doc_of(table: Table, entity: Any) -> dict[str, Any]:
 
 
 def entity_of(table: Table, doc: dict[str, Any]) -> Any:
+    """The entity a document holds (a slot's part, for a table of :data:`PARTS`)."""
+    part = part_of(table)
+    if part is not None:
+        doc = {"_id": doc["_id"], **doc[part]}
+
     def build() -> Any:
         values = {}
         for name, spec in table.fields.items():
@@ -164,6 +197,8 @@ def entity_of(table: Table, doc: dict[str, Any]) -> Any:
 def kind_indexes(collection: Any, table: Table) -> list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]]:
     """The indexes of one kind's collection (for ``create_missing_indexes``)."""
     out: list[tuple[Any, list[tuple[str, int]], str, dict[str, Any]]] = []
+    if part_of(table) is not None:
+        return out  # the slot's indexes are the store's (.store.MongoStoreBase.ensure_indexes)
     if not table.listings or any(li.parent is None for li in table.listings):
         out.append((collection, [("scope.k0", 1), ("scope.v0", 1), ("created_at", 1), ("_id", 1)],
                     f"{table.name}_scope", {}))
@@ -177,8 +212,11 @@ def kind_indexes(collection: Any, table: Table) -> list[tuple[Any, list[tuple[st
     return out
 
 
-def _sort_field(name: str) -> str:
-    return {k.SCOPE_DEPTH: "scope.n", k.SCOPE_TEXT: "scope.c", "id": "_id"}.get(name, name)
+def _sort_field(name: str, table: Table | None = None) -> str:
+    if name == "id":
+        return "_id"
+    path = {k.SCOPE_DEPTH: "scope.n", k.SCOPE_TEXT: "scope.c"}.get(name, name)
+    return path if table is None else _path(table, path)
 
 
 class MongoStorage:
@@ -208,42 +246,68 @@ class MongoStorage:
             return body(MongoStorage(self.store, session))
 
     def delete_where(self, table: Table, query: Query) -> int:
+        if part_of(table) is not None:
+            raise TypeError(f"{table.name}: a slot's part is never deleted")
         with self.store._guard():
             result = self._collection(table).delete_many(self._filter(table, query), **self._s())
             return int(result.deleted_count)
 
     def _collection(self, table: Table) -> Any:
+        if part_of(table) is not None:  # the slots' collection, as the store opened it (``_runs``)
+            return getattr(self.store, f"_{table.name}")
         return self.store.database[self.store.collection_prefix + table.name]
 
     def _filter(self, table: Table, query: Query) -> dict[str, Any]:
-        found: dict[str, Any] = {} if query.scope is None else scope_filter("scope", query.scope,
+        part = part_of(table)
+        found: dict[str, Any] = {} if query.scope is None else scope_filter(_path(table, "scope"), query.scope,
                                                                             exact=query.exact)
+        if part is not None and query.scope is None:
+            found[part] = {"$exists": True}  # a slot may hold other parts only
         for name, value in query.where:
-            found["_id" if name == "id" else name] = _encode(table.fields[name].kind, value)
+            found[_path(table, name)] = _encode(table.fields[name].kind, value)
         if query.search is not None:
             name, text = query.search
-            found[f"f_{name}"] = {"$regex": re.escape(ascii_fold(text))}
+            found[_path(table, f"f_{name}")] = {"$regex": re.escape(ascii_fold(text))}
         if query.after is not None:  # keyset paging (strings: BSON binary order, by code point)
             name, value = query.after
-            path = "_id" if name == "id" else name
+            path = _path(table, name)
             bound = {"$gt": _encode(table.fields[name].kind, value)}
             found[path] = {"$eq": found[path], **bound} if path in found else bound
         return found
 
+    def _projection(self, table: Table) -> dict[str, Any]:
+        part = part_of(table)
+        return {} if part is None else {"projection": {part: 1}}
+
     def insert(self, table: Table, entity: Any) -> None:
+        part = part_of(table)
         with self.store._guard():
-            self._collection(table).insert_one(doc_of(table, entity), **self._s())
+            if part is None:
+                self._collection(table).insert_one(doc_of(table, entity), **self._s())
+                return
+            if self.session is not None:
+                raise TypeError(f"{table.name}: a slot's part is not inserted inside a transaction")
+            doc = doc_of(table, entity)
+            del doc["_id"]
+            # the key is the slot's: taken in any scope -> AlreadyExists (SCOPE-ID-1)
+            slots: Any = self.store  # the runs mixin's (.runs.RunsMixin._fill_slot), which owns the slots
+            slots._fill_slot(entity.id, part, doc, f"{table.singular} {entity.id} already exists")
 
     def select(self, table: Table, query: Query) -> list[Any]:
-        sort = [(_sort_field(n), -1 if desc else 1) for n, desc in query.order]
+        sort = [(_sort_field(n, table), -1 if desc else 1) for n, desc in query.order]
         with self.store._guard():
+            if self.session is None and query.offset == 0 and any(n == "id" for n, _ in query.where):
+                # one document at most (a read by key): one find_one, no snapshot session needed
+                doc = self._collection(table).find_one(self._filter(table, query), **self._projection(table))
+                return [] if doc is None else [entity_of(table, doc)]
             if self.session is not None:
                 docs = list(self._collection(table).find(self._filter(table, query), sort=sort,
                                                          skip=query.offset, limit=query.limit,
-                                                         session=self.session))
+                                                         session=self.session, **self._projection(table)))
             else:
                 docs = self.store._find(self._collection(table), self._filter(table, query),
-                                        sort=sort, skip=query.offset, limit=query.limit)
+                                        sort=sort, skip=query.offset, limit=query.limit,
+                                        **self._projection(table))
             return [entity_of(table, d) for d in docs]
 
     def count(self, table: Table, query: Query) -> int:
@@ -254,41 +318,47 @@ class MongoStorage:
             return self.store._count(self._collection(table), self._filter(table, query))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
+               now: datetime, expect: tuple[tuple[str, Any], ...] = (),
+               advance: tuple[str, ...] = ()) -> Any | None:
         from pymongo import ReturnDocument
 
         if self.session is None and self.store._transactions and any(
                 s.role == k.OWNED for s in table.fields.values()):
             # the size check reads store-owned fields another step may be
             # changing: read and write in one transaction
-            return self.atomic(lambda s: s.update(table, key, scope, fields, now, expect))
+            return self.atomic(lambda s: s.update(table, key, scope, fields, now, expect, advance))
         collection = self._collection(table)
-        mine = {"_id": key, **scope_filter("scope", scope),
-                **{name: _encode(table.fields[name].kind, value) for name, value in expect}}
+        mine = {"_id": key, **scope_filter(_path(table, "scope"), scope),
+                **{_path(table, name): _encode(table.fields[name].kind, value) for name, value in expect}}
         with self.store._guard():
-            doc = collection.find_one(mine, **self._s())
+            doc = collection.find_one(mine, **self._projection(table), **self._s())
             if doc is None:
                 return None
             # RSC-GEN-8 of the row as it will be stored: its other fields are
             # never written by an update, so this read cannot go stale
-            new = attrs.evolve(entity_of(table, doc), updated_at=now, **fields)
+            old = entity_of(table, doc)
+            new = attrs.evolve(old, updated_at=now, **fields, **{n: getattr(old, n) + 1 for n in advance})
             check_size(new, table)
-            changes = {name: _encode(table.fields[name].kind, value) for name, value in fields.items()}
-            changes["updated_at"] = dt_out(now)
+            changes = {_path(table, name): _encode(table.fields[name].kind, value) for name, value in fields.items()}
+            changes[_path(table, "updated_at")] = dt_out(now)
             unset = {}
             for name, value in _derived(table, new).items():
                 if value is None:
-                    unset[name] = ""
+                    unset[_path(table, name)] = ""
                 else:
-                    changes[name] = value
+                    changes[_path(table, name)] = value
             update: dict[str, Any] = {"$set": changes}
+            if advance:  # in the same operation
+                update["$inc"] = {_path(table, name): 1 for name in advance}
             if unset:
                 update["$unset"] = unset
             doc = collection.find_one_and_update(mine, update, return_document=ReturnDocument.AFTER,
-                                                 **self._s())
+                                                 **self._projection(table), **self._s())
             return None if doc is None else entity_of(table, doc)
 
     def delete(self, table: Table, key: str, scope: Scope) -> bool:
+        if part_of(table) is not None:
+            raise TypeError(f"{table.name}: a slot's part is never deleted")
         with self.store._guard():
             result = self._collection(table).delete_one({"_id": key, **scope_filter("scope", scope)},
                                                         **self._s())

@@ -260,10 +260,12 @@ def _delete_where(tname: str, depth: int | None, exact: bool, where: tuple[str, 
 
 
 @lru_cache(maxsize=None)
-def _update(tname: str, depth: int, columns: tuple[str, ...], expect: tuple[str, ...] = ()) -> Any:
+def _update(tname: str, depth: int, columns: tuple[str, ...], expect: tuple[str, ...] = (),
+            advance: tuple[str, ...] = ()) -> Any:
     t = KIND_TABLES[tname]
     values: dict[str, Any] = {name: sa.bindparam(f"v_{name}") for name in columns}
     values["updated_at"] = sa.bindparam("v_updated_at")
+    values.update({name: t.c[name] + 1 for name in advance})  # in the same statement
     return (sa.update(t).where(t.c.id == sa.bindparam("w_id"), visible(t, depth),
                                *(t.c[name] == sa.bindparam(f"x_{name}") for name in expect))
             .values(values).returning(t))
@@ -364,12 +366,13 @@ class SqlStorage:
         return self._read(lambda conn: int(conn.execute(stmt, params).scalar_one()))
 
     def update(self, table: Table, key: str, scope: Scope, fields: dict[str, Any],
-               now: datetime, expect: tuple[tuple[str, Any], ...] = ()) -> Any | None:
+               now: datetime, expect: tuple[tuple[str, Any], ...] = (),
+               advance: tuple[str, ...] = ()) -> Any | None:
         written = {col: v for name in sorted(fields) for col, v in cells(table, name, fields[name]).items()}
         params = {f"v_{col}": v for col, v in written.items()}
         params.update({f"x_{n}": encode(table.fields[n].kind, v) for n, v in expect})
         params.update({"v_updated_at": to_millis(now), "w_id": key, **scope_params(scope)})
-        stmt = _update(table.name, scope.depth, tuple(written), tuple(n for n, _ in expect))
+        stmt = _update(table.name, scope.depth, tuple(written), tuple(n for n, _ in expect), advance)
 
         def write(conn: sa.Connection) -> Any | None:
             row = conn.execute(stmt, params).one_or_none()

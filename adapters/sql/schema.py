@@ -406,7 +406,7 @@ def kind_table(table: Any) -> sa.Table:
 #: Stored kinds whose tables predate the description (schema version 1),
 #: declared above: the interpreter reads and writes them through the kind's
 #: codec (a column's ``key`` is its field's name), and their layout stays.
-LAID_OUT = {"steps": steps, "tool_calls": tool_calls, "checkpoints": checkpoints}
+LAID_OUT = {"runs": runs, "steps": steps, "tool_calls": tool_calls, "checkpoints": checkpoints}
 
 
 def _kind_tables() -> dict[str, sa.Table]:
