@@ -30,6 +30,7 @@ from .kinds import (
     Short,
     Table,
     Text,
+    check_filter,
     check_protocol,
     check_value,
     created,
@@ -152,18 +153,9 @@ def resolved(cp: Checkpoint, decision: Decision, now: datetime) -> Checkpoint:
 
 
 def validate_checkpoint_filter(flt: object) -> CheckpointFilter:
-    if flt is None:
-        return CheckpointFilter()
-    if not isinstance(flt, CheckpointFilter):
-        raise InvalidArgument(
-            f"filter must be a CheckpointFilter or None, got {type(flt).__name__}"
-        )
-    limit, offset = check_page(flt.limit, flt.offset)
-    return CheckpointFilter(
-        run_id=ids.check_optional_id(flt.run_id, ids.RUN, "filter.run_id"),
-        limit=limit,
-        offset=offset,
-    )
+    """``flt`` (``None``: no filter) checked as ``list_pending`` checks it
+    (CP-LIST-1..3), for a store written without the generated methods."""
+    return check_filter(CHECKPOINTS, CHECKPOINTS.listing("list_pending"), flt)  # type: ignore[no-any-return]
 
 
 if TYPE_CHECKING:  # the methods install() generates below, declared for type checkers (cortex_spec.stubs)

@@ -91,6 +91,7 @@ __all__ = [
     "principal",
     "specs",
     "check_value",
+    "check_filter",
     "Unique",
     "Filter",
     "Listing",
@@ -800,37 +801,64 @@ def _listing_args(table: Table, listing: Listing, args: dict[str, Any], flt: obj
     return args
 
 
-def listing_query(table: Table, listing: Listing, ctx: object, args: dict[str, Any],
-                  flt: object = None) -> Query:
-    """The :class:`Query` of a list or count call (scope first, then the
-    arguments, each checked)."""
-    scope = require_scope(ctx)
+def listing_arguments(table: Table, listing: Listing, args: dict[str, Any],
+                      flt: object = None) -> dict[str, Any]:
+    """The arguments of a list or count call, each checked (the call's
+    ``InvalidArgument``), by argument name: the parent, every filter, then
+    ``exact``, ``search``, ``limit`` and ``offset``."""
     given = _listing_args(table, listing, args, flt)
-    where: list[tuple[str, Any]] = list(listing.fixed)
+    out: dict[str, Any] = {}
     if listing.parent is not None:
-        where.append((listing.parent, check_value(table.entity, listing.parent, given[listing.parent],
-                                                  listing.parent)))
+        out[listing.parent] = check_value(table.entity, listing.parent, given[listing.parent], listing.parent)
     for f in listing.filters:
         value = given.get(f.arg, False if f.flag is not UNSET else None)
         if f.flag is not UNSET:
             if not isinstance(value, bool):
                 raise InvalidArgument(f"{f.arg} must be a bool, got {type(value).__name__}")
-            if value:
-                where.append((f.field, f.flag))
         elif value is not None:
-            where.append((f.field, check_value(table.entity, f.field, value, f"filter.{f.arg}")))
+            value = check_value(table.entity, f.field, value, f"filter.{f.arg}")
+        out[f.arg] = value
     exact = given.get("exact", False)
     if not isinstance(exact, bool):
         raise InvalidArgument(f"exact must be a bool, got {type(exact).__name__}")
-    search = None
-    if listing.search is not None:
-        text = given.get("search")
-        if text is not None:
-            text = check_str(text, "search")
-            if text:
-                search = (listing.search, text)
-    limit, offset = check_page(given.get("limit", 0), given.get("offset", 0)) if listing.paged else (0, 0)
-    return Query(scope, exact and listing.exact, tuple(where), search, listing.order, limit, offset)
+    out["exact"] = exact
+    text = given.get("search") if listing.search is not None else None
+    out["search"] = check_str(text, "search") if text is not None else None
+    out["limit"], out["offset"] = (check_page(given.get("limit", 0), given.get("offset", 0))
+                                   if listing.paged else (0, 0))
+    return out
+
+
+def check_filter(table: Table, listing: Listing, flt: object) -> Any:
+    """A listing's filter object checked as its list call checks it, and
+    rebuilt from the checked values (for a store written without
+    :class:`Crud`)."""
+    if listing.filter_class is None:
+        raise TypeError(f"{listing.method} takes no filter object")
+    checked = listing_arguments(table, listing, {}, flt)
+    return listing.filter_class(**{a.name: checked[a.name] for a in attrs.fields(listing.filter_class)})
+
+
+def listing_query(table: Table, listing: Listing, ctx: object, args: dict[str, Any],
+                  flt: object = None) -> Query:
+    """The :class:`Query` of a list or count call (scope first, then the
+    arguments, each checked)."""
+    scope = require_scope(ctx)
+    given = listing_arguments(table, listing, args, flt)
+    where: list[tuple[str, Any]] = list(listing.fixed)
+    if listing.parent is not None:
+        where.append((listing.parent, given[listing.parent]))
+    for f in listing.filters:
+        value = given[f.arg]
+        if f.flag is not UNSET:
+            if value:
+                where.append((f.field, f.flag))
+        elif value is not None:
+            where.append((f.field, value))
+    text = given["search"]
+    search = (listing.search, text) if listing.search is not None and text else None
+    return Query(scope, given["exact"] and listing.exact, tuple(where), search, listing.order,
+                 given["limit"], given["offset"])
 
 
 class Crud:
