@@ -146,6 +146,8 @@ def partition(calls: Sequence[Call]) -> list[list[Call]]:
     # (comprehensions, not map(attrgetter): on Python 3.11 an attribute read
     # in a comprehension is specialised and costs half as much)
     key_sets = [c.op.keys for c in calls]
+    if key_sets and (key_sets[0] is None or key_sets[0]) and key_sets.count(key_sets[0]) == len(key_sets):
+        return [list(calls)]  # every call touches the same objects (or spans them all): one sub-history
     groups: dict[Any, list[Call]] = dict.fromkeys(key_sets)  # type: ignore[arg-type]
     if None in groups:  # a call spans every object
         return [list(calls)]
@@ -281,15 +283,20 @@ class _Search:
         if self.open:
             # +∞: a time after every other one, of the same type (a sort
             # compares keys of one type faster than ints against a float)
-            infinity = max(times[-1], max([e for e in ends if e is not None], default=0)) + 1
+            # (the last invocation in their place first, so that max() sees no None)
+            last = times[-1]
+            for i in self.open:
+                ends[i] = last
+            infinity = max(ends) + 1
             for i in self.open:
                 ends[i] = infinity
         self.times, self.ends = times, ends
         is_split = getattr(model, "is_split", None)
         self.split = is_split is not None and any(map(is_split, self.ops))
         #: no two calls overlap: each returned before the next was invoked
-        #: (a call never completed can only be the last)
-        self.sequential = all(map(le, times, ends)) and all(map(lt, ends, islice(times, 1, None)))
+        #: (a call never completed can only be the last; the test that fails
+        #: soonest where calls overlap goes first)
+        self.sequential = all(map(lt, ends, islice(times, 1, None))) and all(map(le, times, ends))
         #: the entry list (see the class docstring), made when the search needs it
         self.nxt: list[int] = []
         self.prv: list[int] = []
@@ -297,21 +304,22 @@ class _Search:
     def _entries(self) -> None:
         """Make the time-ordered entry list (see the class docstring), with
         the twins of a search without split calls (``twin``, ``inv``)."""
-        n, times = len(self.calls), self.times + self.ends
+        n, starts, ends = len(self.calls), self.times, self.ends
         m = 2 * n
         self.head, self.tail = head, tail = m, m + 1
         self.twin = twin = [-1] * n if self.split else self._twins()
+        self.inv = inv = list(range(n))
+        if twin.count(-1) == n:
+            size, nodes, times = m + 2, range(m), starts + ends
+        else:  # twin invocation nodes, timed as the invocations they stand for
+            size = m + 2 + n
+            for i in self.open:  # (only calls never completed have twins)
+                if twin[i] >= 0:
+                    inv[i] = m + 2 + i
+            nodes, times = inv + list(range(n, m)), starts + ends + [0, 0] + starts
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
-        order = sorted(range(m), key=times.__getitem__)
-        self.inv = inv = list(range(n))
-        size = m + 2
-        if twin.count(-1) < n:
-            size += n
-            for i, t in enumerate(twin):
-                if t >= 0:
-                    inv[i] = m + 2 + i
-            order = [inv[e] if e < n else e for e in order]
+        order = sorted(nodes, key=times.__getitem__)
         nxt, prv = [-1] * size, [-1] * size
         a = head
         for b in order:

@@ -97,6 +97,21 @@ def test_partition_splits_by_key_and_keeps_spanning_calls_whole():
     assert len(partition(calls + [spanning])) == 1
 
 
+def test_partition_of_calls_that_all_touch_the_same_objects():
+    # one key, several, every object (None): one sub-history, in call order;
+    # no object at all: each call alone; as the general union-find gives them
+    def touching(keys):
+        return [Call(i, i, Op("read", ZERO, ("x",), keys=keys), i, i + 1, Outcome("ok", 0)) for i in range(3)]
+
+    for keys in (frozenset({"x"}), frozenset({"x", "y"}), None, frozenset()):
+        calls = touching(keys)
+        expected = [calls] if keys is None or keys else [[c] for c in calls]
+        assert partition(calls) == expected, keys
+        if keys is not None:
+            assert linearizability._partition_shared(calls) == expected, keys
+    assert partition([]) == []
+
+
 def test_out_of_budget_is_unknown_never_ok():
     class Slow(Register):
         def step(self, state, op, observed):
