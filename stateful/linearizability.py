@@ -478,8 +478,10 @@ class _Search:
         rejected: dict[int, Outcome] = {}
         # A linearization counts two steps at once, its own and that of the
         # backtrack that will undo it, so a backtrack keeps no count (the
-        # steps taken so far are ``steps - depth``), and the budget is looked
-        # at only after linearizations: at most ``depth`` backtracks follow one.
+        # steps taken so far are ``steps - depth``); the search pauses after
+        # linearizations and backtracks, as the general loop does, so at most
+        # one scan of the entries' model steps comes between two looks at the
+        # budget.
         steps = self.steps  # (the replay's, when it went first)
         turn = steps + _SLICE
         p = nxt[head]
@@ -512,6 +514,10 @@ class _Search:
                 nxt[prv[q]] = q
                 prv[nxt[q]] = q
                 p = nxt[q]
+                if steps >= turn:  # (model steps since the last pause: at most one scan's)
+                    self.steps = steps - depth
+                    yield
+                    turn = steps + _SLICE
                 continue
             # an invocation: try to linearize call x next
             after = row[x]
