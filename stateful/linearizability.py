@@ -396,14 +396,16 @@ class _Search:
         twin = [-1] * len(self.calls)
         if len(self.open) < 2:
             return twin
-        # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
-        # its context, in Python) and by the outcome's compared fields, then
-        # their operations are compared in full within a group.
+        # Calls are grouped by method and arguments (hashing an Op hashes its
+        # context, in Python; the fewer fields read the better, since few
+        # calls with equal arguments differ in the others) and by the
+        # outcome's compared fields, then their operations are compared in
+        # full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
         ops, observed = self.ops, self.observed
         for i in self.open:
             op, outcome = ops[i], observed[i]
-            key = (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value)
+            key = (op.method, op.args, outcome.kind, outcome.value)
             try:
                 group = alike.get(key)
             except TypeError:  # unhashable arguments or value: no twins
