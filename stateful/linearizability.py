@@ -56,7 +56,11 @@ linearized between two of its steps.  The call counts as linearized when its
 last step is; until then its progress is part of the configuration the memo
 records, and its response entry stays in the list, so a call not complete by
 its response is backtracked exactly like a plain call.  A sub-history without
-split calls is searched by a leaner loop that carries no progress at all.
+split calls is searched by a leaner loop that carries no progress at all;
+one of up to :data:`_SMALL_CALLS` calls by a leaner one still, which stands
+for each model state by a row of what stepping each call from it gave (see
+:meth:`_Search._run_small`): the same search, visiting the same
+configurations in the same order.
 
 **Counterexamples.**  For a violation the verdict reports the deepest point
 the search reached: the first longest legal order of completed calls it
@@ -142,6 +146,8 @@ def partition(calls: Sequence[Call]) -> list[list[Call]]:
     # (comprehensions, not map(attrgetter): on Python 3.11 an attribute read
     # in a comprehension is specialised and costs half as much)
     key_sets = [c.op.keys for c in calls]
+    if key_sets and (key_sets[0] is None or key_sets[0]) and key_sets.count(key_sets[0]) == len(key_sets):
+        return [list(calls)]  # every call touches the same objects (or spans them all): one sub-history
     groups: dict[Any, list[Call]] = dict.fromkeys(key_sets)  # type: ignore[arg-type]
     if None in groups:  # a call spans every object
         return [list(calls)]
@@ -199,6 +205,16 @@ _FAST_PATH = True
 #: Sub-histories up to this many calls key the memo on the set of linearized
 #: calls itself (an int of as many bits); larger ones on its Zobrist hash.
 _EXACT_CALLS = 256
+
+#: Sub-histories up to this many calls without split calls are searched by
+#: :meth:`_Search._run_small`; ``_SMALL_LOOP = False`` leaves them to
+#: :meth:`_Search._run_plain` (tests compare both).
+_SMALL_CALLS = 128
+_SMALL_LOOP = True
+#: ... as long as its rows (n + 2 slots a state met) hold at most this many
+#: slots in all (16 MiB); a search that meets more states starts again in
+#: the general loop, which keeps no row per state
+_SMALL_SLOTS = 1 << 21
 
 _start = attrgetter("start")
 _index = attrgetter("index")
@@ -267,15 +283,20 @@ class _Search:
         if self.open:
             # +∞: a time after every other one, of the same type (a sort
             # compares keys of one type faster than ints against a float)
-            infinity = max(times[-1], max([e for e in ends if e is not None], default=0)) + 1
+            # (the last invocation in their place first, so that max() sees no None)
+            last = times[-1]
+            for i in self.open:
+                ends[i] = last
+            infinity = max(ends) + 1
             for i in self.open:
                 ends[i] = infinity
         self.times, self.ends = times, ends
         is_split = getattr(model, "is_split", None)
         self.split = is_split is not None and any(map(is_split, self.ops))
         #: no two calls overlap: each returned before the next was invoked
-        #: (a call never completed can only be the last)
-        self.sequential = all(map(le, times, ends)) and all(map(lt, ends, islice(times, 1, None)))
+        #: (a call never completed can only be the last; the test that fails
+        #: soonest where calls overlap goes first)
+        self.sequential = all(map(lt, ends, islice(times, 1, None))) and all(map(le, times, ends))
         #: the entry list (see the class docstring), made when the search needs it
         self.nxt: list[int] = []
         self.prv: list[int] = []
@@ -283,21 +304,22 @@ class _Search:
     def _entries(self) -> None:
         """Make the time-ordered entry list (see the class docstring), with
         the twins of a search without split calls (``twin``, ``inv``)."""
-        n, times = len(self.calls), self.times + self.ends
+        n, starts, ends = len(self.calls), self.times, self.ends
         m = 2 * n
         self.head, self.tail = head, tail = m, m + 1
         self.twin = twin = [-1] * n if self.split else self._twins()
+        self.inv = inv = list(range(n))
+        if twin.count(-1) == n:
+            size, nodes, times = m + 2, range(m), starts + ends
+        else:  # twin invocation nodes, timed as the invocations they stand for
+            size = m + 2 + n
+            for i in self.open:  # (only calls never completed have twins)
+                if twin[i] >= 0:
+                    inv[i] = m + 2 + i
+            nodes, times = inv + list(range(n, m)), starts + ends + [0, 0] + starts
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
-        order = sorted(range(m), key=times.__getitem__)
-        self.inv = inv = list(range(n))
-        size = m + 2
-        if twin.count(-1) < n:
-            size += n
-            for i, t in enumerate(twin):
-                if t >= 0:
-                    inv[i] = m + 2 + i
-            order = [inv[e] if e < n else e for e in order]
+        order = sorted(nodes, key=times.__getitem__)
         nxt, prv = [-1] * size, [-1] * size
         a = head
         for b in order:
@@ -322,7 +344,15 @@ class _Search:
             if self.result is not None:
                 return
         self._entries()
-        yield from self._run_split() if self.split else self._run_plain()
+        if self.split:
+            yield from self._run_split()
+        elif _SMALL_LOOP and len(self.calls) <= _SMALL_CALLS:
+            yield from self._run_small()
+            if self.result is None:  # too many states for rows: the general loop, from the start
+                self._entries()
+                yield from self._run_plain()
+        else:
+            yield from self._run_plain()
 
     def _replay(self) -> Generator[None, None, None]:
         """Step the model through the calls in invocation order.
@@ -366,14 +396,16 @@ class _Search:
         twin = [-1] * len(self.calls)
         if len(self.open) < 2:
             return twin
-        # Calls are grouped by the fields hashed cheaply (hashing an Op hashes
-        # its context, in Python) and by the outcome's compared fields, then
-        # their operations are compared in full within a group.
+        # Calls are grouped by method and arguments (hashing an Op hashes its
+        # context, in Python; the fewer fields read the better, since few
+        # calls with equal arguments differ in the others) and by the
+        # outcome's compared fields, then their operations are compared in
+        # full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
         ops, observed = self.ops, self.observed
         for i in self.open:
             op, outcome = ops[i], observed[i]
-            key = (op.method, op.args, op.kwargs, op.keys, op.at, outcome.kind, outcome.value)
+            key = (op.method, op.args, outcome.kind, outcome.value)
             try:
                 group = alike.get(key)
             except TypeError:  # unhashable arguments or value: no twins
@@ -400,6 +432,147 @@ class _Search:
                 for j, expected in rejected.items()
             ),
         )
+
+    def _run_small(self) -> Generator[None, None, None]:
+        """:meth:`_run_plain` for a sub-history of up to :data:`_SMALL_CALLS`
+        calls: the same search, visiting the same configurations in the same
+        order, with the model state stood for by a *row*.
+
+        Each distinct state met gets one row, a list: ``row[x]`` is what
+        stepping call ``x`` from that state gave (``None`` until asked,
+        ``False`` when refused, else the row of the state it leads to),
+        ``row[n]`` the memo of the state (the sets of linearized calls seen
+        with it), ``row[n + 1]`` the state itself.  The model is a function
+        of (state, call), so a step asked again is read from the row — one
+        list index, where a dict of results per call would hash the state
+        and build and unpack a tuple at every visit; and the memo bucket of
+        the next state comes with it.  Rows cost ``n + 2`` slots a state
+        (hence the bound on ``n``), and the cache is on from the first step:
+        at a list store a question, it never costs more than it saves.  A
+        refusal keeps no outcome: where the deepest order's refusals are
+        recorded (rarely), the model is asked again for what it expected.
+        """
+        n = len(self.calls)
+        ops, observed = self.ops, self.observed
+        step = self.model.step
+        memo, own = n, n + 1  # a row's slots beyond its calls'
+        unasked = [None] * n
+        init = self.model.init()
+        row: list[Any] = [*unasked, set(), init]
+        rows: dict[Hashable, list[Any]] = {init: row}  # state -> its row
+        most = _SMALL_SLOTS // (n + 2)  # rows
+        twin, inv, nxt, prv = self.twin, self.inv, self.nxt, self.prv
+        head, tail = self.head, self.tail
+        m = 2 * n
+        twins = m + 2  # the first twin's invocation node
+        lin = 0
+        #: per linearized call: (the call, the row and lin before it)
+        stack: list[tuple[int, list[Any], int]] = []
+        depth = 0
+        # The deepest point so far: its depth, its order (``best``, copied
+        # from the stack when the search first backtracks from it, ``stale``
+        # until then: a new deepest point is reached at most n times, so the
+        # copies cost at most n * n), and the calls refused at that depth with
+        # what the model expected.
+        best: list[int] = []
+        best_len = 0
+        stale = False
+        rejected: dict[int, Outcome] = {}
+        # A linearization counts two steps at once, its own and that of the
+        # backtrack that will undo it, so a backtrack keeps no count (the
+        # steps taken so far are ``steps - depth``); the search pauses after
+        # linearizations and backtracks, as the general loop does, so at most
+        # one scan of the entries' model steps comes between two looks at the
+        # budget.
+        steps = self.steps  # (the replay's, when it went first)
+        turn = steps + _SLICE
+        p = nxt[head]
+        while True:
+            if p < n:  # an invocation
+                x = p
+            elif p >= m:  # the invocation of a call with an earlier twin, which goes first; or the tail
+                if p == tail:  # every call linearized
+                    self.steps = steps - depth
+                    self.result = _Result("ok")
+                    return
+                x = p - twins
+                if not lin >> twin[x] & 1:
+                    p = nxt[p]
+                    continue
+            else:  # a response: its call should have been linearized by now
+                if not depth:
+                    self.steps = steps
+                    self.result = self._violation(best, rejected)
+                    return
+                if stale:  # leaving the deepest point: keep its order
+                    best = [e[0] for e in stack]
+                    stale = False
+                x, row, lin = stack.pop()  # backtrack
+                depth -= 1
+                q = n + x
+                nxt[prv[q]] = q
+                prv[nxt[q]] = q
+                q = inv[x]
+                nxt[prv[q]] = q
+                prv[nxt[q]] = q
+                p = nxt[q]
+                if steps >= turn:  # (model steps since the last pause: at most one scan's)
+                    self.steps = steps - depth
+                    yield
+                    turn = steps + _SLICE
+                continue
+            # an invocation: try to linearize call x next
+            after = row[x]
+            if not after:  # not asked yet from this state (None), or refused (False)
+                if after is None:
+                    steps += 1
+                    accepted, new_state, expected = step(row[own], ops[x], observed[x])
+                    if accepted:
+                        after = rows.get(new_state)
+                        if after is None:
+                            if len(rows) >= most:  # leave it to the general loop (see run)
+                                self.steps = steps - depth
+                                return
+                            after = rows[new_state] = [*unasked, set(), new_state]
+                    else:
+                        after = False
+                    row[x] = after
+                if after is False:
+                    # only the deepest order's refusals explain the violation (see _run_plain)
+                    if depth == best_len and (stale or not depth):
+                        expected = step(row[own], ops[x], observed[x])[2]
+                        if expected is not None:
+                            rejected[x] = expected
+                    p = nxt[p]
+                    continue
+            new_lin = lin | (1 << x)
+            bucket = after[memo]
+            if new_lin in bucket:
+                p = nxt[p]
+                continue
+            bucket.add(new_lin)
+            # a configuration not seen before: linearize x
+            steps += 2
+            stack.append((x, row, lin))
+            row, lin = after, new_lin
+            depth += 1
+            a, b = prv[p], nxt[p]
+            nxt[a] = b
+            prv[b] = a
+            q = n + x
+            a, b = prv[q], nxt[q]
+            nxt[a] = b
+            prv[b] = a
+            if depth > best_len:
+                best_len = depth
+                stale = True
+                if rejected:
+                    rejected = {}
+            p = nxt[head]
+            if steps >= turn:
+                self.steps = steps - depth
+                yield
+                turn = steps + _SLICE
 
     def _run_plain(self) -> Generator[None, None, None]:
         """The search when no call is split.

@@ -97,6 +97,21 @@ def test_partition_splits_by_key_and_keeps_spanning_calls_whole():
     assert len(partition(calls + [spanning])) == 1
 
 
+def test_partition_of_calls_that_all_touch_the_same_objects():
+    # one key, several, every object (None): one sub-history, in call order;
+    # no object at all: each call alone; as the general union-find gives them
+    def touching(keys):
+        return [Call(i, i, Op("read", ZERO, ("x",), keys=keys), i, i + 1, Outcome("ok", 0)) for i in range(3)]
+
+    for keys in (frozenset({"x"}), frozenset({"x", "y"}), None, frozenset()):
+        calls = touching(keys)
+        expected = [calls] if keys is None or keys else [[c] for c in calls]
+        assert partition(calls) == expected, keys
+        if keys is not None:
+            assert linearizability._partition_shared(calls) == expected, keys
+    assert partition([]) == []
+
+
 def test_out_of_budget_is_unknown_never_ok():
     class Slow(Register):
         def step(self, state, op, observed):
@@ -420,12 +435,17 @@ def sequential_history(rng, n):
     return calls
 
 
-def verdict_of(calls, fast):
-    """Everything a verdict reports but its time and steps, with the fast path on or off."""
+def verdict_of(calls, fast, small=True, slots=None):
+    """Everything a verdict reports but its time and steps, with the fast path
+    (the replay first) and the small-history loop on or off (and the slots
+    its rows may hold)."""
     import pytest
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(linearizability, "_FAST_PATH", fast)
+        patch.setattr(linearizability, "_SMALL_LOOP", small)
+        if slots is not None:
+            patch.setattr(linearizability, "_SMALL_SLOTS", slots)
         v = check(Registers(), calls, budget_s=60)
     return v.result, v.calls, v.best_order, v.unexplained, v.partitions
 
@@ -472,3 +492,83 @@ def test_a_replay_refused_in_overlapping_calls_leaves_the_verdict_to_the_search(
         pass
     assert search.nxt != [] and search.result.result == "ok"
     assert check(Register(), calls).ok
+
+
+# -- the loop for small sub-histories against the general one ---------------------------
+
+
+def overlapping_history(rng, n):
+    """Up to ``n`` calls on one register, most of them overlapping, with
+    outcomes of executing them atomically at a random instant of their
+    interval; then maybe a few outcomes changed and some calls left open
+    (often twins: equal writes that never returned)."""
+    pending = []
+    for i in range(n):
+        start = rng.randint(0, 3 * n)
+        end = start + rng.randint(0, 12)
+        if rng.random() < 0.5:
+            op = Op("write", ZERO, ("x", rng.randint(1, 3)), keys=frozenset({"x"}))
+        else:
+            op = Op("read", ZERO, ("x",), keys=frozenset({"x"}))
+        pending.append((rng.uniform(start, end), i, op, start, end))
+    state, calls = (), []
+    for _, i, op, start, end in sorted(pending):
+        state, outcome = Registers().apply(state, op)
+        calls.append(Call(i, i, op, start, end, outcome))
+    for c in rng.sample(calls, rng.randint(0, min(2, n))):
+        if c.op.method == "read":
+            c.outcome = Outcome("ok", (c.outcome.value or 0) + rng.choice([-1, 1]))
+    for c in calls:
+        if rng.random() < 0.2:
+            c.end, c.outcome = (None, UNKNOWN) if rng.random() < 0.8 else (c.end, UNKNOWN)
+    return sorted(calls, key=lambda c: c.start)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 14))
+def test_the_small_loop_gives_the_general_loops_verdict_prefix_and_refusals(seed, n):
+    # the search alone (no replay first), by each loop: the same verdict,
+    # failing calls, deepest order and refusals there; and when the small
+    # loop gives up after a few states met, leaving the search to the other
+    import random
+
+    rng = random.Random(seed)
+    calls = overlapping_history(rng, n) if rng.random() < 0.7 else random_history(rng, min(n, 6))
+    small = verdict_of(calls, fast=False, small=True)
+    assert small == verdict_of(calls, fast=False, small=False)
+    assert small == verdict_of(calls, fast=True, small=True)
+    assert small == verdict_of(calls, fast=False, small=True, slots=rng.randint(0, 3) * (len(calls) + 2))
+
+
+def test_the_small_loop_reports_the_general_loops_steps_and_turns(monkeypatch):
+    # steps as the general loop counts them when both ask the model the same
+    # questions (no question asked twice: each call writes a new value), and
+    # a search paused at every step ends as one never paused
+    calls = [W(i, i, "x", i, 0, 10) for i in range(6)] + [R(6, 6, "x", 99, 0, 10)]
+    monkeypatch.setattr(linearizability, "_FAST_PATH", False)
+    counts = {}
+    for small in (True, False):
+        monkeypatch.setattr(linearizability, "_SMALL_LOOP", small)
+        verdict = check(Register(), calls)
+        counts[small] = verdict.steps
+        monkeypatch.setattr(linearizability, "_SLICE", 1)
+        paused = check(Register(), calls)
+        monkeypatch.setattr(linearizability, "_SLICE", 256)
+        assert (paused.result, paused.best_order, paused.unexplained) == (
+            verdict.result, verdict.best_order, verdict.unexplained)
+    assert verdict.result == "violation"
+    assert counts[True] <= counts[False]
+
+
+def test_the_small_loop_gives_up_to_the_general_one_beyond_its_slots(monkeypatch):
+    # seven writes of new values: eight states; rows for two of them only
+    calls = [W(i, i, "x", i + 1, 0, 10) for i in range(7)] + [R(7, 7, "x", 99, 0, 10)]
+    monkeypatch.setattr(linearizability, "_FAST_PATH", False)
+    monkeypatch.setattr(linearizability, "_SMALL_SLOTS", 2 * (len(calls) + 2))
+    ran = []
+    monkeypatch.setattr(linearizability._Search, "_run_plain", lambda self, plain=linearizability._Search._run_plain: (
+        ran.append(len(self.calls)) or plain(self)))
+    verdict = check(Register(), calls)
+    assert ran == [len(calls)]
+    assert verdict.result == "violation" and [u.call for u in verdict.unexplained] == [7]
+    assert len(verdict.best_order) == 7
