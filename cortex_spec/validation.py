@@ -346,7 +346,10 @@ def _frame(kind: type) -> tuple[tuple[str, ...], int, Callable[[object], tuple[A
     names = tuple(f.name for f in attrs.fields(kind))
     values: Callable[[object], tuple[Any, ...]]
     if len(names) == 1:
-        values = lambda entity, _get=operator.attrgetter(names[0]): (_get(entity),)  # noqa: E731
+        one = operator.attrgetter(names[0])
+
+        def values(entity: object) -> tuple[Any, ...]:
+            return (one(entity),)
     else:
         values = operator.attrgetter(*names)
     frame = _FRAMES[kind] = (names, 2 + sum(_MAX_CHAR_BYTES * len(n) + 4 for n in names), values)
@@ -404,7 +407,8 @@ def _size_bound(entity: object) -> int | None:
         if not attrs.has(kind):
             return None
         frame = _frame(kind)
-    bound, values = frame[1], frame[2](entity)
+    bound: int = frame[1]
+    values = frame[2](entity)
     types = (kind, *map(type, values))
     plan = _PLANS.get(types, _UNPLANNED)
     if plan is _UNPLANNED:
@@ -413,7 +417,7 @@ def _size_bound(entity: object) -> int | None:
             _PLANS[types] = plan
     if plan is None:
         return None
-    constant, strings, others = plan  # type: ignore[misc]
+    constant, strings, others = plan
     bound += constant
     if strings is not None:
         bound += _MAX_CHAR_BYTES * sum(map(len, strings(values)))

@@ -169,8 +169,8 @@ class Prepared:
         #: one row from the driver's tuple (``tuple.__new__``: ``_make`` is a
         #: Python function, and the column count is checked once, see
         #: :func:`_check_columns`)
-        self.make_row: Callable[[Any], Any] | None = (
-            None if self.row_type is None else functools.partial(tuple.__new__, self.row_type))
+        self.make_row: Callable[[Any], Any] = (
+            _no_rows if self.row_type is None else functools.partial(tuple.__new__, self.row_type))
         #: the driver's result columns were compared with the statement's once
         self.checked = False
         #: a call's parameters are the driver's as they are (nothing to merge
@@ -205,6 +205,10 @@ class Prepared:
             return list(map(make, fetched))
         procs = self.result_processors
         return [make(v if p is None else p(v) for p, v in zip(procs, r)) for r in fetched]
+
+
+def _no_rows(_row: Any) -> Any:
+    raise StoreError("a statement without result columns returned a row")
 
 
 class Bound(dict[str, Any]):
