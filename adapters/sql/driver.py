@@ -448,13 +448,13 @@ class DriverConnection:
     __slots__ = (
         "_cursor",
         "_plain",
-        "_statements",
         "changed",
         "dbapi",
         "fairy",
         "last_params",
         "last_sql",
         "log",
+        "statements",
         "writing",
     )
 
@@ -463,7 +463,10 @@ class DriverConnection:
         self.dbapi = dbapi
         #: the pool's checked-out connection this one runs on (set per checkout)
         self.fairy = fairy
-        self._statements = statements
+        #: the prepared statements of the engine the call runs for (a pool,
+        #: and so this connection, may serve engines of several schema
+        #: translations: the store's call loop sets them, see :meth:`use`)
+        self.statements = statements
         self._plain = statements._plain  # the common lookup, without a call
         #: the connection's cursor, reused from call to call (psycopg builds
         #: an adapter map for every new cursor: ~5 us)
@@ -480,7 +483,7 @@ class DriverConnection:
         self.writing = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
-        prepared = self._plain.get(stmt) or self._statements.get(stmt, params)
+        prepared = self._plain.get(stmt) or self.statements.get(stmt, params)
         if params is not None and prepared.passthrough:
             args = params
         elif params is not None and prepared.merge_only:
@@ -515,6 +518,11 @@ class DriverConnection:
         if prepared.result_processors is None:
             return Result(list(map(prepared.make_row, fetched)), len(fetched))
         return Result(prepared.rows(fetched), len(fetched))
+
+    def use(self, statements: Statements) -> None:
+        """Run the statements of another engine on this connection."""
+        self.statements = statements
+        self._plain = statements._plain
 
     def __repr__(self) -> str:
         return f"DriverConnection({self.dbapi!r})"

@@ -366,6 +366,10 @@ class SqlStoreBase:
                 if conn is None:
                     conn = self._checkout()
                 fairy = conn.fairy
+                if conn.statements is not self._statements:
+                    # a pool is shared by engines of other schema translations
+                    # (a PostgreSQL gateway's namespaces): this store's SQL
+                    conn.use(self._statements)
                 # a new call: nothing run, nothing changed yet
                 conn.log = log
                 conn.last_sql = conn.last_params = None
