@@ -163,18 +163,25 @@ def _serial(keys: list[str], threads: int, workers: list[Worker]) -> dict[str, A
     CPU time per attempt is the path's own work, without lock waits or GIL
     hand-offs: the figure that stays comparable on a loaded machine."""
     attempt, wins, lat = workers[0], 0, []
-    clock = time.perf_counter
-    started, cpu = clock(), time.process_time()
+    won_cpu, lost_cpu = [], []
+    clock, cpu_clock = time.perf_counter, time.process_time
+    started, cpu = clock(), cpu_clock()
     for key in keys:
         for _ in range(threads):
-            t0 = clock()
-            wins += attempt(key)
-            lat.append(clock() - t0)
-    elapsed, cpu = clock() - started, time.process_time() - cpu
+            t0, c0 = clock(), cpu_clock()
+            won = attempt(key)
+            c1, t1 = cpu_clock(), clock()
+            lat.append(t1 - t0)
+            (won_cpu if won else lost_cpu).append(c1 - c0)
+            wins += won
+    elapsed, cpu = clock() - started, cpu_clock() - cpu
     lat.sort()
     return {"seconds": elapsed, "attempts": len(lat), "wins": wins, "runs": len(keys),
             "rate": len(lat) / elapsed, "p50": _quantile(lat, 0.50), "p99": _quantile(lat, 0.99),
-            "cpu": cpu / max(1, len(lat))}
+            "cpu": cpu / max(1, len(lat)),
+            # medians of one attempt's CPU, a win's and a loss's apart
+            "cpu_win": statistics.median(won_cpu) if won_cpu else float("nan"),
+            "cpu_loss": statistics.median(lost_cpu) if lost_cpu else float("nan")}
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -596,8 +603,9 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                "ratio": statistics.median(ratios), "ratios": ratios,
                                "exact": all(r["wins"] == r["runs"] for r in rs), "paths": paths}
         for p in paths:
-            for k in ("rate", "p50", "p99", "cpu"):
-                row[f"{p}_{k}"] = statistics.median(r[k] for r in by[p])
+            for k in ("rate", "p50", "p99", "cpu", "cpu_win", "cpu_loss"):
+                if all(k in r for r in by[p]):
+                    row[f"{p}_{k}"] = statistics.median(r[k] for r in by[p])
             row[f"{p}_retries"] = sum(r.get("retries", 0) for r in by[p])
         row["differ"] = sorted({name for r in by["adapter"] for name in r.get("differ", ())})
         row["p99_factor"] = row["adapter_p99"] / row["driver_p99"]
@@ -617,6 +625,12 @@ statements: argument validation, the clock, building the returned entity and
 the refusal; "CPU us" (process CPU time per attempt, all threads) shows it."""
 
 
+def _split(row: dict[str, Any], path: str) -> str:
+    """``--serial``: the median CPU of one winning and one losing attempt."""
+    win, loss = row.get(f"{path}_cpu_win", float("nan")), row.get(f"{path}_cpu_loss", float("nan"))
+    return f" {f'{win * 1e6:.0f}/{loss * 1e6:.0f}':>12}"
+
+
 def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
            load: tuple[tuple[float, ...], tuple[float, ...]] | None = None, serial: bool = False) -> bool:
     if serial:
@@ -630,8 +644,9 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
         print("load average: " + " -> ".join(" ".join(f"{x:.2f}" for x in la) for la in load)
               + f" ({os.cpu_count()} cores)")
     print(FAIRNESS)
+    split = f" {'win/loss us':>12}" if serial else ""
     print(f"{'dialect':<11} {'operation':<17} {'path':<9} {'attempts/s':>10} {'p50 ms':>8} "
-          f"{'p99 ms':>8} {'CPU us':>7} {'lock retries':>12}  {'SqlStore/driver':>15}  per repeat")
+          f"{'p99 ms':>8} {'CPU us':>7}{split} {'lock retries':>12}  {'SqlStore/driver':>15}  per repeat")
     for row in rows:
         for p, label in (("adapter", "SqlStore"), ("driver", "driver"), ("contract", "+contract")):
             if p not in row["paths"]:
@@ -641,7 +656,8 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
                 tail = f"  {row['ratio']:>15.2f}  " + " ".join(f"{x:.2f}" for x in row["ratios"])
             print(f"{row['dialect']:<11} {row['operation']:<17} {label:<9} {row[p + '_rate']:>10.0f} "
                   f"{row[p + '_p50'] * 1e3:>8.2f} {row[p + '_p99'] * 1e3:>8.2f} "
-                  f"{row[p + '_cpu'] * 1e6:>7.0f} {row[p + '_retries']:>12}{tail}")
+                  f"{row[p + '_cpu'] * 1e6:>7.0f}{_split(row, p) if serial else ''} "
+                  f"{row[p + '_retries']:>12}{tail}")
     differ = [f"{row['dialect']} {row['operation']}: {', '.join(row['differ'])}" for row in rows if row["differ"]]
     print("same SQL on both paths: " + ("yes" if not differ else "NO (" + "; ".join(differ) + ")"))
     if serial:

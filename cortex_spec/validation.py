@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import operator
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -306,9 +308,86 @@ _MAX_SCALAR_BYTES = 24
 _MAX_INSTANT_BYTES = 48
 
 
-#: Per attrs class met by :func:`_size_bound`: its field names and the
-#: bound of everything but the values (braces, quoted names, colons, commas).
-_FRAMES: dict[type, tuple[tuple[str, ...], int]] = {}
+#: The bound of a value whose type alone decides it.
+_FIXED_BOUNDS: dict[type, int] = {type(None): _MAX_SCALAR_BYTES, bool: _MAX_SCALAR_BYTES,
+                                  float: _MAX_SCALAR_BYTES, datetime: _MAX_INSTANT_BYTES}
+
+
+def _text_bound(length: int) -> int:
+    """The bound of a quoted string of ``length`` code points."""
+    return _MAX_CHAR_BYTES * length + 2
+
+
+def _field_bound(value: object) -> int | None:
+    """The bound of one field's value in :func:`_size_bound`, or ``None``
+    when it is not flat."""
+    kind = type(value)
+    if kind is str:
+        return _text_bound(len(value))  # type: ignore[arg-type]
+    fixed = _FIXED_BOUNDS.get(kind)
+    if fixed is not None:
+        return fixed
+    if kind is int:
+        return _MAX_SCALAR_BYTES if INT64_MIN <= value <= INT64_MAX else None  # type: ignore[operator]
+    if kind is Scope:
+        return _text_bound(len(value.canonical()))  # type: ignore[attr-defined]
+    if isinstance(value, Enum) and type(value._value_) is str:  # (``.value``, without its descriptor)
+        return _text_bound(len(value._value_))
+    return None
+
+
+#: Per attrs class met by :func:`_size_bound`: its field names, the bound of
+#: everything but the values (braces, quoted names, colons, commas), and its
+#: values as a tuple.
+_FRAMES: dict[type, tuple[tuple[str, ...], int, Callable[[object], tuple[Any, ...]]]] = {}
+
+
+def _frame(kind: type) -> tuple[tuple[str, ...], int, Callable[[object], tuple[Any, ...]]]:
+    names = tuple(f.name for f in attrs.fields(kind))
+    values: Callable[[object], tuple[Any, ...]]
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+
+        def values(entity: object) -> tuple[Any, ...]:
+            return (one(entity),)
+    else:
+        values = operator.attrgetter(*names)
+    frame = _FRAMES[kind] = (names, 2 + sum(_MAX_CHAR_BYTES * len(n) + 4 for n in names), values)
+    return frame
+
+
+#: How :func:`_size_bound` adds up the values of an attrs class for one
+#: combination of the values' exact types, by (class, type of each field):
+#: the bound of the fields whose type decides it (and of the quotes of the
+#: strings), the strings among the values, and the positions of the other
+#: values, each measured by :func:`_field_bound`; ``None``: a type that is
+#: never flat.
+_PLANS: dict[tuple[type, ...], tuple[int, Callable[[tuple[Any, ...]], tuple[str, ...]] | None,
+                                     tuple[int, ...]] | None] = {}
+#: combinations kept at most (the entities' field types are few; past this,
+#: a combination is planned on every call, to the same result)
+_MAX_PLANS = 4096
+
+
+def _plan(types: tuple[type, ...]) -> tuple[int, Callable[[tuple[Any, ...]], tuple[str, ...]] | None,
+                                            tuple[int, ...]] | None:
+    constant, strings, others = 0, [], []
+    for i, kind in enumerate(types):
+        if kind is str:
+            strings.append(i)
+            constant += _text_bound(0)
+        elif kind in _FIXED_BOUNDS:
+            constant += _FIXED_BOUNDS[kind]
+        elif kind is int or kind is Scope or issubclass(kind, Enum):
+            others.append(i)  # decided by the value: _field_bound
+        else:
+            return None  # _field_bound's None, whatever the value
+    pick: Callable[[tuple[Any, ...]], tuple[str, ...]] | None = None
+    if len(strings) == 1:
+        pick = lambda values, _i=strings[0]: (values[_i],)  # noqa: E731
+    elif strings:
+        pick = operator.itemgetter(*strings)
+    return constant, pick, tuple(others)
 
 
 def _size_bound(entity: object) -> int | None:
@@ -316,34 +395,54 @@ def _size_bound(entity: object) -> int | None:
     field an exact ``str``, ``None``, ``bool``, ``float``, 64-bit ``int``,
     ``datetime``, ``Scope`` or enum with a ``str`` value), computed from
     lengths alone; ``None`` when a field is anything else (a dict, a list, a
-    nested entity, a subclass), which only the encoder measures."""
+    nested entity, a subclass), which only the encoder measures.
+
+    The sum of :func:`_field_bound` over the fields (:func:`_general_size_bound`),
+    added up by the plan of the values' types: one length sum over the
+    strings, a constant for the rest but the few values that decide their
+    own bound."""
     kind = type(entity)
     frame = _FRAMES.get(kind)
     if frame is None:
         if not attrs.has(kind):
             return None
-        names = tuple(f.name for f in attrs.fields(kind))
-        frame = _FRAMES[kind] = (names, 2 + sum(_MAX_CHAR_BYTES * len(n) + 4 for n in names))
-    names, bound = frame
-    for name in names:
-        value = getattr(entity, name)
-        kind = type(value)
-        if kind is str:
-            bound += _MAX_CHAR_BYTES * len(value) + 2
-        elif value is None or kind is bool or kind is float:
-            bound += _MAX_SCALAR_BYTES
-        elif kind is int:
-            if not INT64_MIN <= value <= INT64_MAX:
-                return None
-            bound += _MAX_SCALAR_BYTES
-        elif kind is datetime:
-            bound += _MAX_INSTANT_BYTES
-        elif kind is Scope:
-            bound += _MAX_CHAR_BYTES * len(value.canonical()) + 2
-        elif isinstance(value, Enum) and type(value.value) is str:
-            bound += _MAX_CHAR_BYTES * len(value.value) + 2
-        else:
+        frame = _frame(kind)
+    bound: int = frame[1]
+    values = frame[2](entity)
+    types = (kind, *map(type, values))
+    plan = _PLANS.get(types, _UNPLANNED)
+    if plan is _UNPLANNED:
+        plan = _plan(types[1:])
+        if len(_PLANS) < _MAX_PLANS:
+            _PLANS[types] = plan
+    if plan is None:
+        return None
+    constant, strings, others = plan
+    bound += constant
+    if strings is not None:
+        bound += _MAX_CHAR_BYTES * sum(map(len, strings(values)))
+    for i in others:
+        one = _field_bound(values[i])
+        if one is None:
             return None
+        bound += one
+    return bound
+
+
+_UNPLANNED: Any = object()
+
+
+def _general_size_bound(entity: object) -> int | None:
+    """:func:`_size_bound` field by field (what its plans add up)."""
+    kind = type(entity)
+    if not attrs.has(kind):
+        return None
+    names, bound, _ = _FRAMES.get(kind) or _frame(kind)
+    for name in names:
+        one = _field_bound(getattr(entity, name))
+        if one is None:
+            return None
+        bound += one
     return bound
 
 

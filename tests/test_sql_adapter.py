@@ -721,9 +721,9 @@ def test_idle_connections_are_closed_when_the_engine_is_disposed(tmp_path, clock
     c = ctx("ws=w1")
     race([lambda: s.count_runs(c)] * 4)
     old = idle_of(s.engine)
-    kept = list(old._idle)
+    kept = [conn.fairy for conn in old.conns]
     assert kept and all(f.is_valid for f in kept)
     s.engine.dispose()  # e.g. the SQLite harness before it reuses the file
-    assert not old._idle and not any(f.is_valid for f in kept)
+    assert not old.conns and not any(f.is_valid for f in kept)
     assert idle_of(s.engine) is not old and s.count_runs(c) == 0
     s.close()

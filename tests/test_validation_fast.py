@@ -169,6 +169,20 @@ def test_size_bound_of_each_kind_of_field_is_an_upper_bound(value: object) -> No
         assert bound >= validation.entity_size(one), value
 
 
+@settings(max_examples=400, deadline=None)
+@given(text=_ANY_TEXT, other=_OTHERS, when=_WHEN, scope=_SCOPES, value=st.one_of(
+    _ANY_TEXT, _OTHERS, _WHEN, _SCOPES, st.just(_Colour.RED)))
+def test_size_bound_by_plan_is_the_field_by_field_bound(text: str, other: object, when: Any, scope: Scope,
+                                                         value: object) -> None:
+    """The planned sum (one per combination of the values' types) is the sum
+    of the fields' bounds, None included, for every kind of value; asked
+    twice, the second time from the kept plan."""
+    for entity_ in (_Flat(text=text, other=other, when=when, scope=scope), _One(v=value)):
+        general = validation._general_size_bound(entity_)
+        assert validation._size_bound(entity_) == general, entity_
+        assert validation._size_bound(entity_) == general, entity_
+
+
 def _item(text: str) -> InboxItem:
     return InboxItem(channel="c", message_id="m", text=text, received_at=datetime(2026, 1, 1, tzinfo=UTC))
 

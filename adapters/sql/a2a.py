@@ -103,6 +103,7 @@ from cortex_spec.validation import (
 from .dialect import Dialect
 from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages, runs, suspensions
 from .store import (
+    WRITE1,
     Members,
     SqlStoreBase,
     db_int,
@@ -112,6 +113,7 @@ from .store import (
     load_json,
     ms,
     read_scope,
+    scope_binds,
     scope_params,
     scope_values,
     visible,
@@ -678,7 +680,7 @@ class A2AMixin(SqlStoreBase):
 
     @staticmethod
     def _a2a_params(ctx: Context, **extra: Any) -> dict[str, Any]:
-        return {"w_part": ctx.partition, **scope_params(ctx.scope), **extra}
+        return {"w_part": ctx.partition, **scope_binds(ctx.scope), **extra}
 
     def _a2a_get(self, table: sa.Table, ctx: Context, key: str, decode_row: Callable[[Any], T],
                  not_found: type[CortexError], what: str) -> T:
@@ -694,7 +696,7 @@ class A2AMixin(SqlStoreBase):
         row back decoded), raises the refusal, or returns ``_Again``."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
         read = _classify_read(table.name, ctx.scope.depth, what)
-        params = {**self._a2a_params(ctx, w_id=key), **params}
+        params = self._a2a_params(ctx, w_id=key, **params)
 
         def attempt(conn: sa.Connection) -> tuple[bool, Any]:
             row = conn.execute(update, params).one_or_none()
@@ -703,7 +705,7 @@ class A2AMixin(SqlStoreBase):
             return False, conn.execute(read, params).one_or_none()  # a loss wrote nothing
 
         for _ in range(_ATTEMPTS):
-            won, row = self._write1(attempt)
+            won, row = self._call(attempt, WRITE1)  # _write1, one frame fewer
             if won:
                 return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
             verdict = classify(row)
@@ -863,7 +865,7 @@ class A2AMixin(SqlStoreBase):
     def claim_delivery(self, ctx: Context, delivery_id: str) -> Delivery:
         require_scope(ctx)
         ids.check_id(delivery_id, ids.DELIVERY, "delivery_id")
-        now = ms(self._now())
+        now = self._now_ms()
 
         def classify(d: Any) -> object:
             if d is None:

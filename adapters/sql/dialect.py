@@ -454,5 +454,6 @@ def create_engine(
     _CONFIGURED.add(engine)
     from .driver import install_idle  # the driver path's idle connections
 
-    install_idle(engine, ops.driver_usable)
+    # SQLite's connections are always usable: no check per call
+    install_idle(engine, None if type(ops).driver_usable is Dialect.driver_usable else ops.driver_usable)
     return engine

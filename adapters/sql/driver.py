@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import keyword
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -72,7 +73,7 @@ from sqlalchemy.engine import Engine
 
 from cortex_spec.errors import StoreError
 
-__all__ = ["DriverConnection", "IdleConnections", "Prepared", "Result", "Statements", "idle_of",
+__all__ = ["Bound", "DriverConnection", "IdleConnections", "Prepared", "Result", "Statements", "idle_of",
            "install_idle", "named_dialect"]
 
 #: An engine's prepared statements stop growing past this many (a statement
@@ -115,6 +116,8 @@ class Prepared:
         "checked",
         "column_names",
         "defaults",
+        "make_row",
+        "merge_only",
         "passthrough",
         "processors",
         "reads_only",
@@ -122,6 +125,7 @@ class Prepared:
         "returns_rows",
         "row_type",
         "sql",
+        "writes",
     )
 
     def __init__(self, stmt: Any, engine: Engine, keys: tuple[str, ...] | None,
@@ -147,6 +151,7 @@ class Prepared:
         self.sql: str = compiled.string
         #: a plain SELECT (no data-modifying WITH): it never changes a row
         self.reads_only = isinstance(stmt, sa.Select) and self.sql.lstrip()[:4].upper() != "WITH"
+        self.writes = not self.reads_only
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         #: the statement's own values (constants, literals); a call's
         #: parameter of the same name wins, as with SQLAlchemy
@@ -161,11 +166,18 @@ class Prepared:
         result = [_result_processor(c.type, dialect) for c in columns]
         self.result_processors = tuple(result) if any(p is not None for p in result) else None
         self.row_type: Any = namedtuple("Row", self.column_names, rename=True) if columns else None
+        #: one row from the driver's tuple (``tuple.__new__``: ``_make`` is a
+        #: Python function, and the column count is checked once, see
+        #: :func:`_check_columns`)
+        self.make_row: Callable[[Any], Any] = (
+            _no_rows if self.row_type is None else functools.partial(tuple.__new__, self.row_type))
         #: the driver's result columns were compared with the statement's once
         self.checked = False
         #: a call's parameters are the driver's as they are (nothing to merge
         #: or convert)
         self.passthrough = not self.defaults and not self.processors
+        #: a call's parameters only need the statement's constants under them
+        self.merge_only = bool(self.defaults) and not self.processors
 
     def parameters(self, params: dict[str, Any] | None) -> dict[str, Any]:
         """The driver's parameters: the call's, over the statement's own."""
@@ -181,12 +193,26 @@ class Prepared:
                 merged[name] = process(value)
         return merged
 
+    def bind(self, params: dict[str, Any] | None) -> Bound:
+        """:meth:`parameters`, made ahead of the call that runs the statement
+        (e.g. before a transaction begins: less Python while it holds the
+        write lock); :meth:`DriverConnection.execute` takes them as they are."""
+        return Bound(self.parameters(params))
+
     def rows(self, fetched: list[tuple[Any, ...]]) -> list[Any]:
-        make = self.row_type._make
+        make = self.make_row
         if self.result_processors is None:
-            return [make(r) for r in fetched]
+            return list(map(make, fetched))
         procs = self.result_processors
         return [make(v if p is None else p(v) for p, v in zip(procs, r)) for r in fetched]
+
+
+def _no_rows(_row: Any) -> Any:
+    raise StoreError("a statement without result columns returned a row")
+
+
+class Bound(dict[str, Any]):
+    """A statement's parameters as the driver takes them (:meth:`Prepared.bind`)."""
 
 
 def _field_name(column: Any, i: int) -> str:
@@ -254,7 +280,9 @@ def _columns_from_parameters(stmt: Any) -> bool:
 
 
 class IdleConnections:
-    """Pooled connections kept checked out between calls, last in first out.
+    """Pooled connections kept checked out between calls, last in first out,
+    each as the :class:`DriverConnection` that ran its last call (its cursor
+    and state reused: nothing is built per call).
 
     Checking a connection out of SQLAlchemy's ``QueuePool`` and back in
     (``_ConnectionFairy``, the queue's condition variable, the weak
@@ -266,45 +294,57 @@ class IdleConnections:
     the engine's other users), and is only installed on engines the store
     configured itself (:func:`.dialect.create_engine`), whose only checkout
     event is the one ``usable`` repeats: PostgreSQL's local socket poll that
-    refuses a connection the server closed.  A lost connection empties it
-    (as it invalidates the pool).
+    refuses a connection the server closed (None: every valid connection is
+    usable, SQLite's case).  A lost connection empties it (as it invalidates
+    the pool).
     """
 
-    def __init__(self, limit: int, usable: Callable[[Any], bool]) -> None:
+    def __init__(self, limit: int, usable: Callable[[Any], bool] | None) -> None:
         self.limit = limit
-        self._usable = usable
-        self._idle: list[Any] = []
+        self.usable = usable
+        #: the idle connections, the most recently used last (the store's
+        #: call loop pops and appends here itself: see :meth:`get`, :meth:`put`)
+        self.conns: list[DriverConnection] = []
 
-    def get(self) -> Any:
+    def get(self) -> DriverConnection | None:
         """An idle checked-out connection that is still usable, or None."""
-        idle = self._idle
         while True:
             try:
-                fairy = idle.pop()
+                conn = self.conns.pop()
             except IndexError:
                 return None
-            if fairy.is_valid and self._usable(fairy.dbapi_connection):
-                return fairy
-            _discard(fairy)
+            if self.fit(conn):
+                return conn
 
-    def put(self, fairy: Any) -> bool:
-        """Keep ``fairy`` for the next call; False: full, close it instead."""
-        if len(self._idle) >= self.limit or not fairy.is_valid:
+    def fit(self, conn: DriverConnection) -> bool:
+        """Whether ``conn``, just taken from the list, may serve a call (its
+        pool connection still valid and usable); one that may not is
+        discarded."""
+        if conn.fairy.dbapi_connection is not None and (self.usable is None or self.usable(conn.dbapi)):
+            return True  # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
+        conn.close()
+        _discard(conn.fairy)
+        return False
+
+    def put(self, conn: DriverConnection) -> bool:
+        """Keep ``conn`` for the next call; False: full, close it instead."""
+        if len(self.conns) >= self.limit or conn.fairy.dbapi_connection is None:
             return False
-        self._idle.append(fairy)
+        self.conns.append(conn)
         return True
 
     def drain(self, discard: bool = False) -> None:
         """Give every idle connection back to the pool (``discard``: close them)."""
         while True:
             try:
-                fairy = self._idle.pop()
+                conn = self.conns.pop()
             except IndexError:
                 return
             if discard:
-                _discard(fairy)
+                conn.close()
+                _discard(conn.fairy)
             else:
-                fairy.close()
+                conn.fairy.close()
 
 
 def _discard(fairy: Any) -> None:
@@ -317,7 +357,7 @@ def _discard(fairy: Any) -> None:
 _IDLE = "_cortex_idle_connections"
 
 
-def install_idle(engine: Engine, usable: Callable[[Any], bool]) -> None:
+def install_idle(engine: Engine, usable: Callable[[Any], bool] | None) -> None:
     """Give ``engine``'s pool (now, and after every ``dispose``) an
     :class:`IdleConnections`; a disposed pool's idle connections are closed."""
     def attach() -> None:
@@ -383,29 +423,56 @@ class Result:
         return self.one()[0]
 
 
+#: The result of a statement that found no row (shared: a Result never changes).
+_EMPTY = Result(_NO_ROWS, 0)
+
+
+def _check_columns(prepared: Prepared, cursor: Any) -> None:
+    """Once a statement: its result has the statement's columns (psycopg
+    builds ``description`` anew on every access, so not every time)."""
+    if len(cursor.description or ()) != len(prepared.column_names):
+        raise StoreError(f"unexpected result columns from: {prepared.sql}")
+    prepared.checked = True
+
+
 class DriverConnection:
     """What a store function gets for one call: ``execute(stmt, params)``
     on the call's pooled DBAPI connection.  Driver errors propagate raw;
-    :meth:`.store.SqlStoreBase._run` wraps and maps them."""
+    :meth:`.store.SqlStoreBase._run` wraps and maps them.
+
+    One per pooled DBAPI connection, kept with it (in the idle list, or in
+    its pool record's ``info`` while it is back in the pool) and reused from
+    call to call with its cursor (the store's call loop resets the per-call
+    state: ``log``, ``last_sql``, ``changed``, ``writing``)."""
 
     __slots__ = (
         "_cursor",
-        "_log",
-        "_statements",
+        "_plain",
         "changed",
         "dbapi",
+        "fairy",
         "last_params",
         "last_sql",
+        "log",
+        "statements",
         "writing",
     )
 
-    def __init__(self, dbapi: Any, statements: Statements, log: Any = None, cursor: Any = None) -> None:
+    def __init__(self, dbapi: Any, statements: Statements, log: Any = None, cursor: Any = None,
+                 fairy: Any = None) -> None:
         self.dbapi = dbapi
-        self._statements = statements
+        #: the pool's checked-out connection this one runs on (set per checkout)
+        self.fairy = fairy
+        #: the prepared statements of the engine the call runs for (a pool,
+        #: and so this connection, may serve engines of several schema
+        #: translations: the store's call loop sets them, see :meth:`use`)
+        self.statements = statements
+        self._plain = statements._plain  # the common lookup, without a call
         #: the connection's cursor, reused from call to call (psycopg builds
         #: an adapter map for every new cursor: ~5 us)
         self._cursor: Any = cursor
-        self._log = log
+        #: the engine's logger while it logs statements (INFO), else None
+        self.log = log
         #: the statement being run (for the wrapped error's message)
         self.last_sql: str | None = None
         self.last_params: Any = None
@@ -416,16 +483,23 @@ class DriverConnection:
         self.writing = False
 
     def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> Result:
-        prepared = self._statements.get(stmt, params)
-        args = params if prepared.passthrough and params is not None else prepared.parameters(params)
-        sql = prepared.sql
-        self.last_sql, self.last_params = sql, args
-        if self._log is not None:
-            self._log.info("%s %r", sql, args)
+        prepared = self._plain.get(stmt) or self.statements.get(stmt, params)
+        if params is not None and prepared.passthrough:
+            args = params
+        elif params is not None and prepared.merge_only:
+            args = {**prepared.defaults, **params}  # (a Bound: the same values again)
+        elif type(params) is Bound:
+            args = params  # converted once, by Prepared.bind
+        else:
+            args = prepared.parameters(params)
+        self.last_sql = sql = prepared.sql
+        self.last_params = args
+        if self.log is not None:
+            self.log.info("%s %r", sql, args)
         cursor = self._cursor
         if cursor is None:
             cursor = self._cursor = self.dbapi.cursor()
-        writing = self.writing = not prepared.reads_only
+        writing = self.writing = prepared.writes
         cursor.execute(sql, args)
         if not prepared.returns_rows:
             rowcount = cursor.rowcount
@@ -434,14 +508,24 @@ class DriverConnection:
             self.writing = False
             return Result(_NO_ROWS, rowcount)
         fetched = cursor.fetchall()
+        self.writing = False
         if writing and fetched:
             self.changed = True
-        self.writing = False
-        if not prepared.checked:  # once: psycopg builds ``description`` anew on every access
-            if len(cursor.description or ()) != len(prepared.column_names):
-                raise StoreError(f"unexpected result columns from: {sql}")
-            prepared.checked = True
+        if not prepared.checked:
+            _check_columns(prepared, cursor)
+        if not fetched:
+            return _EMPTY
+        if prepared.result_processors is None:
+            return Result(list(map(prepared.make_row, fetched)), len(fetched))
         return Result(prepared.rows(fetched), len(fetched))
+
+    def use(self, statements: Statements) -> None:
+        """Run the statements of another engine on this connection."""
+        self.statements = statements
+        self._plain = statements._plain
+
+    def __repr__(self) -> str:
+        return f"DriverConnection({self.dbapi!r})"
 
     @property
     def cursor(self) -> Any:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import operator
 import os
 import re
 import select
@@ -119,6 +120,9 @@ T = TypeVar("T")
 
 _PENDING, _REPLIED, _DONE = ItemStatus.PENDING.value, ItemStatus.REPLIED.value, ItemStatus.DONE.value
 _FIELDS = ("channel", "message_id", "conversation", "principal", "text", "trusted", "agent", "project")
+#: the accept's parameter names of :data:`_FIELDS`, and the fields' values of an item
+_FIELD_PARAMS = tuple(f"w_{f}" for f in _FIELDS)
+_FIELD_VALUES = operator.attrgetter(*_FIELDS)
 
 gateway_metadata = sa.MetaData()
 
@@ -223,7 +227,7 @@ def _accept(dialect_name: str) -> Any:
     """INSERT the item numbered ``last_seq + 1``, reading (and on PostgreSQL
     locking) the counter row in the same statement; nothing on a duplicate."""
     numbered = sa.select(
-        *[sa.bindparam(f"w_{f}", type_=gw_items.c[f].type) for f in _FIELDS],
+        *[sa.bindparam(p, type_=gw_items.c[f].type) for p, f in zip(_FIELD_PARAMS, _FIELDS)],
         sa.literal(_PENDING, type_=gw_items.c.status.type), sa.literal("", type_=sa.Text),
         sa.bindparam("w_received", type_=sa.BigInteger),
         gw_meta.c.last_seq + 1,
@@ -566,12 +570,13 @@ class SqlGateway(SqlStoreBase):
 
     def accept(self, ctx: Context, message: InboundMessage, now: datetime) -> bool:
         item = validate_message(ctx, message, now)
-        params = {f"w_{f}": getattr(item, f) for f in _FIELDS}
+        params = dict(zip(_FIELD_PARAMS, _FIELD_VALUES(item)))
         params["w_received"] = ms(item.received_at)
         stmt = _accept(self._dialect.name)
+        bound = self._statements.get(stmt, params).bind(params)  # before the transaction
 
         def insert(conn: Any) -> bool:
-            seq = conn.execute(stmt, params).scalar_one_or_none()
+            seq = conn.execute(stmt, bound).scalar_one_or_none()
             if seq is None:
                 return False  # the key has a row: nothing written (GW-ACC-5)
             if conn.execute(_BUMP, {"w_seq": seq}).rowcount != 1:

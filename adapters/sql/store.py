@@ -93,9 +93,10 @@ def db_int(value: int) -> int:
 #: The kinds of database work (see SqlStoreBase._read/_write1/_tx/_snapshot).
 READ, WRITE1, TX, SNAPSHOT = "read", "write1", "tx", "snapshot"
 
-#: Key of a pooled connection's reused cursor in its ``info`` (with the DBAPI
-#: connection it belongs to, so a reconnected record never reuses a stale one).
-_CURSOR = "cortex_cursor"
+#: Key of a pooled connection's :class:`.driver.DriverConnection` (and so its
+#: reused cursor) in its record's ``info``; it names the DBAPI connection it
+#: belongs to, so a reconnected record never reuses a stale one.
+_CONN = "cortex_driver_connection"
 
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
@@ -224,6 +225,15 @@ class SqlStoreBase:
         """Clock now, truncated to ms (RSC-GEN-1: read once per call)."""
         return truncate_ms(self.clock.now())
 
+    def _now_ms(self) -> int:
+        """``to_millis(self._now())`` (RSC-GEN-1: read once per call), without
+        building the truncated instant: the whole milliseconds since the
+        epoch of the clock's aware instant are what truncating keeps."""
+        now = self.clock.now()
+        if now.tzinfo is None:
+            now = truncate_ms(now)  # (a naive instant: what _now makes of it)
+        return (now - _EPOCH) // _ONE_MS
+
     # -- schema --------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
@@ -343,22 +353,53 @@ class SqlStoreBase:
         started = time.monotonic()
         tries = [0, 0]  # lock contention, lost connections
         ops = self._dialect
-        log = self._engine.logger if self._engine.logger.isEnabledFor(logging.INFO) else None
-        idle = idle_of(self._engine)
+        engine = self._engine
+        log = engine.logger if engine.logger.isEnabledFor(logging.INFO) else None
+        idle = idle_of(engine)
         while True:
             committing = False
             reusable = False
             fairy: Any = None
             conn: DriverConnection | None = None
             try:
-                fairy = idle.get() if idle is not None else None
-                if fairy is None:
-                    fairy = self._engine.raw_connection()
-                dbapi = fairy.dbapi_connection
-                cached = fairy.info.get(_CURSOR)
-                conn = DriverConnection(dbapi, self._statements, log,
-                                        cached[1] if cached is not None and cached[0] is dbapi else None)
-                if mode == TX:
+                conn = idle.get() if idle is not None else None
+                if conn is None:
+                    conn = self._checkout()
+                fairy = conn.fairy
+                if conn.statements is not self._statements:
+                    # a pool is shared by engines of other schema translations
+                    # (a PostgreSQL gateway's namespaces): this store's SQL
+                    conn.use(self._statements)
+                # a new call: nothing run, nothing changed yet
+                conn.log = log
+                conn.last_sql = conn.last_params = None
+                conn.changed = conn.writing = False
+                if mode == WRITE1 or mode == READ:
+                    if self._single_switch:
+                        ops.driver_single(conn.dbapi, True)
+                        try:
+                            result = fn(conn)
+                        except BaseException:
+                            # a writing statement is its own commit: it may
+                            # have happened if it was running, or changed a
+                            # row earlier
+                            committing = conn.writing or conn.changed
+                            raise
+                        finally:
+                            try:
+                                ops.driver_single(conn.dbapi, False)
+                            except Exception:  # noqa: BLE001 - a broken connection: never reused
+                                fairy.invalidate()
+                    else:
+                        # SQLite: the connection is always in the single mode
+                        # (a statement outside BEGIN is its own transaction)
+                        try:
+                            result = fn(conn)
+                        except BaseException:
+                            committing = conn.writing or conn.changed  # as above
+                            raise
+                elif mode == TX:
+                    dbapi = conn.dbapi
                     ops.driver_begin(dbapi)
                     try:
                         result = fn(conn)
@@ -374,7 +415,8 @@ class SqlStoreBase:
                     except BaseException:
                         _rollback(fairy)
                         raise
-                elif mode == SNAPSHOT:
+                else:  # SNAPSHOT
+                    dbapi = conn.dbapi
                     ops.driver_snapshot(dbapi, True)
                     try:
                         result = fn(conn)
@@ -389,28 +431,6 @@ class SqlStoreBase:
                                 ops.driver_snapshot(dbapi, False)
                             except Exception:  # noqa: BLE001 - a broken connection: never reused
                                 fairy.invalidate()
-                elif not self._single_switch:
-                    # SQLite: the connection is always in the single mode (a
-                    # statement outside BEGIN is its own transaction)
-                    try:
-                        result = fn(conn)
-                    except BaseException:
-                        # a writing statement is its own commit: it may have
-                        # happened if it was running, or changed a row earlier
-                        committing = conn.writing or conn.changed
-                        raise
-                else:
-                    ops.driver_single(dbapi, True)
-                    try:
-                        result = fn(conn)
-                    except BaseException:
-                        committing = conn.writing or conn.changed  # as above
-                        raise
-                    finally:
-                        try:
-                            ops.driver_single(dbapi, False)
-                        except Exception:  # noqa: BLE001 - a broken connection: never reused
-                            fairy.invalidate()
                 reusable = True
                 return result
             except (CortexError, ControlFlow):
@@ -429,13 +449,30 @@ class SqlStoreBase:
                 raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
             finally:
                 if conn is not None:
-                    if reusable and conn.cursor is not None and fairy.is_valid:
-                        fairy.info[_CURSOR] = (fairy.dbapi_connection, conn.cursor)
-                    else:
-                        conn.close()
-                        fairy.info.pop(_CURSOR, None)
-                if fairy is not None and not (reusable and idle is not None and idle.put(fairy)):
-                    fairy.close()
+                    # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
+                    if not reusable or fairy.dbapi_connection is None:
+                        conn.close()  # its cursor; the connection is not reused
+                        fairy.info.pop(_CONN, None)
+                        fairy.close()
+                    elif idle is None or not idle.put(conn):
+                        fairy.close()  # back to the pool, with its DriverConnection
+
+    def _checkout(self) -> DriverConnection:
+        """A connection from the pool, as the :class:`.driver.DriverConnection`
+        kept in its record (made anew for a new or reconnected DBAPI
+        connection)."""
+        fairy = self._engine.raw_connection()
+        try:
+            dbapi = fairy.dbapi_connection
+            info = fairy.info
+            conn: DriverConnection | None = info.get(_CONN)
+            if conn is None or conn.dbapi is not dbapi:
+                conn = info[_CONN] = DriverConnection(dbapi, self._statements)
+        except BaseException:
+            fairy.close()
+            raise
+        conn.fairy = fairy
+        return conn
 
     def _run_core(self, fn: Callable[[sa.Connection], T], mode: str) -> T:
         """:meth:`_run` on a SQLAlchemy ``Connection``, for the work that needs
@@ -564,6 +601,12 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     return dict(_scope_params(scope))
 
 
+def scope_binds(scope: Scope) -> dict[str, Any]:
+    """:func:`scope_params`, shared: never change it (``{**scope_binds(s), ...}``
+    makes a call's parameters without copying it twice)."""
+    return _scope_params(scope)
+
+
 @lru_cache(maxsize=4096)
 def _scope_params(scope: Scope) -> dict[str, Any]:
     params: dict[str, Any] = {"s_depth": scope.depth}
@@ -629,6 +672,7 @@ def ms(instant: datetime | None) -> int | None:
 
 
 _EPOCH = from_millis(0)
+_ONE_MS = timedelta(milliseconds=1)
 
 
 def instant(value: int | None) -> datetime | None:

@@ -67,6 +67,7 @@ from cortex_spec.validation import check_instant, check_page
 from .dialect import Dialect
 from .schema import runs, suspensions
 from .store import (
+    WRITE1,
     SqlStoreBase,
     db_int,
     decode,
@@ -76,6 +77,7 @@ from .store import (
     load_json,
     ms,
     read_scope,
+    scope_binds,
     scope_params,
     scope_values,
     visible,
@@ -219,8 +221,7 @@ class SuspensionsMixin(SqlStoreBase):
     def _claim(self, scope: Scope, run_id: str, side: str, cutoff_ms: int, clock_now_ms: int) -> Suspension:
         """Both claims; ``side`` is ``"resume"`` or ``"sweep"``."""
         claimed, probe = _claim_statements(scope.depth, side, self._dialect)
-        params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms,
-                  **scope_params(scope)}
+        params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms, **scope_binds(scope)}
 
         def attempt(conn: Any) -> tuple[Any, Any]:
             row = conn.execute(claimed, params).one_or_none()
@@ -229,7 +230,7 @@ class SuspensionsMixin(SqlStoreBase):
             return None, conn.execute(probe, params).one()  # a loss wrote nothing
 
         for _ in range(_CLAIM_ATTEMPTS):
-            row, verdict = self._write1(attempt)
+            row, verdict = self._call(attempt, WRITE1)  # _write1, one frame fewer
             if row is not None:
                 return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
             if not verdict.has_s:
@@ -246,14 +247,14 @@ class SuspensionsMixin(SqlStoreBase):
     def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
-        now_ms = to_millis(self._now())
+        now_ms = self._now_ms()
         return self._claim(scope, run_id, "resume", now_ms, now_ms)
 
     def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
         scope = require_scope(ctx)
         ids.check_id(run_id, ids.RUN, "run_id")
         cutoff = to_millis(check_instant(now, "now"))
-        clock_now_ms = to_millis(self._now())  # SUSP-XCLAIM-2: updated_at is clock now
+        clock_now_ms = self._now_ms()  # SUSP-XCLAIM-2: updated_at is clock now
         return self._claim(scope, run_id, "sweep", cutoff, clock_now_ms)
 
     # -- the rest -----------------------------------------------------------------------
