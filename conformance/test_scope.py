@@ -27,12 +27,13 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex_spec import CLASSES, Context, Scope
 from cortex_spec.clauses import catalogue
 from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
+from cortex_spec.profiles import library_settings
 from cortex_spec.testing import (
     ZERO,
     ClauseViolation,
@@ -177,8 +178,10 @@ _SMALL_KEYS = st.sampled_from(["a", "b", "A", "a "])
 _SMALL_VALUES = st.sampled_from(["1", "2", "1=2", "=", "=2", "1="])
 SMALL_SCOPES = st.lists(st.tuples(_SMALL_KEYS, _SMALL_VALUES), max_size=3).map(lambda ls: Scope(*ls))
 
-#: Modest, and no example database: certification leaves no files behind.
-PROPERTY = settings(max_examples=200, deadline=None, database=None)
+#: Part 1's properties are of the library's Scope value and call no store: the
+#: profile's budget of library-level properties (``Profile.library_examples``:
+#: 50 examples under quick, 500 under full), no example database.
+PROPERTY = library_settings()
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
