@@ -281,7 +281,9 @@ def _text_size(text: str) -> int:
     else).  One pass over the bytes finds whether anything is escaped at
     all (the common case: nothing, and the size is the bytes and two
     quotes); only text with escapes is counted kind by kind.  For an 8 MiB
-    string this costs about a tenth of the encoder's time."""
+    string this costs under a third of the encoder's time (measured on one
+    loaded core: 12 ms ASCII, 29 ms with wide characters, against 47 and
+    100 ms), and the encode is most of it."""
     data = text.encode("utf-8", "surrogatepass")
     escaped = len(data) - len(data.translate(None, _ESCAPED))
     if not escaped:
