@@ -138,12 +138,31 @@ def crafted(prefix: str) -> list[str]:
 
 #: Two- and four-byte characters (2 code points, 3 UTF-16 units, 6 UTF-8 bytes).
 _WIDE = "\u00e9\U0001F600"
+#: The most bytes of wide characters a payload holds.
+_MOST_WIDE = 6144
+#: The longest payload built so far and its UTF-8 bytes (see :func:`payload_of_bytes`).
+_longest: list[tuple[str, int]] = []
+
+
+def _build(n: int) -> str:
+    wide = min(n // 4, _MOST_WIDE) // len(_WIDE.encode("utf-8"))
+    text = _WIDE * wide
+    return text + "x" * (n - len(text.encode("utf-8")))
 
 
 def payload_of_bytes(n: int) -> str:
     """Text of exactly ``n`` UTF-8 bytes, a quarter of them (at most 6 KiB)
     in two- and four-byte characters, so that a size measured in code
-    points or UTF-16 units comes out smaller than the bytes."""
-    wide = min(n // 4, 6144) // len(_WIDE.encode("utf-8"))
-    text = _WIDE * wide
-    return text + "x" * (n - len(text.encode("utf-8")))
+    points or UTF-16 units comes out smaller than the bytes.
+
+    A payload of at least ``4 * 6144`` bytes is its 6 KiB of wide
+    characters and then ``x``: a prefix of every longer one.  It is cut
+    from the longest built so far (one copy) rather than built again (the
+    size tests ask for 8 MiB payloads a few bytes apart, site after site)."""
+    if n < 4 * _MOST_WIDE:
+        return _build(n)
+    if not _longest or _longest[0][1] < n:
+        _longest[:] = [(_build(n), n)]
+    longest, size = _longest[0]
+    cut = len(longest) - (size - n)  # every code point after the wide part is one byte
+    return longest if cut == len(longest) else longest[:cut]

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex_spec import Context, Scope, ids
@@ -63,6 +63,7 @@ from cortex_spec.errors import (
     NoSender,
     SelfAddressed,
 )
+from cortex_spec.profiles import library_settings
 from cortex_spec.testing import (
     FAR_FUTURE, ZERO, clause, ctx, expect, expect_false, expect_is, expect_op, expect_raises,
     expect_strict, expect_that, expect_true, race, Said, shorten, state_view,
@@ -239,7 +240,7 @@ def _addresses(draw):
 
 
 @pytest.mark.clause("A2A-ADDR-6", "A2A-ADDR-2", "A2A-ADDR-3")
-@settings(max_examples=200, deadline=None, database=None)
+@library_settings()  # the address codec, no store: the profile's library-level budget
 @given(_addresses())
 def test_parse_inverts_format(address):
     expect("A2A-ADDR-6", parse_address(format_address(address)), address, "parse_address(format_address(address))")

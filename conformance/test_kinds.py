@@ -28,7 +28,10 @@ from cortex_spec.testing import (
     example,
     example_value,
     expect,
+    expect_is,
+    expect_op,
     expect_raises,
+    expect_strict,
     strict_equal,
 )
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
@@ -128,15 +131,16 @@ def test_create_returns_the_stored_row(store, clock, table):
     stored = _call(store, table, "create", c, obj)
     expected = attrs.evolve(obj, scope=c.scope, created_at=clock.now(), updated_at=clock.now())
     with clause(table.clause("create"), what=f"the {table.singular} create returned"):
-        assert strict_equal(stored, expected), f"returned {stored!r}\nexpected {expected!r}"
+        expect_strict(table.clause("create"), stored, expected, f"the {table.singular} create returned")
     if "get" in table.ops:
         with clause(table.clause("fields"), what=f"get_{table.singular} after the create"):
             got = _call(store, table, "get", c, obj.id)
-            assert strict_equal(got, expected), f"read {got!r}\nexpected {expected!r}"
+            expect_strict(table.clause("fields"), got, expected, f"get_{table.singular} after the create")
     for listing in table.listings:
         with clause(table.clause("list"), what=f"{listing.method} after the create"):
             found = [r for r in _list(store, table, c, listing) if r.id == obj.id]
-            assert len(found) == 1 and strict_equal(found[0], expected), found
+            expect(table.clause("list"), len(found), 1, f"rows of {listing.method} with the created id")
+            expect_strict(table.clause("list"), found[0], expected, f"the row {listing.method} lists")
 
 
 @pytest.mark.clause("SCOPE-ID-1")
@@ -153,7 +157,7 @@ def test_reused_id_is_refused_in_every_scope(store, table):
                       lambda: _call(store, table, "create", ctx(caller), impostor),
                       f"create_{table.singular} reusing an id from {caller}")
     with clause("MC-GEN-11", what="the rows after the refused creates"):
-        assert _view(store, table, scopes, [original.id]) == before
+        expect("MC-GEN-11", _view(store, table, scopes, [original.id]), before, "the rows after the refused creates")
 
 
 @pytest.mark.clause("MC-GEN-11")
@@ -184,7 +188,8 @@ def test_unique_keys_hold_within_one_exact_scope(store, table):
                           lambda: _call(store, table, "update", ctx(HOME), rename),
                           f"an update of a {table.singular} into a taken {', '.join(mutable)}")
             with clause(table.clause("update.unique"), what="the rows after the refused update"):
-                assert _view(store, table, [HOME, "ws=w1"], [first.id, second.id]) == before
+                expect(table.clause("update.unique"), _view(store, table, [HOME, "ws=w1"], [first.id, second.id]),
+                       before, "the rows after the refused update")
 
 
 @pytest.mark.clause("MC-GEN-3", "MC-GEN-6", "SCOPE-BYID-2")
@@ -198,7 +203,8 @@ def test_get_sees_exactly_what_the_scope_covers(store, table):
     rule = table.clause("get")
     for caller in INSIDERS:
         with clause(rule, what=f"get_{table.singular} from {caller}"):
-            assert _call(store, table, "get", ctx(caller), row.id).id == row.id
+            expect(rule, _call(store, table, "get", ctx(caller), row.id).id, row.id,
+                   f"the id get_{table.singular} reads from {caller}")
     for caller in OUTSIDERS:
         expect_raises(rule, table.not_found, lambda: _call(store, table, "get", ctx(caller), row.id),
                       f"get_{table.singular} from {caller}, which does not cover the row")
@@ -237,7 +243,8 @@ def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock
         for key, sc in order:
             _call(store, table, "create", ctx(sc), _new(table, id=key, **{name_field: name + suffix}, **held))
         with clause(rule, what=f"two matches at one depth and instant, the smaller id at {small_at}"):
-            assert _call(store, table, "get_by_name", ctx("ws=w1"), name + suffix).id == small
+            expect(rule, _call(store, table, "get_by_name", ctx("ws=w1"), name + suffix).id, small,
+                   "the id read by name: the smaller")
     # the older of two at one depth, created 1 ms apart, though its id is the
     # larger and its scope sorts last
     clock.advance(milliseconds=1)
@@ -247,14 +254,17 @@ def test_by_name_reads_pick_shallowest_then_oldest_then_smallest_id(store, clock
     clock.advance(milliseconds=1)
     _call(store, table, "create", ctx("ws=w1/proj=p3"), _new(table, id=small, **{name_field: name + "!"}, **held))
     with clause(rule, what="two matches at one depth created 1 ms apart, the older under the larger id"):
-        assert _call(store, table, "get_by_name", ctx("ws=w1"), name + "!").id == older.id
+        expect(rule, _call(store, table, "get_by_name", ctx("ws=w1"), name + "!").id, older.id,
+               "the id read by name: the older")
     # a shallower one wins over older, deeper ones
     clock.advance(milliseconds=1)
     shallow = _call(store, table, "create", ctx("ws=w1"), _new(table, **{name_field: name}, **held))
     with clause(rule, what="a match one level shallower, created later"):
-        assert _call(store, table, "get_by_name", ctx("ws=w1"), name).id == shallow.id
+        expect(rule, _call(store, table, "get_by_name", ctx("ws=w1"), name).id, shallow.id,
+               "the id read by name: the shallower")
     with clause(rule, what="a read from below an ancestor's row"):
-        assert _call(store, table, "get_by_name", ctx(HOME), name).id != shallow.id
+        expect_op(rule, _call(store, table, "get_by_name", ctx(HOME), name).id, "!=", shallow.id,
+                  "the id read by name from below the ancestor's row")
     for other in (name.upper(), name.lower(), name + " ", name[:-1]):
         expect_raises(rule, table.not_found, lambda: _call(store, table, "get_by_name", ctx("ws=w1"), other),
                       f"get_{table.singular}_by_name({other!r}): no exact match")
@@ -284,11 +294,12 @@ def test_update_replaces_the_mutable_fields_only(store, clock, table):
     for name in table.fields:
         rule = table.clause("update" if name in table.mutable or name == "updated_at" else "update.immutable")
         with clause(rule, what=f"{name} after update_{table.singular}"):
-            assert strict_equal(getattr(stored, name), getattr(expected, name)), (
-                f"returned {getattr(stored, name)!r}, expected {getattr(expected, name)!r}")
+            expect_strict(rule, getattr(stored, name), getattr(expected, name),
+                          f"{name} update_{table.singular} returned")
     if "get" in table.ops:
         with clause(table.clause("update"), what="the row read back after the update"):
-            assert strict_equal(_call(store, table, "get", ctx(HOME), row.id), expected)
+            expect_strict(table.clause("update"), _call(store, table, "get", ctx(HOME), row.id), expected,
+                          "the row read back after the update")
     for caller in OUTSIDERS[:3]:
         expect_raises(table.clause("update.missing"), table.not_found,
                       lambda: _call(store, table, "update", ctx(caller), other),
@@ -312,14 +323,15 @@ def test_delete_removes_only_the_visible_row(store, table):
         expect_raises(rule, table.not_found, lambda: _call(store, table, "delete", ctx(caller), row.id),
                       f"delete_{table.singular} from {caller}")
     with clause(rule, what=f"delete_{table.singular} from an ancestor"):
-        assert _call(store, table, "delete", ctx("ws=w1"), row.id) is None
+        expect_is(rule, _call(store, table, "delete", ctx("ws=w1"), row.id), None,
+                  f"what delete_{table.singular} from an ancestor returns")
     expect_raises(rule, table.not_found, lambda: _call(store, table, "delete", ctx(HOME), row.id),
                   f"a second delete_{table.singular}")
     if "get" in table.ops:
         expect_raises(rule, table.not_found, lambda: _call(store, table, "get", ctx(HOME), row.id),
                       f"get_{table.singular} after the delete")
         with clause(rule, what="the other row after the delete"):
-            assert _call(store, table, "get", ctx(HOME), keep.id) == keep
+            expect(rule, _call(store, table, "get", ctx(HOME), keep.id), keep, "the other row after the delete")
 
 
 # ===========================================================================
@@ -613,7 +625,8 @@ def test_bad_values_are_refused_and_write_nothing(store, table, field):
                           lambda: _call(store, table, "update", ctx(HOME), attrs.evolve(row, **{field: value})),
                           f"update_{table.singular} with {field}={value!r:.60}")
         with clause("MC-GEN-11", what=f"the rows after {field}={value!r:.40} was refused"):
-            assert _view(store, table, [HOME, "ws=w1"], [row.id]) == before
+            expect("MC-GEN-11", _view(store, table, [HOME, "ws=w1"], [row.id]), before,
+                   f"the rows after {field}={value!r:.40} was refused")
 
 
 @pytest.mark.clause("MC-GEN-11")
@@ -641,7 +654,8 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
     update, and nothing changes; at the limit it is stored and read back
     whole."""
     big = _big_field(table)
-    assert big is not None
+    if big is None:
+        raise TypeError(f"{table.name} has no text field")  # _params picks tables that have one
     c = ctx(HOME)
     held = _unique_values(table)
     base = _new(table, **{big: ""}, **held)
@@ -659,13 +673,15 @@ def test_size_limit_applies_to_the_row_as_stored(store, clock, table, over):
             expect_raises("RSC-GEN-8", InvalidArgument, lambda: _call(store, table, "update", c, grown),
                           f"update_{table.singular} to {target} bytes")
         with clause("MC-GEN-11", what="the rows after the refused oversized writes"):
-            assert _view(store, table, [HOME], [row.id]) == before
+            expect("MC-GEN-11", _view(store, table, [HOME], [row.id]), before,
+                   "the rows after the refused oversized writes")
     else:
         made = _call(store, table, "create", c, attrs.evolve(base, **{big: text}))
         with clause("RSC-GEN-8", what=f"a {table.singular} of exactly {MAX_ENTITY_BYTES} bytes"):
-            assert entity_size(made) == MAX_ENTITY_BYTES
+            expect("RSC-GEN-8", entity_size(made), MAX_ENTITY_BYTES, f"bytes of the {table.singular} created")
             if "get" in table.ops:
-                assert getattr(_call(store, table, "get", c, made.id), big) == text
+                expect("RSC-GEN-8", getattr(_call(store, table, "get", c, made.id), big), text,
+                       f"{big} read back from the {table.singular} of exactly {MAX_ENTITY_BYTES} bytes")
 
 
 @pytest.mark.clause("MC-GEN-1", "SCOPE-ZERO-1")
@@ -688,7 +704,7 @@ def test_zero_scope_is_refused_before_anything_else(store, table):
             expect_raises("MC-GEN-1", NoScope, lambda: _count(store, table, ZERO, listing),
                           f"{listing.count} with the zero scope")
     with clause("MC-GEN-11", what="the rows after the refused calls"):
-        assert _view(store, table, [HOME], [row.id]) == before
+        expect("MC-GEN-11", _view(store, table, [HOME], [row.id]), before, "the rows after the refused calls")
 
 
 @pytest.mark.clause("MC-GEN-7")
@@ -716,5 +732,5 @@ def test_list_arguments_are_checked(store, table, listing):
         with pytest.raises(TypeError):
             _list(store, table, ctx(HOME), listing, bogus_keyword=1)
     with clause("MC-GEN-11", what="the rows after the refused lists"):
-        assert _view(store, table, [HOME], [row.id]) == before
+        expect("MC-GEN-11", _view(store, table, [HOME], [row.id]), before, "the rows after the refused lists")
 

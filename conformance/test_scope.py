@@ -27,12 +27,13 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex_spec import CLASSES, Context, Scope
 from cortex_spec.clauses import catalogue
 from cortex_spec.errors import AlreadyExists, InvalidArgument, NoScope
+from cortex_spec.profiles import library_settings
 from cortex_spec.testing import (
     ZERO,
     ClauseViolation,
@@ -40,7 +41,11 @@ from cortex_spec.testing import (
     clause,
     ctx,
     expect,
+    expect_false,
+    expect_is,
+    expect_op,
     expect_raises,
+    expect_true,
     state_view,
 )
 
@@ -88,11 +93,16 @@ def test_scope_is_an_ordered_sequence_of_up_to_three_str_pairs(levels):
     """Zero to three levels, each a (key, value) pair of `str`, kept in order."""
     with clause("SCOPE-MODEL-1", what="scope is an ordered sequence of up to three str pairs"):
         s = Scope(*levels)
-        assert s.depth == len(levels) == len(s)
-        assert s.levels == tuple((k, v) for k, v in levels)
-        assert all(type(level) is tuple and len(level) == 2 for level in s.levels)
-        assert all(type(k) is str and type(v) is str for k, v in s.levels)
-        assert [s[i] for i in range(s.depth)] == [tuple(level) for level in levels]
+        expect("SCOPE-MODEL-1", s.depth, len(levels), 's.depth == len(levels)')
+        expect("SCOPE-MODEL-1", len(levels), len(s), 'len(levels) == len(s)')
+        expect("SCOPE-MODEL-1", s.levels, tuple((k, v) for k, v in levels),
+               's.levels == tuple((k, v) for k, v in levels)')
+        expect_true("SCOPE-MODEL-1", all(type(level) is tuple and len(level) == 2 for level in s.levels),
+                    'all(type(level) is tuple and len(level) == 2 for level in s.levels)')
+        expect_true("SCOPE-MODEL-1", all(type(k) is str and type(v) is str for k, v in s.levels),
+                    'all(type(k) is str and type(v) is str for k, v in s.levels)')
+        expect("SCOPE-MODEL-1", [s[i] for i in range(s.depth)], [tuple(level) for level in levels],
+               '[s[i] for i in range(s.depth)] == [tuple(level) for level in levels]')
 
 
 @pytest.mark.clause("SCOPE-MODEL-1")
@@ -100,22 +110,23 @@ def test_level_order_is_significant():
     with clause("SCOPE-MODEL-1", what="level order is significant"):
         a = Scope(("a", "1"), ("b", "2"))
         b = Scope(("b", "2"), ("a", "1"))
-        assert a != b
-        assert a.levels[0] == ("a", "1") and b.levels[0] == ("b", "2")
+        expect_op("SCOPE-MODEL-1", a, '!=', b, 'a != b')
+        expect("SCOPE-MODEL-1", a.levels[0], ("a", "1"), 'a.levels[0] == ("a", "1")')
+        expect("SCOPE-MODEL-1", b.levels[0], ("b", "2"), 'b.levels[0] == ("b", "2")')
 
 
 @pytest.mark.clause("SCOPE-MODEL-2")
 def test_zero_scope():
     with clause("SCOPE-MODEL-2", what="zero scope"):
         for zero in (Scope(), Scope.parse(""), Scope(("a", "1")).parent()):
-            assert zero.is_zero is True
-            assert zero.depth == 0
-            assert zero.levels == ()
-            assert zero == Scope()
+            expect_is("SCOPE-MODEL-2", zero.is_zero, True, 'zero.is_zero is True')
+            expect("SCOPE-MODEL-2", zero.depth, 0, 'zero.depth == 0')
+            expect("SCOPE-MODEL-2", zero.levels, (), 'zero.levels == ()')
+            expect("SCOPE-MODEL-2", zero, Scope(), 'zero == Scope()')
         for depth in (1, 2, 3):
             s = Scope(*[(f"k{i}", "v") for i in range(depth)])
-            assert s.is_zero is False
-            assert s.depth == depth
+            expect_is("SCOPE-MODEL-2", s.is_zero, False, 's.is_zero is False')
+            expect("SCOPE-MODEL-2", s.depth, depth, 's.depth == depth')
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
@@ -130,7 +141,7 @@ def test_scope_is_immutable():
             del s._levels
         with pytest.raises((AttributeError, TypeError)):
             s.levels[0] = ("x", "y")  # type: ignore[index]
-        assert s == Scope(("ws", "w1"), ("proj", "p1"))
+        expect("SCOPE-MODEL-3", s, Scope(("ws", "w1"), ("proj", "p1")), 's == Scope(("ws", "w1"), ("proj", "p1"))')
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
@@ -139,7 +150,7 @@ def test_scope_does_not_alias_its_input():
         level = ["ws", "w1"]
         s = Scope(level)  # type: ignore[arg-type]
         level[1] = "changed"
-        assert s.levels == (("ws", "w1"),)
+        expect("SCOPE-MODEL-3", s.levels, (("ws", "w1"),), 's.levels == (("ws", "w1"),)')
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
@@ -147,13 +158,18 @@ def test_scope_is_hashable_and_equal_by_levels():
     with clause("SCOPE-MODEL-3", what="scope is hashable and equal by levels"):
         a = Scope(("ws", "w1"), ("proj", "p1"))
         b = Scope.parse("ws=w1/proj=p1")
-        assert a == b and hash(a) == hash(b)
-        assert len({a, b, Scope(("ws", "w1"))}) == 2
-        assert {a: 1}[b] == 1
-        assert a != Scope(("ws", "w1"))  # different number of levels
-        assert a != Scope(("ws", "w1"), ("proj", "p2"))  # different value
-        assert a != Scope(("ws", "w1"), ("project", "p1"))  # different key
-        assert Scope(("ws", "w1")) != Scope(("ws", "w1"), ("proj", "p1"))
+        expect("SCOPE-MODEL-3", a, b, 'a == b')
+        expect("SCOPE-MODEL-3", hash(a), hash(b), 'hash(a) == hash(b)')
+        expect("SCOPE-MODEL-3", len({a, b, Scope(("ws", "w1"))}), 2, 'len({a, b, Scope(("ws", "w1"))}) == 2')
+        expect("SCOPE-MODEL-3", {a: 1}[b], 1, '{a: 1}[b] == 1')
+        expect_op("SCOPE-MODEL-3", a, '!=', Scope(("ws", "w1")),
+                  'a != Scope(("ws", "w1"))')  # different number of levels
+        expect_op("SCOPE-MODEL-3", a, '!=', Scope(("ws", "w1"), ("proj", "p2")),
+                  'a != Scope(("ws", "w1"), ("proj", "p2"))')  # different value
+        expect_op("SCOPE-MODEL-3", a, '!=', Scope(("ws", "w1"), ("project", "p1")),
+                  'a != Scope(("ws", "w1"), ("project", "p1"))')  # different key
+        expect_op("SCOPE-MODEL-3", Scope(("ws", "w1")), '!=', Scope(("ws", "w1"), ("proj", "p1")),
+                  'Scope(("ws", "w1")) != Scope(("ws", "w1"), ("proj", "p1"))')
 
 
 # -- strategies -----------------------------------------------------------------
@@ -177,8 +193,10 @@ _SMALL_KEYS = st.sampled_from(["a", "b", "A", "a "])
 _SMALL_VALUES = st.sampled_from(["1", "2", "1=2", "=", "=2", "1="])
 SMALL_SCOPES = st.lists(st.tuples(_SMALL_KEYS, _SMALL_VALUES), max_size=3).map(lambda ls: Scope(*ls))
 
-#: Modest, and no example database: certification leaves no files behind.
-PROPERTY = settings(max_examples=200, deadline=None, database=None)
+#: Part 1's properties are of the library's Scope value and call no store: the
+#: profile's budget of library-level properties (``Profile.library_examples``:
+#: 50 examples under quick, 500 under full), no example database.
+PROPERTY = library_settings()
 
 
 @pytest.mark.clause("SCOPE-MODEL-3")
@@ -189,9 +207,9 @@ def test_equality_and_hash_follow_the_levels(a, b):
         same = len(a.levels) == len(b.levels) and all(
             ka == kb and va == vb for (ka, va), (kb, vb) in zip(a.levels, b.levels)
         )
-        assert (a == b) is same
+        expect_is("SCOPE-MODEL-3", a == b, same, '(a == b) is same')
         if same:
-            assert hash(a) == hash(b)
+            expect("SCOPE-MODEL-3", hash(a), hash(b), 'hash(a) == hash(b)')
 
 
 # -- SCOPE-MODEL-4 -----------------------------------------------------------------
@@ -216,21 +234,24 @@ def test_equality_and_hash_follow_the_levels(a, b):
 def test_keys_and_values_are_never_normalised(x, y):
     with clause("SCOPE-MODEL-4", what="keys and values are never normalised"):
         a, b = S(x), S(y)
-        assert a != b
-        assert a.canonical() == x and b.canonical() == y
-        assert not a.covers(b) and not b.covers(a)
-        assert Scope.parse(x) == a and Scope.parse(y) == b
+        expect_op("SCOPE-MODEL-4", a, '!=', b, 'a != b')
+        expect("SCOPE-MODEL-4", a.canonical(), x, 'a.canonical() == x')
+        expect("SCOPE-MODEL-4", b.canonical(), y, 'b.canonical() == y')
+        expect_false("SCOPE-MODEL-4", a.covers(b), 'not a.covers(b)')
+        expect_false("SCOPE-MODEL-4", b.covers(a), 'not b.covers(a)')
+        expect("SCOPE-MODEL-4", Scope.parse(x), a, 'Scope.parse(x) == a')
+        expect("SCOPE-MODEL-4", Scope.parse(y), b, 'Scope.parse(y) == b')
 
 
 @pytest.mark.clause("SCOPE-MODEL-5")
 def test_get_returns_the_earliest_level_with_the_key():
     with clause("SCOPE-MODEL-5", what="get returns the earliest level with the key"):
         s = Scope(("k", "1"), ("other", "x"), ("k", "3"))
-        assert s.get("k") == "1"
-        assert s.get("other") == "x"
-        assert s.get("missing") is None
-        assert s.get("K") is None  # exact comparison of keys
-        assert Scope().get("k") is None
+        expect("SCOPE-MODEL-5", s.get("k"), "1", 's.get("k") == "1"')
+        expect("SCOPE-MODEL-5", s.get("other"), "x", 's.get("other") == "x"')
+        expect_is("SCOPE-MODEL-5", s.get("missing"), None, 's.get("missing") is None')
+        expect_is("SCOPE-MODEL-5", s.get("K"), None, 's.get("K") is None')  # exact comparison of keys
+        expect_is("SCOPE-MODEL-5", Scope().get("k"), None, 'Scope().get("k") is None')
 
 
 @pytest.mark.clause("SCOPE-MODEL-5")
@@ -239,9 +260,10 @@ def test_get_returns_the_earliest_level_with_the_key():
 def test_get_matches_first_level_property(s, key):
     with clause("SCOPE-MODEL-5", what="get matches first level property"):
         expected = next((v for k, v in s.levels if k == key), None)
-        assert s.get(key) == expected
+        expect("SCOPE-MODEL-5", s.get(key), expected, 's.get(key) == expected')
         for k, v in s.levels:
-            assert s.get(k) == next(v2 for k2, v2 in s.levels if k2 == k)
+            expect("SCOPE-MODEL-5", s.get(k), next(v2 for k2, v2 in s.levels if k2 == k),
+                   's.get(k) == next(v2 for k2, v2 in s.levels if k2 == k)')
 
 
 # -- SCOPE-VAL ------------------------------------------------------------------------
@@ -272,8 +294,8 @@ def test_more_than_three_levels_refused():
         _assert_refused(*[(f"k{i}", "v") for i in range(10)])
         _assert_parse_refused("a=1/b=2/c=3/d=4")
         three = Scope(("a", "1"), ("b", "2"), ("c", "3"))
-        assert three.depth == 3
-        assert Scope.parse("a=1/b=2/c=3") == three
+        expect("SCOPE-VAL-1", three.depth, 3, 'three.depth == 3')
+        expect("SCOPE-VAL-1", Scope.parse("a=1/b=2/c=3"), three, 'Scope.parse("a=1/b=2/c=3") == three')
         with pytest.raises(InvalidArgument):
             three.child("d", "4")
 
@@ -306,8 +328,8 @@ def test_equals_in_key_refused(key):
 def test_equals_in_value_allowed(value):
     with clause("SCOPE-VAL-4", what="equals in value allowed"):
         s = Scope(("k", value))
-        assert s.levels == (("k", value),)
-        assert Scope.parse(f"k={value}") == s
+        expect("SCOPE-VAL-4", s.levels, (("k", value),), 's.levels == (("k", value),)')
+        expect("SCOPE-VAL-4", Scope.parse(f"k={value}"), s, 'Scope.parse(f"k={value}") == s')
 
 
 @pytest.mark.clause("SCOPE-VAL-5")
@@ -329,8 +351,8 @@ def test_bad_key_or_value_refused(bad, where):
 def test_255_code_points_accepted(text):
     with clause("SCOPE-VAL-5", what="255 code points accepted"):
         s = Scope((text, text))
-        assert s.levels == ((text, text),)
-        assert Scope.parse(s.canonical()) == s
+        expect("SCOPE-VAL-5", s.levels, ((text, text),), 's.levels == ((text, text),)')
+        expect("SCOPE-VAL-5", Scope.parse(s.canonical()), s, 'Scope.parse(s.canonical()) == s')
 
 
 @pytest.mark.clause("SCOPE-VAL-6")
@@ -371,7 +393,7 @@ def test_invalid_scope_never_replaced_by_another():
 )
 def test_canonical_form(levels, text):
     with clause("SCOPE-CANON-1", what="canonical form"):
-        assert Scope(*levels).canonical() == text
+        expect("SCOPE-CANON-1", Scope(*levels).canonical(), text, 'Scope(*levels).canonical() == text')
 
 
 @pytest.mark.clause("SCOPE-CANON-1")
@@ -379,7 +401,8 @@ def test_canonical_form(levels, text):
 @given(SCOPES)
 def test_canonical_form_property(s):
     with clause("SCOPE-CANON-1", what="canonical form property"):
-        assert s.canonical() == "/".join(f"{k}={v}" for k, v in s.levels)
+        expect("SCOPE-CANON-1", s.canonical(), "/".join(f"{k}={v}" for k, v in s.levels),
+               's.canonical() == "/".join(f"{k}={v}" for k, v in s.levels)')
 
 
 @pytest.mark.clause("SCOPE-CANON-2")
@@ -397,7 +420,7 @@ def test_canonical_form_property(s):
 )
 def test_parse(text, levels):
     with clause("SCOPE-CANON-2", what="parse"):
-        assert Scope.parse(text).levels == levels
+        expect("SCOPE-CANON-2", Scope.parse(text).levels, levels, 'Scope.parse(text).levels == levels')
 
 
 @pytest.mark.clause("SCOPE-CANON-2")
@@ -416,8 +439,8 @@ def test_parse_refuses(text):
 def test_parse_inverts_canonical(s):
     with clause("SCOPE-CANON-3", what="parse inverts canonical"):
         back = Scope.parse(s.canonical())
-        assert back == s
-        assert back.levels == s.levels
+        expect("SCOPE-CANON-3", back, s, 'back == s')
+        expect("SCOPE-CANON-3", back.levels, s.levels, 'back.levels == s.levels')
 
 
 @pytest.mark.clause("SCOPE-CANON-4")
@@ -426,7 +449,8 @@ def test_parse_inverts_canonical(s):
 def test_canonical_form_is_injective(pair):
     with clause("SCOPE-CANON-4", what="canonical form is injective"):
         a, b = pair
-        assert (a.canonical() == b.canonical()) is (a == b)
+        expect_is("SCOPE-CANON-4", a.canonical() == b.canonical(), a == b,
+                  '(a.canonical() == b.canonical()) is (a == b)')
 
 
 @pytest.mark.clause("SCOPE-CANON-4", "SCOPE-VAL-3", "SCOPE-VAL-4")
@@ -438,7 +462,8 @@ def test_upstream_canonical_clash_cannot_be_built():
             Scope(("ws", "x/project=y"))
         with pytest.raises(InvalidArgument):
             Scope(("ws=x", "y"))
-        assert Scope.parse(two.canonical()) == two
+        expect(("SCOPE-CANON-4", "SCOPE-VAL-3", "SCOPE-VAL-4"), Scope.parse(two.canonical()), two,
+               'Scope.parse(two.canonical()) == two')
 
 
 # -- SCOPE-COVERS -----------------------------------------------------------------------
@@ -468,8 +493,9 @@ def test_covers_examples(a, b, expected):
     with clause("SCOPE-COVERS-1", what="covers examples"):
         x, y = S(a), S(b)
         x_before, y_before = x.levels, y.levels
-        assert x.covers(y) is expected
-        assert x.levels == x_before and y.levels == y_before
+        expect_is("SCOPE-COVERS-1", x.covers(y), expected, 'x.covers(y) is expected')
+        expect("SCOPE-COVERS-1", x.levels, x_before, 'x.levels == x_before')
+        expect("SCOPE-COVERS-1", y.levels, y_before, 'y.levels == y_before')
 
 
 @pytest.mark.clause("SCOPE-COVERS-1")
@@ -481,9 +507,11 @@ def test_covers_definition_property(pair):
         expected = a.depth <= b.depth and all(
             a.levels[i][0] == b.levels[i][0] and a.levels[i][1] == b.levels[i][1] for i in range(a.depth)
         )
-        assert a.covers(b) is expected
-        assert a.covers(b) is expected  # no side effect: the same answer again
-        assert a == Scope(*a.levels) and b == Scope(*b.levels)
+        expect_is("SCOPE-COVERS-1", a.covers(b), expected, 'a.covers(b) is expected')
+        expect_is("SCOPE-COVERS-1", a.covers(b), expected,
+                  'a.covers(b) is expected')  # no side effect: the same answer again
+        expect("SCOPE-COVERS-1", a, Scope(*a.levels), 'a == Scope(*a.levels)')
+        expect("SCOPE-COVERS-1", b, Scope(*b.levels), 'b == Scope(*b.levels)')
 
 
 @pytest.mark.clause("SCOPE-COVERS-2")
@@ -491,10 +519,10 @@ def test_covers_definition_property(pair):
 @given(SCOPES)
 def test_covers_is_reflexive_and_zero_covers_all(s):
     with clause("SCOPE-COVERS-2", what="covers is reflexive and zero covers all"):
-        assert s.covers(s)
-        assert Scope().covers(s)
+        expect_true("SCOPE-COVERS-2", s.covers(s), 's.covers(s)')
+        expect_true("SCOPE-COVERS-2", Scope().covers(s), 'Scope().covers(s)')
         if not s.is_zero:
-            assert not s.covers(Scope())
+            expect_false("SCOPE-COVERS-2", s.covers(Scope()), 'not s.covers(Scope())')
 
 
 @st.composite
@@ -514,7 +542,7 @@ def test_covers_is_transitive(triple):
     with clause("SCOPE-COVERS-2", what="covers is transitive"):
         a, b, c = triple
         if a.covers(b) and b.covers(c):
-            assert a.covers(c)
+            expect_true("SCOPE-COVERS-2", a.covers(c), 'a.covers(c)')
 
 
 @pytest.mark.clause("SCOPE-COVERS-2")
@@ -524,7 +552,7 @@ def test_covers_is_antisymmetric(pair):
     with clause("SCOPE-COVERS-2", what="covers is antisymmetric"):
         a, b = pair
         if a.covers(b) and b.covers(a):
-            assert a == b
+            expect("SCOPE-COVERS-2", a, b, 'a == b')
 
 
 
@@ -578,18 +606,32 @@ def test_method_tables_cover_every_method_of_every_class():
         for name, cls in CLASSES.items():
             ex = ALL[name]
             names = {m.name for m in cls.methods}
-            assert names <= set(ex.good), (name, sorted(names - set(ex.good)))
-            assert names <= set(ex.bad), (name, sorted(names - set(ex.bad)))
+            expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), names, '<=', set(ex.good),
+                      'names <= set(ex.good)' + ': ' + str((name, sorted(names - set(ex.good)))))
+            expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), names, '<=', set(ex.bad),
+                      'names <= set(ex.bad)' + ': ' + str((name, sorted(names - set(ex.bad)))))
             if cls.scoped:
                 unscoped = {m.name for m in cls.methods if not m.scoped}
-                assert unscoped <= set(ex.xs), (name, sorted(unscoped - set(ex.xs)))
+                expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), unscoped, '<=', set(ex.xs),
+                          'unscoped <= set(ex.xs)' + ': ' + str((name, sorted(unscoped - set(ex.xs)))))
             for op in ex.byid:
-                assert op.cls == name and op.name in names, (name, op.name)
+                expect(("SCOPE-ZERO-1", "SCOPE-XS-1"), op.cls, name, 'op.cls == name' + ': ' + str((name, op.name)))
+                expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), op.name, 'in', names,
+                          'op.name in names' + ': ' + str((name, op.name)))
             for method, xs in ex.xs.items():
-                assert xs.cls == name and xs.name == method and method in names, (name, method)
+                expect(("SCOPE-ZERO-1", "SCOPE-XS-1"), xs.cls, name, 'xs.cls == name' + ': ' + str((name, method)))
+                expect(("SCOPE-ZERO-1", "SCOPE-XS-1"), xs.name, method,
+                       'xs.name == method' + ': ' + str((name, method)))
+                expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), method, 'in', names,
+                          'method in names' + ': ' + str((name, method)))
             for kind in ex.kinds:
-                assert kind.cls == name, (name, kind.name)
-            assert ex.exact <= names and ex.scope_args <= names and ex.byid_methods <= names, name
+                expect(("SCOPE-ZERO-1", "SCOPE-XS-1"), kind.cls, name,
+                       'kind.cls == name' + ': ' + str((name, kind.name)))
+            expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), ex.exact, '<=', names, 'ex.exact <= names' + ': ' + str(name))
+            expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), ex.scope_args, '<=', names,
+                      'ex.scope_args <= names' + ': ' + str(name))
+            expect_op(("SCOPE-ZERO-1", "SCOPE-XS-1"), ex.byid_methods, '<=', names,
+                      'ex.byid_methods <= names' + ': ' + str(name))
 
 
 # ===========================================================================
@@ -612,10 +654,12 @@ def test_zero_scope_caller_gets_no_scope(store, request, cls, method):
         for z in zeros:
             raises(lambda: ex.good[method](store, z, w), NoScope)
             raises(lambda: ex.bad[method](store, z, w), NoScope)
-        assert view(store, w, VIEW_SCOPES) == before
+        expect(("SCOPE-ZERO-1", "SCOPE-ZERO-2", "SCOPE-ZERO-3", "SCOPE-XS-6", "SCOPE-MODEL-6"),
+               view(store, w, VIEW_SCOPES), before, 'view(store, w, VIEW_SCOPES) == before')
         # the garbage really is garbage: under a valid context it is InvalidArgument
         raises(lambda: ex.bad[method](store, ctx(HOME), w), InvalidArgument)
-        assert view(store, w, VIEW_SCOPES) == before
+        expect(("SCOPE-ZERO-1", "SCOPE-ZERO-2", "SCOPE-ZERO-3", "SCOPE-XS-6", "SCOPE-MODEL-6"),
+               view(store, w, VIEW_SCOPES), before, 'view(store, w, VIEW_SCOPES) == before')
 
 
 @pytest.mark.clause("SCOPE-ZERO-2")
@@ -635,7 +679,8 @@ def test_zero_scope_refused_even_when_storage_is_unavailable(store, request, cls
         raises(lambda: ex.good[method](store, ZERO, w), NoScope)
         raises(lambda: ex.bad[method](store, ZERO, w), NoScope)
         if before is not None:
-            assert view(cortex_open(clock), w, VIEW_SCOPES) == before
+            expect("SCOPE-ZERO-2", view(cortex_open(clock), w, VIEW_SCOPES), before,
+                   'view(cortex_open(clock), w, VIEW_SCOPES) == before')
 
 
 @pytest.mark.clause("SCOPE-ZERO-3")
@@ -651,7 +696,7 @@ def test_non_context_ctx_is_invalid_argument(store, request, cls, method):
         for bad in NON_CONTEXTS:
             raises(lambda: ex.good[method](store, bad, w), InvalidArgument)
             raises(lambda: ex.bad[method](store, bad, w), InvalidArgument)
-        assert view(store, w, VIEW_SCOPES) == before
+        expect("SCOPE-ZERO-3", view(store, w, VIEW_SCOPES), before, 'view(store, w, VIEW_SCOPES) == before')
 
 
 # -- precedence after the context ------------------------------------------------
@@ -671,7 +716,7 @@ def test_invalid_arguments_precede_not_found(store, request, cls):
             for caller in ("ws=w2", "ws=w1/proj=p1/env=e1", HOME):
                 raises(lambda: call(ctx(caller)), InvalidArgument)
             raises(lambda: call(ZERO), NoScope)
-        assert view(store, w, VIEW_SCOPES) == before
+        expect("SCOPE-ZERO-3", view(store, w, VIEW_SCOPES), before, 'view(store, w, VIEW_SCOPES) == before')
 
 
 STATE_ERRORS = [case for ex in ALL.values() for case in ex.state_errors]
@@ -688,11 +733,12 @@ def test_not_found_precedes_state_errors(store, clock, case):
         before = view(VIEW_SCOPES)
         for outsider in OUTSIDERS_OF_HOME:
             err = raises(lambda: call(ctx(outsider)), case.not_found)
-            assert not isinstance(err, case.state_error)
+            expect_false(("SCOPE-ZERO-3", "SCOPE-BYID-2"), isinstance(err, case.state_error),
+                         'not isinstance(err, case.state_error)')
         raises(lambda: call(ZERO), NoScope)
         for insider in (HOME, "ws=w1"):
             raises(lambda: call(ctx(insider)), case.state_error)
-        assert view(VIEW_SCOPES) == before
+        expect(("SCOPE-ZERO-3", "SCOPE-BYID-2"), view(VIEW_SCOPES), before, 'view(VIEW_SCOPES) == before')
 
 
 # ===========================================================================
@@ -732,15 +778,16 @@ def test_across_scope_methods_are_exactly_those_named():
     none, and every other method is scoped."""
     with clause("SCOPE-XS-1", what="across scope methods are exactly those named"):
         text, named, owned = _xs_1()
-        assert named and owned, "SCOPE-XS-1 names no method: the spec's wording changed"
+        expect_true("SCOPE-XS-1", named, 'named' + ': ' + str("SCOPE-XS-1 names no method: the spec's wording changed"))
+        expect_true("SCOPE-XS-1", owned, 'owned' + ': ' + str("SCOPE-XS-1 names no method: the spec's wording changed"))
         unscoped = {cls.name: {m.name for m in cls.methods if not m.scoped}
                     for cls in CLASSES.values() if cls.scoped}
         for name, methods in unscoped.items():
-            assert methods <= named, (name, methods - named)
+            expect_op("SCOPE-XS-1", methods, '<=', named, 'methods <= named' + ': ' + str((name, methods - named)))
             if name in owned:
-                assert methods == owned[name], name
+                expect("SCOPE-XS-1", methods, owned[name], 'methods == owned[name]' + ': ' + str(name))
             elif not re.search(rf"\b{re.escape(name)}\b", text):
-                assert methods == set(), name
+                expect("SCOPE-XS-1", methods, set(), 'methods == set()' + ': ' + str(name))
 
 
 @pytest.mark.clause("SCOPE-XS-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-MODEL-6")
@@ -754,7 +801,9 @@ def test_across_scope_result_ignores_caller_scope(store, method):
         spec = XS[method]
         expected = spec.seed(store)
         reference = spec.call(store, ZERO)
-        assert sorted(r.id for r in reference) == sorted(expected)
+        expect(("SCOPE-XS-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-MODEL-6"),
+               sorted(r.id for r in reference), sorted(expected),
+               'sorted(r.id for r in reference) == sorted(expected)')
         for row in reference:
             assert_scope(row.scope, expected[row.id], f"scope of {row.id}")
         partition = "" if spec.partitioned else "p9"  # A2A-PART-3: partitioned lists keep the rows' partition
@@ -765,7 +814,8 @@ def test_across_scope_result_ignores_caller_scope(store, method):
             with clause("SCOPE-XS-3", what=f"{method} from {c.scope!r} against the zero scope's result"):
                 assert_strict_equal(spec.call(store, c), reference, f"{method} from {c.scope!r}")
         # the scoped twin of the same list really is narrower from an unrelated scope
-        assert spec.scoped_twin(store, ctx("unrelated=zz")) == []
+        expect(("SCOPE-XS-1", "SCOPE-XS-2", "SCOPE-XS-3", "SCOPE-XS-4", "SCOPE-MODEL-6"),
+               spec.scoped_twin(store, ctx("unrelated=zz")), [], 'spec.scoped_twin(store, ctx("unrelated=zz")) == []')
 
 
 @pytest.mark.clause("SCOPE-XS-4", "SCOPE-XS-6", "SCOPE-ZERO-1")
@@ -777,12 +827,12 @@ def test_rows_from_across_scope_list_are_acted_on_under_their_own_scope(store, m
         spec = XS[method]
         spec.seed(store)
         rows = spec.call(store, ZERO)
-        assert rows
+        expect_true(("SCOPE-XS-4", "SCOPE-XS-6", "SCOPE-ZERO-1"), rows, 'rows')
         for row in rows:
             with pytest.raises(NoScope):
                 spec.act(store, attrs.evolve(row, scope=Scope()))
             spec.act(store, row)
-        assert spec.call(store, ZERO) == []
+        expect(("SCOPE-XS-4", "SCOPE-XS-6", "SCOPE-ZERO-1"), spec.call(store, ZERO), [], 'spec.call(store, ZERO) == []')
 
 
 @pytest.mark.clause("SCOPE-XS-5", "SCOPE-XS-2")
@@ -795,7 +845,8 @@ def test_across_scope_methods_still_validate_arguments(store, method):
         for bad in spec.bad:
             for c in (ZERO, ctx("ws=w1")):
                 raises(lambda: bad(store, c), InvalidArgument)
-        assert state_view(store, XS_SCOPES) == before
+        expect(("SCOPE-XS-5", "SCOPE-XS-2"), state_view(store, XS_SCOPES), before,
+               'state_view(store, XS_SCOPES) == before')
 
 
 # ===========================================================================
@@ -956,7 +1007,7 @@ def _exact_params(fn: Any) -> tuple[Any, Any]:
         for hint in _types_in(hints.get(p)):
             if isinstance(hint, type) and attrs.has(hint) and "exact" in attrs.fields_dict(hint):
                 fields.append(attrs.fields_dict(hint)["exact"])
-    assert len(fields) <= 1, fn.__name__
+    expect_op("SCOPE-EXACT-2", len(fields), "<=", 1, f"filter arguments of {fn.__name__} with an exact field")
     return keyword, (fields[0] if fields else None)
 
 
@@ -975,12 +1026,16 @@ def test_exact_exists_only_where_the_area_file_gives_it():
             given = ALL[name].exact
             for m in cls.methods:
                 keyword, field = _exact_params(getattr(cls.protocol, m.name))
-                assert (keyword is not None or field is not None) is (m.name in given), f"{m.name}: exact argument"
-                assert keyword is None or field is None, f"{m.name}: exact both as a keyword and in its filter"
+                expect_is("SCOPE-EXACT-2", keyword is not None or field is not None, m.name in given,
+                          '(keyword is not None or field is not None) is (m.name in given)' + ': ' + str(f"{m.name}: exact argument"))
+                expect_true("SCOPE-EXACT-2", keyword is None or field is None,
+                            'keyword is None or field is None' + ': ' + str(f"{m.name}: exact both as a keyword and in its filter"))
                 if keyword is not None:
-                    assert keyword.default is False, f"{m.name}: exact defaults to {keyword.default!r}"
+                    expect_is("SCOPE-EXACT-2", keyword.default, False,
+                              'keyword.default is False' + ': ' + str(f"{m.name}: exact defaults to {keyword.default!r}"))
                 if field is not None:
-                    assert field.default is False, f"{m.name}: the filter's exact defaults to {field.default!r}"
+                    expect_is("SCOPE-EXACT-2", field.default, False,
+                              'field.default is False' + ': ' + str(f"{m.name}: the filter's exact defaults to {field.default!r}"))
 
 
 @pytest.mark.clause("SCOPE-EXACT-3")
@@ -998,11 +1053,15 @@ def test_no_by_id_method_is_marked_exact_unless_its_class_says_so():
         for cls in CLASSES:
             text = (spec / f"{cls}.md").read_text(encoding="utf-8")
             marked = bool(re.search(r"\*\*exact\*\*|marked\s+exact|marks?\s+\S*\s*as\s+exact", text, re.I))
-            assert marked is bool(ALL[cls].exact_byid), (cls, sorted(ALL[cls].exact_byid))
+            expect_is("SCOPE-EXACT-3", marked, bool(ALL[cls].exact_byid),
+                      'marked is bool(ALL[cls].exact_byid)' + ': ' + str((cls, sorted(ALL[cls].exact_byid))))
         for name, ex in ALL.items():
-            assert ex.byid_methods <= {op.name for op in ex.byid}, (name, ex.byid_methods)
-            assert not ex.exact_byid & {op.name for op in ex.byid}, (name, "an exact method with a by-id example")
-            assert ex.exact_byid <= {m.name for m in CLASSES[name].methods}, (name, ex.exact_byid)
+            expect_op("SCOPE-EXACT-3", ex.byid_methods, '<=', {op.name for op in ex.byid},
+                      'ex.byid_methods <= {op.name for op in ex.byid}' + ': ' + str((name, ex.byid_methods)))
+            expect_false("SCOPE-EXACT-3", ex.exact_byid & {op.name for op in ex.byid},
+                         'not ex.exact_byid & {op.name for op in ex.byid}' + ': ' + str((name, "an exact method with a by-id example")))
+            expect_op("SCOPE-EXACT-3", ex.exact_byid, '<=', {m.name for m in CLASSES[name].methods},
+                      'ex.exact_byid <= {m.name for m in CLASSES[name].methods}' + ': ' + str((name, ex.exact_byid)))
 
 
 # ===========================================================================
@@ -1047,8 +1106,12 @@ def test_by_id_outsiders_get_not_found(store, op):
             c = ctx(outsider)
             err = raises(lambda: op.call(store, c, key), op.not_found)
             missing = raises(lambda: op.call(store, c, op.missing()), op.not_found)
-            assert type(err) is type(missing), (outsider, type(err), type(missing))
-        assert op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME) == before
+            expect_is(("SCOPE-BYID-2", "SCOPE-BYID-4", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4", "SCOPE-VIS-5", "SCOPE-MODEL-4", "SCOPE-IMM-4"),
+                      type(err), type(missing),
+                      'type(err) is type(missing)' + ': ' + str((outsider, type(err), type(missing))))
+        expect(("SCOPE-BYID-2", "SCOPE-BYID-4", "SCOPE-VIS-2", "SCOPE-VIS-3", "SCOPE-VIS-4", "SCOPE-VIS-5", "SCOPE-MODEL-4", "SCOPE-IMM-4"),
+               op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME), before,
+               'op.observe(store, key, VIEW_SCOPES + OUTSIDERS_OF_HOME) == before')
         op.call(store, ctx(HOME), key)
         op.done(store, ctx(HOME), key)
 
@@ -1072,11 +1135,13 @@ def test_error_for_unreachable_row_reveals_nothing(store, op):
             missing_key = op.missing()
             err = raises(lambda: op.call(store, c, key), op.not_found)
             missing = raises(lambda: op.call(store, c, missing_key), op.not_found)
-            assert _normalise(err, key) == _normalise(missing, missing_key), caller
+            expect(("SCOPE-BYID-3", "SCOPE-BYID-2"), _normalise(err, key), _normalise(missing, missing_key),
+                   '_normalise(err, key) == _normalise(missing, missing_key)' + ': ' + str(caller))
             text = str(err) + repr(err.args)
             for part in [secret] + [v for _, v in S(secret).levels] + [f"{k}={v}" for k, v in S(secret).levels]:
                 if part not in caller:
-                    assert part not in text, f"error for an unreachable row mentions {part!r}: {text}"
+                    expect_op(("SCOPE-BYID-3", "SCOPE-BYID-2"), part, 'not in', text,
+                              'part not in text' + ': ' + str(f"error for an unreachable row mentions {part!r}: {text}"))
 
 
 # ===========================================================================
@@ -1102,10 +1167,12 @@ def test_create_stores_ctx_scope_whatever_the_object_carries(store, kind):
                 assert_scope(kind.get(store, c, obj).scope, S(HOME), "get")
             for lst in kind.lists:
                 found = [r for r in lst(store, c, sh) if r.id == obj.id]
-                assert len(found) == 1
+                expect("SCOPE-IMM-1", len(found), 1, 'len(found) == 1')
                 assert_scope(found[0].scope, S(HOME), "list")
             if not carried.is_zero and not carried.covers(S(HOME)):
-                assert obj.id not in {r.id for r in kind.lists[0](store, Context(carried), sh)}
+                expect_op("SCOPE-IMM-1", obj.id, 'not in',
+                          {r.id for r in kind.lists[0](store, Context(carried), sh)},
+                          'obj.id not in {r.id for r in kind.lists[0](store, Context(carried), sh)}')
                 if kind.get is not None:
                     raises(lambda: kind.get(store, Context(carried), obj), kind.not_found)
 
@@ -1147,7 +1214,8 @@ def test_ids_are_unique_across_all_scopes(store, kind):
         for caller in ID_CALLERS:
             impostor = kind.vary(original)
             raises(lambda: kind.create(store, ctx(caller), impostor), AlreadyExists)
-        assert kind.observe(store, sh, original, ID_CALLERS) == before
+        expect("SCOPE-ID-1", kind.observe(store, sh, original, ID_CALLERS), before,
+               'kind.observe(store, sh, original, ID_CALLERS) == before')
 
 
 @pytest.mark.clause("SCOPE-ID-2", "SCOPE-ID-3", *clauses_of(KINDS, "same_reference"))
@@ -1165,7 +1233,7 @@ def test_same_reference_in_ancestor_and_descendant_scopes(store, kind):
         for caller in scopes:
             got = {r.id: r.scope for r in kind.lists[0](store, ctx(caller), sh)}
             expected = {made[sc].id: S(sc) for sc in scopes if S(caller).covers(S(sc))}
-            assert got == expected, caller
+            expect(("SCOPE-ID-2", "SCOPE-ID-3"), got, expected, 'got == expected' + ': ' + str(caller))
 
 
 # ===========================================================================
@@ -1236,7 +1304,8 @@ def test_partition_and_principal_do_not_affect_visibility(store, kind):
                 shown = in_scope and (not kind.partitioned or partition == "part-a")
                 c = Context(S(caller), partition=partition, principal=principal)
                 listed = {r.id for r in kind.lists[0](store, c, sh)}
-                assert (obj.id in listed) is shown, (caller, partition, principal)
+                expect_is("SCOPE-MODEL-6", obj.id in listed, shown,
+                          '(obj.id in listed) is shown' + ': ' + str((caller, partition, principal)))
                 if kind.get is not None:
                     if shown:
                         assert_scope(kind.get(store, c, obj).scope, S(HOME))
@@ -1264,15 +1333,19 @@ def test_no_method_of_these_classes_takes_a_scope_argument():
             given = ALL[cls.name].scope_args
             declared = {name for name, _ in inspect.getmembers(cls.protocol, inspect.isfunction)
                         if not name.startswith("_")} - {"close"}  # a store's close takes no ctx
-            assert declared == {m.name for m in cls.methods}, cls.name
+            expect("SCOPE-COVERS-3", declared, {m.name for m in cls.methods},
+                   'declared == {m.name for m in cls.methods}' + ': ' + str(cls.name))
             for name in declared:
                 fn = getattr(cls.protocol, name)
                 hints = typing.get_type_hints(fn)
                 params = list(inspect.signature(fn).parameters)
-                assert params[:2] == ["self", "ctx"], (cls.name, name)
-                assert hints["ctx"] is Context, (cls.name, name)
+                expect("SCOPE-COVERS-3", params[:2], ["self", "ctx"],
+                       'params[:2] == ["self", "ctx"]' + ': ' + str((cls.name, name)))
+                expect_is("SCOPE-COVERS-3", hints["ctx"], Context,
+                          'hints["ctx"] is Context' + ': ' + str((cls.name, name)))
                 takes = [p for p in params[2:] if "scope" in p.lower() or _mentions_scope(hints.get(p))]
                 if name in given:
-                    assert takes, (cls.name, name, "named in Examples.scope_args but takes no scope")
+                    expect_true("SCOPE-COVERS-3", takes,
+                                'takes' + ': ' + str((cls.name, name, "named in Examples.scope_args but takes no scope")))
                 else:
-                    assert not takes, (cls.name, name, takes)
+                    expect_false("SCOPE-COVERS-3", takes, 'not takes' + ': ' + str((cls.name, name, takes)))

@@ -37,7 +37,7 @@ import pytest
 from cortex_spec import CLASSES, Context
 from cortex_spec import kinds as k
 from cortex_spec.errors import InvalidArgument
-from cortex_spec.testing import clause, ctx, expect_raises, state_view
+from cortex_spec.testing import clause, ctx, expect, expect_raises, state_view
 from cortex_spec.validation import MAX_ENTITY_BYTES, entity_size
 
 from .examples import HOME, Site, call_listing, examples, sample
@@ -155,12 +155,12 @@ def test_every_write_refuses_a_stored_row_over_8_mib(request, store, clock, site
     expect_raises(clauses[0], InvalidArgument, lambda: site.call(store, c, w, over),
                   f"{site.name} storing a row of {MAX_ENTITY_BYTES + 1} bytes")
     with clause(*clauses, what=f"the store after the refused {site.name}"):
-        assert _view(store, site, w) == before, "a refused oversized write changed what the store shows"
+        expect(clauses, _view(store, site, w), before, f"what the store shows after the refused {site.name}")
     if site.exact:
         at = payload_of_bytes(MAX_ENTITY_BYTES - base)
         with clause(*clauses, what=f"{site.name} storing a row of exactly {MAX_ENTITY_BYTES} bytes"):
             _, stored = _write(store, site, c, w, at)
-            assert entity_size(stored) == MAX_ENTITY_BYTES, entity_size(stored)
+            expect(clauses, entity_size(stored), MAX_ENTITY_BYTES, f"bytes of the row {site.name} stored, read back")
 
 
 @pytest.mark.clause("RSC-GEN-13")
@@ -170,8 +170,7 @@ def test_sites_cover_the_unbounded_writes():
     ``size_methods``, has a site that reads the row back; a write method
     renamed without its site, or a site dropped, shows up."""
     sites = all_sites()
-    with clause("RSC-GEN-13", what="size sites that read nothing back"):
-        assert all(s.read is not None for s in sites), [s.name for s in sites if s.read is None]
+    expect("RSC-GEN-13", [s.name for s in sites if s.read is None], [], "size sites that read nothing back")
     for name, cls in CLASSES.items():
         wanted = set(examples()[name].size_methods)
         for table in cls.tables:
@@ -179,7 +178,5 @@ def test_sites_cover_the_unbounded_writes():
                 wanted.add(table.method("create"))
         names = {s.name.split(".")[0] for s in sites if s.cls == name}
         methods = {m.name for m in cls.methods}
-        with clause("RSC-GEN-13", what=f"write methods of class {name} without a size site"):
-            assert wanted <= names, sorted(wanted - names)
-        with clause("RSC-GEN-13", what=f"size sites of class {name} naming no method of it"):
-            assert names <= methods, sorted(names - methods)
+        expect("RSC-GEN-13", sorted(wanted - names), [], f"write methods of class {name} without a size site")
+        expect("RSC-GEN-13", sorted(names - methods), [], f"size sites of class {name} naming no method of it")

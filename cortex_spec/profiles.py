@@ -25,8 +25,11 @@ __all__ = [
     "profile_from_env",
     "DEFAULT_PROFILE",
     "HYPOTHESIS_PREFIX",
+    "active_profile",
+    "activate",
     "examples_directory",
     "hypothesis_settings",
+    "library_settings",
     "register_hypothesis_profiles",
     "reproduction_notes",
 ]
@@ -60,6 +63,13 @@ class Profile:
     checker_budget: float
     #: seconds Hypothesis may spend shrinking one failure
     shrink_seconds: int
+    #: Hypothesis examples of each *library-level* property of the clause
+    #: suites (:func:`library_settings`): a property of cortex-spec's own
+    #: values (a ``Scope``, an a2a address) that calls no store.  It runs the
+    #: same library code whichever backend is certified, so the pull-request
+    #: gate draws fewer examples and the nightly run many more; a property
+    #: that calls a store never takes this budget.
+    library_examples: int
 
 
 PROFILES = {
@@ -77,6 +87,7 @@ PROFILES = {
         view_every=4,
         checker_budget=10.0,
         shrink_seconds=60,
+        library_examples=50,
     ),
     "full": Profile(
         name="full",
@@ -92,6 +103,7 @@ PROFILES = {
         view_every=1,
         checker_budget=60.0,
         shrink_seconds=300,
+        library_examples=500,
     ),
 }
 
@@ -100,6 +112,35 @@ DEFAULT_PROFILE = "quick"
 
 def profile_from_env(default: str = DEFAULT_PROFILE) -> str:
     return os.environ.get("CORTEX_SPEC_PROFILE", default) or default
+
+
+#: The profile of the running certification, once the pytest plugin chose it
+#: (:func:`activate`); until then the environment's.
+_active: list[Profile] = []
+
+
+def activate(profile: Profile) -> None:
+    """Make ``profile`` the running certification's (the pytest plugin does,
+    at configuration: before any suite module is imported)."""
+    _active[:] = [profile]
+
+
+def active_profile() -> Profile:
+    """The running certification's profile (:func:`activate`), else the
+    environment's (``CORTEX_SPEC_PROFILE``; ``quick`` when unknown)."""
+    if _active:
+        return _active[0]
+    return PROFILES.get(profile_from_env(), PROFILES[DEFAULT_PROFILE])
+
+
+def library_settings() -> Any:
+    """The ``hypothesis.settings`` of a library-level property of the clause
+    suites: :attr:`Profile.library_examples` examples of the running
+    profile, no deadline, no example database (a certification leaves no
+    files behind).  Evaluated when the suite module is imported."""
+    from hypothesis import settings
+
+    return settings(max_examples=active_profile().library_examples, deadline=None, database=None)
 
 
 #: ``--hypothesis-profile cortex-<name>`` selects profile ``<name>``.

@@ -72,6 +72,7 @@ from .profiles import (
     HYPOTHESIS_PREFIX,
     PROFILES,
     Profile,
+    activate,
     profile_from_env,
     register_hypothesis_profiles,
     reproduction_notes,
@@ -230,6 +231,10 @@ def pytest_configure(config: pytest.Config) -> None:
     run.outputs = parse_outputs(config.getoption("--cortex-output") or [])
     run.load_waivers()
     run.choose_seed()
+    try:
+        activate(_profile(config))  # the library-level properties' budget, read at import
+    except pytest.UsageError:
+        pass  # reported where the profile is used
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         # the workers' embedded servers are found through the run's id: the
         # controller starts the backend first, so it takes the id now

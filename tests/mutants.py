@@ -12,6 +12,7 @@ Every mutant is usable as a store: ``--cortex-store mutants:<name>`` (with
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -56,13 +57,13 @@ from cortex_spec.errors import InvalidArgument, OverlayNotFound, StoreError
 from cortex_spec.kinds import BY_NAME_ORDER, Crud, Query, listing_query, sort_rows, update_fields
 from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.a2a import MemoryA2ARows
-from cortex_spec.reference.kinds import MemoryStorage
+from cortex_spec.reference.kinds import MemoryStorage, check_size, unique_conflict
 from cortex_spec.reference.harness import ReferenceHarness
 from cortex_spec.runs import RUNS, RunFilter, RunState
 from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
 from cortex_spec.checkpoints import validate_decision
-from cortex_spec.validation import check_bool, check_instant, check_page, page
+from cortex_spec.validation import MAX_ENTITY_BYTES, _jsonable, check_bool, check_instant, check_page, page
 from cortex_spec.gateway import (
     ItemStatus,
     check_cutoff,
@@ -1091,6 +1092,64 @@ class PagesFoldScopeCase(_StorageMutant):
     storage = _FoldedPageStorage
 
 
+def _updated_row(storage, t, table, key, scope, fields, now, expect, advance):
+    """The row an update of the reference storage makes (``None``: not seen)."""
+    row = storage._rows(t, table).get(key)
+    if row is None or not scope.covers(row.scope) or any(getattr(row, n) != v for n, v in expect):
+        return None
+    return attrs.evolve(row, updated_at=now, **detach(fields), **{n: getattr(row, n) + 1 for n in advance})
+
+
+def _utf16_units(entity) -> int:
+    """RSC-GEN-8's JSON of ``entity`` counted in UTF-16 code units (a Java or
+    JavaScript string's length) instead of UTF-8 bytes."""
+    text = json.dumps(_jsonable(entity), ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class _Utf16SizeStorage(MemoryStorage):
+    def update(self, table, key, scope, fields, now, expect=(), advance=()):
+        with self.store._tx() as t:
+            new = _updated_row(self, t, table, key, scope, fields, now, expect, advance)
+            if new is None:
+                return None
+            if _utf16_units(new) > MAX_ENTITY_BYTES:
+                raise InvalidArgument(f"{table.singular} is too large")
+            if unique_conflict(table, self._rows(t, table).values(), new) is not None:
+                raise AlreadyExists(f"a {table.singular} with this key exists")
+            self._rows(t, table)[key] = new
+            return detach(new)
+
+
+class UpdateSizeInUtf16Units(_StorageMutant):
+    """An update measures the row in UTF-16 code units, not UTF-8 bytes (a
+    length taken in Java or JavaScript): a row of two- and four-byte
+    characters a byte over 8 MiB is stored.  Creates measure right."""
+
+    storage = _Utf16SizeStorage
+
+
+class _OversizedKeptStorage(MemoryStorage):
+    def update(self, table, key, scope, fields, now, expect=(), advance=()):
+        with self.store._tx() as t:
+            new = _updated_row(self, t, table, key, scope, fields, now, expect, advance)
+            if new is None:
+                return None
+            if unique_conflict(table, self._rows(t, table).values(), new) is not None:
+                raise AlreadyExists(f"a {table.singular} with this key exists")
+            self._rows(t, table)[key] = new
+            check_size(new, table)  # measured after the write, which nothing rolls back
+            return detach(new)
+
+
+class OversizedUpdateKept(_StorageMutant):
+    """An update writes the row, then measures it: one over 8 MiB is refused
+    with InvalidArgument, but the oversized row stays stored (a write
+    outside the transaction the size check rolls back)."""
+
+    storage = _OversizedKeptStorage
+
+
 class _ByNameScopeTextStorage(MemoryStorage):
     def select(self, table, query):
         if query.order is BY_NAME_ORDER:
@@ -2030,6 +2089,9 @@ MUTANTS: list[Mutant] = [
     _m("checkpoint-scope-indexed-whole", CheckpointScopeIndexedWhole, ("SCOPE-CANON-6",), ("checkpoints",)),
     # checkpoints on the stored-kind description (issue 10 item 4)
     _m("checkpoint-step-index-off-by-one", CheckpointStepIndexOffByOne, ("MC-GEN-12", "MC-GEN-2"), ("checkpoints",)),
+    # sizes of the stored kinds (issue 13: the cheaper size tests, payloads cut from one, still catch these)
+    _m("kinds-update-size-in-utf16-units", UpdateSizeInUtf16Units, ("RSC-GEN-8", "RSC-GEN-13"), ("catalog",)),
+    _m("kinds-oversized-update-kept", OversizedUpdateKept, ("MC-GEN-11", "RSC-GEN-13", "RSC-GEN-8"), ("catalog",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}
