@@ -185,11 +185,17 @@ class CrashMachineBase(DifferentialMachineBase):
         op = generate(self, data)
         if op is None:
             return
+        self.call_with_connection_killed(op, lambda: self.harness.kill_connections(self.sut.store))
+
+    def call_with_connection_killed(self, op: Any, kill: Callable[[], Any]) -> None:
+        """MACH-DUR-2: run ``op`` on the backend in a thread while ``kill()``
+        kills its connections (or arms a kill that the call itself sets off),
+        then judge what the call did against the reference."""
         op = attrs.evolve(op, at=self.clock.now())
         box: list[Any] = []
         worker = threading.Thread(target=lambda: box.append(outcome_of(lambda: op(self.sut))))
         worker.start()
-        self.harness.kill_connections(self.sut.store)
+        kill()
         worker.join(60)
         if worker.is_alive():
             raise Mismatch(f"MACH-DUR-2: {op.render()} hung after its connection was killed",
