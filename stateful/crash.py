@@ -22,7 +22,10 @@ the claims and sweeps the classes declare (:attr:`~.plugin.ClassMachines.claims`
 * ``connection_killed_mid_call`` (harness feature ``kill-connection``) — a
   write runs while the harness kills the store's server connections; it must
   have happened entirely or not at all, and the store keeps working
-  (MACH-DUR-2).
+  (MACH-DUR-2).  A call atomic only per part (a split of the linearizability
+  model: a reclaim, A2A-RCL-8) may also have happened as a prefix of its
+  parts; a write that committed although its reply was lost issued its
+  opaque values (a claim's token) to nobody, so the views pair them.
 
 Every rule still compares the backend with the reference, so a fault that
 makes the backend drift is caught by the next comparison too.  The ordinary
@@ -43,7 +46,7 @@ from hypothesis.stateful import precondition, rule
 from cortex_spec.classes import closure
 from cortex_spec.harness import Harness
 from cortex_spec.profiles import Profile
-from cortex_spec.reference import MemoryStore
+from cortex_spec.reference import MemoryMedium, MemoryStore
 
 from .classes import machine_classes, plugins_for, reference_session, reopen_session
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
@@ -187,6 +190,11 @@ class CrashMachineBase(DifferentialMachineBase):
             return
         self.call_with_connection_killed(op, lambda: self.harness.kill_connections(self.sut.store))
 
+    @property
+    def splits(self) -> dict[str, Any]:
+        """The calls atomic only per part (:attr:`~.plugin.ClassMachines.splits`)."""
+        return {k: v for m in self.plugins for k, v in m.splits.items()}
+
     def call_with_connection_killed(self, op: Any, kill: Callable[[], Any]) -> None:
         """MACH-DUR-2: run ``op`` on the backend in a thread while ``kill()``
         kills its connections (or arms a kill that the call itself sets off),
@@ -214,19 +222,63 @@ class CrashMachineBase(DifferentialMachineBase):
         if got == want:
             return
         if got.kind == "error" and got.value == "StoreError":
-            # the call failed: it must not have happened at all, or happened whole
+            # the call failed: it must not have happened at all, or happened
+            # whole -- or, for a call atomic only per part, as a prefix of its parts
             with_call = self.ref
-            without = reference_session(MemoryStore(self.clock, medium=before))
-            for candidate in (without, with_call):
+            short = [reference_session(MemoryStore(self.clock, medium=m))
+                     for m in self._in_doubt_states(ref_op, before)]
+            for candidate in (*short, with_call):
                 self.ref = candidate
-                try:
-                    self.whole_state_views_agree()
+                if self._views_agree_pairing_unseen():
                     return
-                except Mismatch:
-                    continue
+            self.ref = with_call
             raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} "
-                           "left a state that is neither before nor after the call", "MACH-DUR-2")
+                           "left a state that is neither before nor after the call"
+                           + (" nor after a prefix of its parts" if ref_op.method in self.splits else ""),
+                           "MACH-DUR-2")
         compare(op, got, want, "a call whose connection was killed", clause="MACH-DUR-2")
+
+    def _views_agree_pairing_unseen(self) -> bool:
+        """Whether the whole-state views of both stores agree, once the
+        opaque values they show that no outcome paired are paired: a write
+        that committed although its call failed (the reply was lost with the
+        connection) issued its values -- a claim's token -- to nobody.  The
+        pairs are kept only when the views agree."""
+        saved = dict(self.opaque.to_ref), dict(self.opaque.to_sut)
+        for machines in self.plugins:
+            for view in machines.views(self.view_contexts, self.known).values():
+                op = attrs.evolve(view, at=self.clock.now())
+                got, want = outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref))
+                if got.ok and want.ok:
+                    self.opaque.bind(got.value, want.value)
+        try:
+            self.whole_state_views_agree()
+            return True
+        except Mismatch:
+            self.opaque.to_ref, self.opaque.to_sut = saved
+            return False
+
+    def _in_doubt_states(self, op: Any, before: MemoryMedium) -> list[MemoryMedium]:
+        """The states short of the whole call that a failed call may leave
+        (MACH-DUR-2): none of it; and for a call atomic only per part (a
+        split, A2A-RCL-8: each row a reclaim moves is a step of its own), the
+        state after each proper prefix of its parts, as the reference takes
+        them one by one from ``before``."""
+        states = [before]
+        split = self.splits.get(op.method)
+        if split is None:
+            return states
+        medium = before.clone()
+        store = MemoryStore(self.clock, medium=medium)
+        selected = outcome_of(lambda: split.first(store, op))
+        if not selected.ok:
+            return states  # refused: one step that wrote nothing
+        partial = selected.raw
+        while not split.done(partial):
+            partial = split.next(store, op, partial)
+            if not split.done(partial):
+                states.append(medium.clone())
+        return states
 
 
 #: rules named so only read (every other rule writes, or may)
