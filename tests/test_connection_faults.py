@@ -243,3 +243,37 @@ def test_the_sweep_rejects_a_store_that_retries_a_write_that_may_have_committed(
     _, findings = _sweep(postgres_harness, cls, setup, kill_points)
     assert findings, f"the sweep let through a store that retries {write} after it may have committed"
     assert all("MACH-DUR-2" in f for f in findings.values()), findings
+
+
+def test_a_reclaim_killed_between_its_moves_says_which_moves_stand(postgres_harness, kill_points):
+    from cortex_spec import ManualClock, errors
+
+    clock = ManualClock()
+    location = postgres_harness.new_location()
+    store = postgres_harness.open(location, clock)
+    try:
+        stale = []
+        for _ in range(3):
+            d = store.create_delivery(C, make_delivery())
+            store.claim_delivery(C, d.id)
+            stale.append(d.id)
+        clock.advance(seconds=10)
+        point = KillPoint(postgres_harness, store, 2, False)  # 0: the candidates, 1: the first move
+        kill_points.append(point)
+        box: list[Any] = []
+
+        def reclaim() -> None:
+            try:
+                box.append(store.reclaim_stale_deliveries(C, clock.now()))
+            except errors.StoreError as exc:
+                box.append(exc)
+
+        worker = threading.Thread(target=reclaim)
+        worker.start()
+        worker.join(60)
+        assert point.fired and isinstance(box[0], errors.StoreError), box
+        assert "1 earlier steps of this reclaim stand, having moved 1 of its 3 candidates" in str(box[0])
+        assert [store.get_delivery(C, i).state.value for i in stale] == ["queued", "delivering", "delivering"]
+    finally:
+        store.close()
+        postgres_harness.discard(location)
