@@ -7,7 +7,8 @@ a CI run of b246fdc it landed, once each for classes ``a2a`` and
 ``a2a_discovery``, between two of the row moves of a stale reclaim (which
 A2A-RCL-8 makes atomic per row, not as a whole), and the machine, which
 expected all or nothing, reported a Mismatch that its replays could not
-reproduce (FlakyFailure).  Here the kill is set off by the call itself, at
+reproduce (FlakyFailure).  Here the kill is set off by the call itself
+(the harness's :class:`~cortex_spec.adapters.sql.harness.KillPoint`), at
 every point in turn: before each statement (the statement fails) and after
 it, as if its reply were lost (the statement ran and committed, the client
 never learns it), the same for each COMMIT.  Each point is judged by the
@@ -35,68 +36,12 @@ from cortex_spec.stateful.ops import Op
 from cortex_spec.testing import ctx
 
 pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
-psycopg = pytest.importorskip("psycopg", reason="PostgreSQL needs the 'postgres' extra")
+pytest.importorskip("psycopg", reason="PostgreSQL needs the 'postgres' extra")
 
-from cortex_spec.adapters.sql import driver  # noqa: E402 - after the skips
-from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402
+from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402 - after the skips
 from cortex_spec.adapters.sql.store import SqlStoreBase  # noqa: E402
 
 C = ctx("ws=w1")
-
-# -- the kill points -----------------------------------------------------------------------
-
-
-class KillPoint:
-    """Kills the store's connections at one point of the next call made on
-    another thread: ``index`` counts its statements and COMMITs from 0;
-    ``lost_reply`` kills after the server ran it and fails it as if the reply
-    never came, else before it is sent."""
-
-    def __init__(self, harness: PostgresHarness, store: Any, index: int, lost_reply: bool) -> None:
-        self.harness, self.store = harness, store
-        self.index, self.lost_reply = index, lost_reply
-        self.armed_by = threading.get_ident()
-        self.seen = 0
-        self.fired = False
-
-    def around(self, run: Callable[[], Any]) -> Any:
-        if self.fired or threading.get_ident() == self.armed_by:
-            return run()
-        here, self.seen = self.seen, self.seen + 1
-        if here != self.index:
-            return run()
-        self.fired = True
-        if not self.lost_reply:
-            self.harness.kill_connections(self.store)
-            return run()
-        run()
-        self.harness.kill_connections(self.store)
-        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
-
-
-ARMED: list[KillPoint] = []
-
-
-@pytest.fixture
-def kill_points(monkeypatch):
-    """Route every driver statement and COMMIT through the armed kill point."""
-    execute, commit = driver.DriverConnection.execute, psycopg.Connection.commit
-
-    def patched_execute(self, stmt, params=None):
-        point = ARMED[-1] if ARMED else None
-        run = lambda: execute(self, stmt, params)  # noqa: E731
-        return run() if point is None else point.around(run)
-
-    def patched_commit(self):
-        point = ARMED[-1] if ARMED else None
-        run = lambda: commit(self)  # noqa: E731
-        return run() if point is None else point.around(run)
-
-    monkeypatch.setattr(driver.DriverConnection, "execute", patched_execute)
-    monkeypatch.setattr(psycopg.Connection, "commit", patched_commit)
-    yield ARMED
-    ARMED.clear()
-
 
 # -- the scenarios: setup calls on both stores, then the write that is killed ---------------
 
@@ -196,8 +141,7 @@ def _machine(harness: Any, cls: str) -> Any:
     return machine()
 
 
-def _sweep(harness: PostgresHarness, cls: str, setup: Callable[[Any], Op],
-           armed: list) -> tuple[int, dict[str, str]]:
+def _sweep(harness: PostgresHarness, cls: str, setup: Callable[[Any], Op]) -> tuple[int, dict[str, str]]:
     """Every kill point of the write ``setup`` prepares: how many fired, and
     ``{point: finding}`` for those MACH-DUR-2 refused (empty: all passed)."""
     findings: dict[str, str] = {}
@@ -209,15 +153,14 @@ def _sweep(harness: PostgresHarness, cls: str, setup: Callable[[Any], Op],
             m = _machine(harness, cls)
             try:
                 op = setup(m)
-                point = KillPoint(harness, m.sut.store, index, lost_reply)
-                armed.append(point)
+                point = harness.arm_connection_kill(m.sut.store, index, lost_reply)
                 try:
                     m.call_with_connection_killed(op, lambda: None)
                     m.whole_state_views_agree()  # and the store keeps serving calls
                 except Mismatch as exc:
                     findings[f"{'after' if lost_reply else 'before'} #{index}"] = str(exc).splitlines()[0]
                 finally:
-                    armed.remove(point)
+                    harness.disarm_connection_kill(m.sut.store)
                 fired = fired or point.fired
                 swept += point.fired
             finally:
@@ -228,24 +171,23 @@ def _sweep(harness: PostgresHarness, cls: str, setup: Callable[[Any], Op],
 
 
 @pytest.mark.parametrize("cls, write, setup", SCENARIOS, ids=[s[1] for s in SCENARIOS])
-def test_every_kill_point_of_every_a2a_write_leaves_all_or_nothing(postgres_harness, kill_points, cls, write,
-                                                                   setup):
-    swept, findings = _sweep(postgres_harness, cls, setup, kill_points)
+def test_every_kill_point_of_every_a2a_write_leaves_all_or_nothing(postgres_harness, cls, write, setup):
+    swept, findings = _sweep(postgres_harness, cls, setup)
     assert swept >= 2, f"no kill point of {write} was reached"  # a statement, before and after
     assert not findings, f"MACH-DUR-2 refused {write} killed at: {findings}"
 
 
 @pytest.mark.parametrize("write", ["create_conversation", "claim_delivery", "claim_pending_ask"])
 def test_the_sweep_rejects_a_store_that_retries_a_write_that_may_have_committed(
-        postgres_harness, kill_points, monkeypatch, write):
+        postgres_harness, monkeypatch, write):
     monkeypatch.setattr(SqlStoreBase, "_retry_or_raise", retries_committed_writes)
     cls, _, setup = next(s for s in SCENARIOS if s[1] == write)
-    _, findings = _sweep(postgres_harness, cls, setup, kill_points)
+    _, findings = _sweep(postgres_harness, cls, setup)
     assert findings, f"the sweep let through a store that retries {write} after it may have committed"
     assert all("MACH-DUR-2" in f for f in findings.values()), findings
 
 
-def test_a_reclaim_killed_between_its_moves_says_which_moves_stand(postgres_harness, kill_points):
+def test_a_reclaim_killed_between_its_moves_says_which_moves_stand(postgres_harness):
     from cortex_spec import ManualClock, errors
 
     clock = ManualClock()
@@ -258,8 +200,7 @@ def test_a_reclaim_killed_between_its_moves_says_which_moves_stand(postgres_harn
             store.claim_delivery(C, d.id)
             stale.append(d.id)
         clock.advance(seconds=10)
-        point = KillPoint(postgres_harness, store, 2, False)  # 0: the candidates, 1: the first move
-        kill_points.append(point)
+        point = postgres_harness.arm_connection_kill(store, 2, False)  # 0: the candidates, 1: the first move
         box: list[Any] = []
 
         def reclaim() -> None:
@@ -271,6 +212,7 @@ def test_a_reclaim_killed_between_its_moves_says_which_moves_stand(postgres_harn
         worker = threading.Thread(target=reclaim)
         worker.start()
         worker.join(60)
+        postgres_harness.disarm_connection_kill(store)
         assert point.fired and isinstance(box[0], errors.StoreError), box
         assert "1 earlier steps of this reclaim stand, having moved 1 of its 3 candidates" in str(box[0])
         assert [store.get_delivery(C, i).state.value for i in stale] == ["queued", "delivering", "delivering"]
