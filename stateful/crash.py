@@ -22,10 +22,15 @@ the claims and sweeps the classes declare (:attr:`~.plugin.ClassMachines.claims`
 * ``connection_killed_mid_call`` (harness feature ``kill-connection``) — a
   write runs while the harness kills the store's server connections; it must
   have happened entirely or not at all, and the store keeps working
-  (MACH-DUR-2).  A call atomic only per part (a split of the linearizability
-  model: a reclaim, A2A-RCL-8) may also have happened as a prefix of its
-  parts; a write that committed although its reply was lost issued its
-  opaque values (a claim's token) to nobody, so the views pair them.
+  (MACH-DUR-2).  Where the harness offers kill points
+  (``arm_connection_kill``/``disarm_connection_kill``: the postgres one), the
+  kill is as often set off by the call itself at a drawn statement or
+  COMMIT, before it is sent or after it ran with its reply lost, so that a
+  finding replays from its seed.  A call atomic only per part (a split of
+  the linearizability model: a reclaim, A2A-RCL-8) may also have happened
+  as a prefix of its parts; a write that committed although its reply was
+  lost issued its opaque values (a claim's token) to nobody, so the views
+  pair them.
 
 Every rule still compares the backend with the reference, so a fault that
 makes the backend drift is caught by the next comparison too.  The ordinary
@@ -188,7 +193,21 @@ class CrashMachineBase(DifferentialMachineBase):
         op = generate(self, data)
         if op is None:
             return
-        self.call_with_connection_killed(op, lambda: self.harness.kill_connections(self.sut.store))
+        arm = getattr(self.harness, "arm_connection_kill", None)
+        if arm is None or data.draw(st.booleans(), "a racing kill"):
+            self.call_with_connection_killed(op, lambda: self.harness.kill_connections(self.sut.store))
+            return
+        # the harness's kill points: the call itself sets the kill off, at a
+        # drawn statement or COMMIT, before it is sent or after it ran with
+        # its reply lost -- where it lands is part of the example, so a
+        # finding replays (a racing kill lands where the threads' timing puts it)
+        index = data.draw(st.integers(0, 1) | st.integers(0, KILL_POINTS - 1), "statement or COMMIT")
+        lost_reply = data.draw(st.booleans(), "after it ran, its reply lost")
+        arm(self.sut.store, index, lost_reply)
+        try:
+            self.call_with_connection_killed(op, lambda: None)
+        finally:
+            self.harness.disarm_connection_kill(self.sut.store)
 
     @property
     def splits(self) -> dict[str, Any]:
@@ -279,6 +298,13 @@ class CrashMachineBase(DifferentialMachineBase):
             if not split.done(partial):
                 states.append(medium.clone())
         return states
+
+
+#: how many statements and COMMITs of a killed call the kill points cover
+#: (the longest write of a class, a transaction of a few reads and writes and
+#: its COMMIT, makes about six; a point past the call's end kills nothing, so
+#: half the draws take one of the first two, where most writes end)
+KILL_POINTS = 8
 
 
 #: rules named so only read (every other rule writes, or may)
