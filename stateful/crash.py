@@ -246,16 +246,61 @@ class CrashMachineBase(DifferentialMachineBase):
             with_call = self.ref
             short = [reference_session(MemoryStore(self.clock, medium=m))
                      for m in self._in_doubt_states(ref_op, before)]
+            saved = self._pairs()
+            agreeing = []
             for candidate in (*short, with_call):
                 self.ref = candidate
                 if self._views_agree_pairing_unseen():
-                    return
-            self.ref = with_call
-            raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} "
-                           "left a state that is neither before nor after the call"
-                           + (" nor after a prefix of its parts" if ref_op.method in self.splits else ""),
-                           "MACH-DUR-2")
+                    agreeing.append((candidate, self._pairs()))
+                self._restore_pairs(saved)
+            if not agreeing:
+                self.ref = with_call
+                raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} "
+                               "left a state that is neither before nor after the call"
+                               + (" nor after a prefix of its parts" if ref_op.method in self.splits else ""),
+                               "MACH-DUR-2")
+            if len(agreeing) > 1:
+                agreeing = self._repeat_to_tell(op, agreeing)
+            self.ref, pairs = agreeing[0]
+            self._restore_pairs(pairs)
+            return
         compare(op, got, want, "a call whose connection was killed", clause="MACH-DUR-2")
+
+    def _repeat_to_tell(self, op: Any, agreeing: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+        """The views agree with more than one state the failed call may have
+        left (what it wrote is in none of them: a row under a parent no view
+        lists), yet later calls would tell them apart.  The same call again
+        tells now (a create refused as taken, a claim as claimed, a reclaim
+        moving fewer rows): the states whose outcome of it is the backend's,
+        and whose views then still agree, are kept; none kept is MACH-DUR-2
+        broken."""
+        op = attrs.evolve(op, at=self.clock.now())
+        again = outcome_of(lambda: op(self.sut))
+        self.stats.operations += 1
+        kept = []
+        expected = []
+        for candidate, pairs in agreeing:
+            self.ref = candidate
+            self._restore_pairs(pairs)
+            ref_op = self.opaque.translate_op(op)
+            want = outcome_of(lambda: ref_op(candidate))
+            if again.ok and want.ok:
+                self.opaque.bind(again.value, want.value)
+            expected.append(want.describe())
+            if self.opaque.translate_outcome(again) == want and self._views_agree_pairing_unseen():
+                kept.append((candidate, self._pairs()))
+        if not kept:
+            raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} left a state "
+                           "whose views agree with before and after the call, but the same call again "
+                           f"answered {again.describe()}, where those states answer "
+                           f"{' or '.join(expected)}", "MACH-DUR-2")
+        return kept
+
+    def _pairs(self) -> tuple[dict[str, str], dict[str, str]]:
+        return dict(self.opaque.to_ref), dict(self.opaque.to_sut)
+
+    def _restore_pairs(self, pairs: tuple[dict[str, str], dict[str, str]]) -> None:
+        self.opaque.to_ref, self.opaque.to_sut = dict(pairs[0]), dict(pairs[1])
 
     def _views_agree_pairing_unseen(self) -> bool:
         """Whether the whole-state views of both stores agree, once the
@@ -263,7 +308,7 @@ class CrashMachineBase(DifferentialMachineBase):
         that committed although its call failed (the reply was lost with the
         connection) issued its values -- a claim's token -- to nobody.  The
         pairs are kept only when the views agree."""
-        saved = dict(self.opaque.to_ref), dict(self.opaque.to_sut)
+        saved = self._pairs()
         for machines in self.plugins:
             for view in machines.views(self.view_contexts, self.known).values():
                 op = attrs.evolve(view, at=self.clock.now())
@@ -274,7 +319,7 @@ class CrashMachineBase(DifferentialMachineBase):
             self.whole_state_views_agree()
             return True
         except Mismatch:
-            self.opaque.to_ref, self.opaque.to_sut = saved
+            self._restore_pairs(saved)
             return False
 
     def _in_doubt_states(self, op: Any, before: MemoryMedium) -> list[MemoryMedium]:
