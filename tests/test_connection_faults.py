@@ -23,14 +23,15 @@ after a create committed leaves a row that the next create of its id finds
 taken, even where no view lists it: a tool call of an unknown step, found
 so on seed 11 of the machine).
 
-``retries_committed_writes`` gives the store the bug this sweep must catch
-whatever the machine tolerates: it retries a write whose connection died
-after it had been sent, so a committed insert comes back ``AlreadyExists``
-and a committed claim ``DeliveryAlreadyClaimed``.
+The zoo's ``sql-retries-committed-write`` (``tests/mutants.py``) is the bug
+this sweep must catch whatever the machine tolerates: a store that retries
+a write whose connection died after it had been sent, so a committed insert
+comes back ``AlreadyExists`` and a committed claim ``DeliveryAlreadyClaimed``.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable
 
@@ -49,7 +50,6 @@ pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra"
 pytest.importorskip("psycopg", reason="PostgreSQL needs the 'postgres' extra")
 
 from cortex_spec.adapters.sql.harness import PostgresHarness  # noqa: E402 - after the skips
-from cortex_spec.adapters.sql.store import SqlStoreBase  # noqa: E402
 
 C = ctx("ws=w1")
 
@@ -139,15 +139,6 @@ def _queued(m: Any) -> str:
 # -- the sweep ------------------------------------------------------------------------------
 
 
-_RETRY_OR_RAISE = SqlStoreBase._retry_or_raise
-
-
-def retries_committed_writes(self, exc, mode, committing, started, tries):
-    """The bug: a write whose connection died is retried even when it may
-    have committed (``committing`` ignored)."""
-    return _RETRY_OR_RAISE(self, exc, mode, False, started, tries)
-
-
 def _machine(harness: Any, cls: str) -> Any:
     classes = closure({cls})
     machine = build_differential(harness, classes, base=CrashMachineBase)
@@ -198,7 +189,10 @@ def test_every_kill_point_of_every_a2a_write_leaves_all_or_nothing(postgres_harn
 @pytest.mark.parametrize("write", ["create_conversation", "claim_delivery", "claim_pending_ask"])
 def test_the_sweep_rejects_a_store_that_retries_a_write_that_may_have_committed(
         postgres_harness, monkeypatch, write):
-    monkeypatch.setattr(SqlStoreBase, "_retry_or_raise", retries_committed_writes)
+    from mutants import RetriesCommittedWritesHarness
+
+    monkeypatch.setattr(postgres_harness, "open", functools.partial(RetriesCommittedWritesHarness.open,
+                                                                    postgres_harness))
     cls, _, setup = next(s for s in SCENARIOS if s[1] == write)
     _, findings = _sweep(postgres_harness, cls, setup)
     assert findings, f"the sweep let through a store that retries {write} after it may have committed"
