@@ -198,12 +198,14 @@ class CrashMachineBase(DifferentialMachineBase):
             self.call_with_connection_killed(op, lambda: self.harness.kill_connections(self.sut.store))
             return
         # the harness's kill points: the call itself sets the kill off, at a
-        # drawn statement or COMMIT, before it is sent or after it ran with
-        # its reply lost -- where it lands is part of the example, so a
-        # finding replays (a racing kill lands where the threads' timing puts it)
+        # drawn statement or COMMIT (or a drawn one of those that write: the
+        # first is where most writes commit), before it is sent or after it
+        # ran with its reply lost -- where it lands is part of the example, so
+        # a finding replays (a racing kill lands where the threads' timing puts it)
+        writes_only = data.draw(st.booleans(), "counting writes and COMMITs only")
         index = data.draw(st.integers(0, 1) | st.integers(0, KILL_POINTS - 1), "statement or COMMIT")
         lost_reply = data.draw(st.booleans(), "after it ran, its reply lost")
-        arm(self.sut.store, index, lost_reply)
+        arm(self.sut.store, index, lost_reply, writes_only)
         try:
             self.call_with_connection_killed(op, lambda: None)
         finally:

@@ -58,7 +58,6 @@ from cortex_spec.reference import MemoryMedium, MemoryStore
 from cortex_spec.reference.a2a import MemoryA2ARows
 from cortex_spec.reference.kinds import MemoryStorage
 from cortex_spec.reference.harness import ReferenceHarness
-from cortex_spec.adapters.sql.harness import PostgresHarness
 from cortex_spec.runs import RUNS, RunFilter, RunState
 from cortex_spec.suspensions import resume_eligible
 from cortex_spec import ids
@@ -1878,31 +1877,6 @@ class CaptureWithoutSnapshot(_StorageMutant):
     storage = _EachReadAlone
 
 
-# -- connection faults (pgfault): the SQL store on PostgreSQL ---------------------------------
-
-
-def _sql_store() -> type:
-    from cortex_spec.adapters.sql import SqlStore
-
-    return SqlStore
-
-
-class RetriesCommittedWritesHarness(PostgresHarness):
-    """A lost connection is retried whatever it interrupted: a write that
-    may have committed runs again (a committed insert comes back
-    ``AlreadyExists``, a committed claim ``DeliveryAlreadyClaimed``)."""
-
-    def open(self, location: Any, clock: Any) -> Any:
-        store_cls = _sql_store()
-
-        class RetriesCommittedWrites(store_cls):  # type: ignore[misc, valid-type]
-            def _retry_or_raise(self, exc: Any, mode: str, committing: bool, started: float,
-                                tries: list[int]) -> None:
-                super()._retry_or_raise(exc, mode, False, started, tries)
-
-        return RetriesCommittedWrites(location.engine, clock, gateway_engine=self._gateway())
-
-
 @attrs.frozen
 class Mutant:
     name: str
@@ -2056,10 +2030,6 @@ MUTANTS: list[Mutant] = [
     _m("checkpoint-scope-indexed-whole", CheckpointScopeIndexedWhole, ("SCOPE-CANON-6",), ("checkpoints",)),
     # checkpoints on the stored-kind description (issue 10 item 4)
     _m("checkpoint-step-index-off-by-one", CheckpointStepIndexOffByOne, ("MC-GEN-12", "MC-GEN-2"), ("checkpoints",)),
-    # connection faults (pgfault): a SQL store on PostgreSQL, caught where the
-    # machine's kill points land after a write ran with its reply lost
-    Mutant("sql-retries-committed-write", "a lost connection is retried even when the write may have committed",
-           ("MACH-DUR-2",), RetriesCommittedWritesHarness, ("a2a",)),
 ]
 
 BY_NAME = {m.name: m for m in MUTANTS}

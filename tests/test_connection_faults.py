@@ -23,10 +23,13 @@ after a create committed leaves a row that the next create of its id finds
 taken, even where no view lists it: a tool call of an unknown step, found
 so on seed 11 of the machine).
 
-The zoo's ``sql-retries-committed-write`` (``tests/mutants.py``) is the bug
-this sweep must catch whatever the machine tolerates: a store that retries
-a write whose connection died after it had been sent, so a committed insert
-comes back ``AlreadyExists`` and a committed claim ``DeliveryAlreadyClaimed``.
+:func:`open_retrying_store` opens a store with the bug this sweep must catch
+whatever the machine tolerates: it retries a write whose connection died
+after it had been sent, so a committed insert comes back ``AlreadyExists``
+and a committed claim ``DeliveryAlreadyClaimed``.  (It is no zoo mutant: the
+connection-fault machine's quick budget draws few writes that reach the
+database -- most of its a2a calls are refused first -- so it rejected this
+store in none of four runs; this sweep rejects it every time.)
 """
 
 from __future__ import annotations
@@ -139,6 +142,19 @@ def _queued(m: Any) -> str:
 # -- the sweep ------------------------------------------------------------------------------
 
 
+def open_retrying_store(harness: PostgresHarness, location: Any, clock: Any) -> Any:
+    """``harness.open`` with the bug: a lost connection is retried whatever it
+    interrupted, so a write that may have committed runs again."""
+    from cortex_spec.adapters.sql import SqlStore
+
+    class RetriesCommittedWrites(SqlStore):
+        def _retry_or_raise(self, exc: Any, mode: str, committing: bool, started: float,
+                            tries: list[int]) -> None:
+            super()._retry_or_raise(exc, mode, False, started, tries)
+
+    return RetriesCommittedWrites(location.engine, clock, gateway_engine=harness._gateway())
+
+
 def _machine(harness: Any, cls: str) -> Any:
     classes = closure({cls})
     machine = build_differential(harness, classes, base=CrashMachineBase)
@@ -189,10 +205,7 @@ def test_every_kill_point_of_every_a2a_write_leaves_all_or_nothing(postgres_harn
 @pytest.mark.parametrize("write", ["create_conversation", "claim_delivery", "claim_pending_ask"])
 def test_the_sweep_rejects_a_store_that_retries_a_write_that_may_have_committed(
         postgres_harness, monkeypatch, write):
-    from mutants import RetriesCommittedWritesHarness
-
-    monkeypatch.setattr(postgres_harness, "open", functools.partial(RetriesCommittedWritesHarness.open,
-                                                                    postgres_harness))
+    monkeypatch.setattr(postgres_harness, "open", functools.partial(open_retrying_store, postgres_harness))
     cls, _, setup = next(s for s in SCENARIOS if s[1] == write)
     _, findings = _sweep(postgres_harness, cls, setup)
     assert findings, f"the sweep let through a store that retries {write} after it may have committed"

@@ -318,19 +318,22 @@ class KillPoint:
     ran it (it fails as if its reply never came: a statement or COMMIT that
     happened, the client cannot know it).  One shot."""
 
-    def __init__(self, kill: Callable[[], Any], index: int, lost_reply: bool) -> None:
+    def __init__(self, kill: Callable[[], Any], index: int, lost_reply: bool, writes_only: bool = False) -> None:
         import threading
 
         self._kill = kill
-        self.index, self.lost_reply = index, lost_reply
+        self.index, self.lost_reply, self.writes_only = index, lost_reply, writes_only
         self._armed_by = threading.get_ident()
         self._thread = threading.get_ident
         self._seen = 0
         self.fired = False
 
-    def around(self, run: Callable[[], Any]) -> Any:
-        """Run one statement or COMMIT (``run``), killing where armed."""
+    def around(self, run: Callable[[], Any], sql: str | None = None) -> Any:
+        """Run one statement ``sql`` or COMMIT (``None``) by ``run``, killing
+        where armed (``writes_only``: counting no plain SELECT)."""
         if self.fired or self._thread() == self._armed_by:
+            return run()
+        if self.writes_only and sql is not None and sql.lstrip()[:6].upper() == "SELECT":
             return run()
         here, self._seen = self._seen, self._seen + 1
         if here != self.index:
@@ -357,7 +360,9 @@ def _killable_connect(location: PostgresLocation) -> Callable[..., Any]:
             kill = location.kill
             if kill is None:
                 return super().execute(*args, **kwargs)
-            return kill.around(lambda: super(Cursor, self).execute(*args, **kwargs))
+            query = args[0] if args else kwargs.get("query")
+            return kill.around(lambda: super(Cursor, self).execute(*args, **kwargs),
+                               query if isinstance(query, str) else "")
 
     class Connection(psycopg.Connection[Any]):
         def commit(self) -> None:
@@ -815,13 +820,15 @@ class PostgresHarness(Harness):
         self._terminate(store.engine.url.database)
         return True
 
-    def arm_connection_kill(self, store: Any, index: int, lost_reply: bool) -> KillPoint:
+    def arm_connection_kill(self, store: Any, index: int, lost_reply: bool,
+                            writes_only: bool = False) -> KillPoint:
         """Arm a :class:`KillPoint` on the store's database: the next call
         made on another thread kills every connection of the database at its
-        ``index``-th statement or COMMIT (``fired`` says whether it got that
-        far).  Disarm with :meth:`disarm_connection_kill`."""
+        ``index``-th statement or COMMIT (``writes_only``: of those that are
+        no plain SELECT; ``fired`` says whether it got that far).  Disarm
+        with :meth:`disarm_connection_kill`."""
         location = self._location_of(store)
-        location.kill = KillPoint(lambda: self.kill_connections(store), index, lost_reply)
+        location.kill = KillPoint(lambda: self.kill_connections(store), index, lost_reply, writes_only)
         return location.kill
 
     def disarm_connection_kill(self, store: Any) -> None:
