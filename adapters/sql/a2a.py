@@ -984,10 +984,26 @@ class A2AMixin(SqlStoreBase):
         _, has_limit = _page_params(params, limit)
         select = _reclaim_candidates(has_limit)
         candidates = self._read(lambda conn: [(r.id, r.claim_token) for r in conn.execute(select, params)])
+        # A2A-RCL-5: one atomic, re-checking step per row
+        return self._a2a_move_each(_RECLAIM_ONE, [
+            {"w_part": ctx.partition, "w_cut": cutoff, "w_id": delivery_id, "w_token": token, "w_now": now}
+            for delivery_id, token in candidates])
+
+    def _a2a_move_each(self, move: sa.Executable, steps: list[dict[str, Any]]) -> int:
+        """Run the reclaim's ``move`` once per candidate's parameters, each its
+        own atomic statement; how many rows they moved.  A step that fails
+        (a lost connection: that step happened entirely or not at all) ends
+        the call with ``StoreError`` saying how many earlier steps stand
+        (A2A-RCL-8: the batch is not one atomic step)."""
         moved = 0
-        for delivery_id, token in candidates:  # A2A-RCL-5: one atomic, re-checking step per row
-            one = {"w_part": ctx.partition, "w_cut": cutoff, "w_id": delivery_id, "w_token": token, "w_now": now}
-            moved += self._write1(functools.partial(_rowcount, _RECLAIM_ONE, one))
+        for done, params in enumerate(steps):
+            try:
+                moved += self._write1(functools.partial(_rowcount, move, params))
+            except StoreError as exc:
+                if done == 0:
+                    raise
+                raise StoreError(f"{exc} (that step only: {done} earlier steps of this reclaim stand, "
+                                 f"having moved {moved} of its {len(steps)} candidates)") from exc
         return moved
 
     # -- pending asks (A2A-ASK) -------------------------------------------------------------------

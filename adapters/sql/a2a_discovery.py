@@ -11,7 +11,6 @@ that re-checks staleness, the token, the partition and the exact scope
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -29,7 +28,6 @@ from .a2a import (
     _delivery_from_row,
     _page_params,
     _paged,
-    _rowcount,
     _seen,
     _stale,
 )
@@ -96,11 +94,10 @@ class DiscoveryMixin(A2AMixin):
         select = _stale_in_scope(ctx.scope.depth, has_limit)
         candidates = self._read(lambda conn: [(r.id, r.claim_token) for r in conn.execute(select, params)])
         move = _reclaim_one_in_scope(ctx.scope.depth)
-        moved = 0
-        for delivery_id, token in candidates:  # A2A-ROUTE-3: one re-checking step per row
-            one = self._a2a_params(ctx, w_cut=cutoff, w_id=delivery_id, w_token=token, w_now=now)
-            moved += self._write1(functools.partial(_rowcount, move, one))
-        return moved
+        # A2A-ROUTE-3: one re-checking step per row
+        return self._a2a_move_each(move, [
+            self._a2a_params(ctx, w_cut=cutoff, w_id=delivery_id, w_token=token, w_now=now)
+            for delivery_id, token in candidates])
 
     def list_expired_asks_in_scope(self, ctx: Context, now: datetime, limit: int = 0) -> list[PendingAsk]:
         require_scope(ctx)

@@ -306,6 +306,75 @@ class PostgresLocation:
     def __init__(self, database: str, engine: Any) -> None:
         self.database = database
         self.engine = engine
+        #: the kill the next call will set off (:meth:`PostgresHarness.arm_connection_kill`)
+        self.kill: KillPoint | None = None
+
+
+class KillPoint:
+    """A kill of a database's server connections that a call sets off at one
+    point of its conversation with the server: its ``index``-th statement or
+    COMMIT (from 0, counted on threads other than the one that armed it) --
+    before it is sent (it fails), or, with ``lost_reply``, after the server
+    ran it (it fails as if its reply never came: a statement or COMMIT that
+    happened, the client cannot know it).  One shot."""
+
+    def __init__(self, kill: Callable[[], Any], index: int, lost_reply: bool, writes_only: bool = False) -> None:
+        import threading
+
+        self._kill = kill
+        self.index, self.lost_reply, self.writes_only = index, lost_reply, writes_only
+        self._armed_by = threading.get_ident()
+        self._thread = threading.get_ident
+        self._seen = 0
+        self.fired = False
+
+    def around(self, run: Callable[[], Any], sql: str | None = None) -> Any:
+        """Run one statement ``sql`` or COMMIT (``None``) by ``run``, killing
+        where armed (``writes_only``: counting no plain SELECT)."""
+        if self.fired or self._thread() == self._armed_by:
+            return run()
+        if self.writes_only and sql is not None and sql.lstrip()[:6].upper() == "SELECT":
+            return run()
+        here, self._seen = self._seen, self._seen + 1
+        if here != self.index:
+            return run()
+        self.fired = True
+        if not self.lost_reply:
+            self._kill()
+            return run()
+        run()
+        self._kill()
+        import psycopg
+
+        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+
+def _killable_connect(location: PostgresLocation) -> Callable[..., Any]:
+    """The engine's ``do_connect``: psycopg connections whose statements and
+    COMMITs pass through ``location.kill`` when one is armed (one attribute
+    test each otherwise)."""
+    import psycopg
+
+    class Cursor(psycopg.Cursor[Any]):
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            kill = location.kill
+            if kill is None:
+                return super().execute(*args, **kwargs)
+            query = args[0] if args else kwargs.get("query")
+            return kill.around(lambda: super(Cursor, self).execute(*args, **kwargs),
+                               query if isinstance(query, str) else "")
+
+    class Connection(psycopg.Connection[Any]):
+        def commit(self) -> None:
+            kill = location.kill
+            if kill is None:
+                return super().commit()
+            return kill.around(lambda: super(Connection, self).commit())  # type: ignore[no-any-return]
+
+    def connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        return Connection.connect(*cargs, cursor_factory=Cursor, **cparams)
+
+    return connect
 
     def __repr__(self) -> str:
         return f"PostgresLocation({self.database!r})"
@@ -538,6 +607,9 @@ class PostgresHarness(Harness):
             self._base_url.set(database=name), pool_size=10, application_name=f"cortex-spec {name}"
         )
         loc = PostgresLocation(name, engine)
+        from sqlalchemy import event
+
+        event.listen(engine, "do_connect", _killable_connect(loc))
         self._locations.append(loc)
         store = SqlStore(engine, ManualClock())
         try:
@@ -747,6 +819,23 @@ class PostgresHarness(Harness):
         """Terminate every server connection of the store's database."""
         self._terminate(store.engine.url.database)
         return True
+
+    def arm_connection_kill(self, store: Any, index: int, lost_reply: bool,
+                            writes_only: bool = False) -> KillPoint:
+        """Arm a :class:`KillPoint` on the store's database: the next call
+        made on another thread kills every connection of the database at its
+        ``index``-th statement or COMMIT (``writes_only``: of those that are
+        no plain SELECT; ``fired`` says whether it got that far).  Disarm
+        with :meth:`disarm_connection_kill`."""
+        location = self._location_of(store)
+        location.kill = KillPoint(lambda: self.kill_connections(store), index, lost_reply, writes_only)
+        return location.kill
+
+    def disarm_connection_kill(self, store: Any) -> None:
+        self._location_of(store).kill = None
+
+    def _location_of(self, store: Any) -> PostgresLocation:
+        return next(loc for loc in self._locations if loc.engine is store.engine)
 
 
 def open_child_store(url: str, synchronous: str = "FULL") -> Any:
