@@ -90,3 +90,18 @@ def test_another_outcome_lane_or_unfinished_call_is_another_shape():
     assert history_shape(base) != history_shape([_call(0, 1, 10, 20), _call(1, 2, 15, 30, "other")])
     assert history_shape(base) != history_shape([_call(0, 2, 10, 20), _call(1, 1, 15, 30)])
     assert history_shape(base) != history_shape([_call(0, 1, 10, 20), _call(1, 2, 15, None)])
+
+
+def _claimed(index: int, lane: int, start: int, end: int, token: str) -> Call:
+    op = Op("claim", _CTX, ("row",))
+    return Call(index, lane, op, start, end, Outcome("ok", ("Delivery", (("id", "row"), ("claim_token", token)))))
+
+
+def test_opaque_values_are_named_by_first_appearance():
+    opaque = frozenset({"claim_token"})
+    one = [_claimed(0, 1, 10, 20, "t-1"), _claimed(1, 2, 30, 40, "t-2")]
+    renamed = [_claimed(0, 1, 10, 20, "x-9"), _claimed(1, 2, 30, 40, "x-3")]
+    repeated = [_claimed(0, 1, 10, 20, "x-9"), _claimed(1, 2, 30, 40, "x-9")]  # one token issued twice
+    assert history_shape(one, opaque) == history_shape(renamed, opaque)
+    assert history_shape(one, opaque) != history_shape(repeated, opaque)
+    assert history_shape(one) != history_shape(renamed)  # not an opaque field: compared as it is
