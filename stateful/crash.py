@@ -250,9 +250,10 @@ class CrashMachineBase(DifferentialMachineBase):
                      for m in self._in_doubt_states(ref_op, before)]
             saved = self._pairs()
             agreeing = []
+            seen: dict[str, Any] = {}  # the backend's views, read once for every candidate
             for candidate in (*short, with_call):
                 self.ref = candidate
-                if self._views_agree_pairing_unseen():
+                if self._views_agree_pairing_unseen(seen):
                     agreeing.append((candidate, self._pairs()))
                 self._restore_pairs(saved)
             if not agreeing:
@@ -281,6 +282,7 @@ class CrashMachineBase(DifferentialMachineBase):
         self.stats.operations += 1
         kept = []
         expected = []
+        seen: dict[str, Any] = {}  # the backend's views after the repeated call, read once
         for candidate, pairs in agreeing:
             self.ref = candidate
             self._restore_pairs(pairs)
@@ -289,7 +291,7 @@ class CrashMachineBase(DifferentialMachineBase):
             if again.ok and want.ok:
                 self.opaque.bind(again.value, want.value)
             expected.append(want.describe())
-            if self.opaque.translate_outcome(again) == want and self._views_agree_pairing_unseen():
+            if self.opaque.translate_outcome(again) == want and self._views_agree_pairing_unseen(seen):
                 kept.append((candidate, self._pairs()))
         if not kept:
             raise Mismatch(f"MACH-DUR-2: after its connection was killed, {op.render()} left a state "
@@ -304,21 +306,30 @@ class CrashMachineBase(DifferentialMachineBase):
     def _restore_pairs(self, pairs: tuple[dict[str, str], dict[str, str]]) -> None:
         self.opaque.to_ref, self.opaque.to_sut = dict(pairs[0]), dict(pairs[1])
 
-    def _views_agree_pairing_unseen(self) -> bool:
+    def _views_agree_pairing_unseen(self, seen: dict[str, Any]) -> bool:
         """Whether the whole-state views of both stores agree, once the
         opaque values they show that no outcome paired are paired: a write
         that committed although its call failed (the reply was lost with the
         connection) issued its values -- a claim's token -- to nobody.  The
-        pairs are kept only when the views agree."""
+        pairs are kept only when the views agree.
+
+        ``seen`` holds the backend's raw view outcomes by name (filled on
+        the first call): the caller weighs several reference states against
+        one backend state, which calls nothing on the backend in between, so
+        each backend view is read once, not twice per candidate."""
         saved = self._pairs()
+        now = self.clock.now()
         for machines in self.plugins:
-            for view in machines.views(self.view_contexts, self.known).values():
-                op = attrs.evolve(view, at=self.clock.now())
-                got, want = outcome_of(lambda: op(self.sut)), outcome_of(lambda: op(self.ref))
+            for name, view in machines.views(self.view_contexts, self.known).items():
+                op = attrs.evolve(view, at=now)
+                read = seen.get(name)
+                if read is None or read[0] != op:
+                    read = seen[name] = (op, outcome_of(lambda: op(self.sut)))
+                got, want = read[1], outcome_of(lambda: op(self.ref))
                 if got.ok and want.ok:
                     self.opaque.bind(got.value, want.value)
         try:
-            self.whole_state_views_agree()
+            self.whole_state_views_agree(seen=seen)
             return True
         except Mismatch:
             self._restore_pairs(saved)

@@ -284,13 +284,18 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         if self.live_steps >= self.view_every:
             self.whole_state_views_agree(image)
 
-    def whole_state_views_agree(self, image: tuple[Any, ...] | None = None) -> None:
+    def whole_state_views_agree(self, image: tuple[Any, ...] | None = None,
+                                seen: dict[str, tuple[Op, Any]] | None = None) -> None:
         """MACH-DIFF-2: every whole-state view of both stores is equal.
 
         The reference's side of a view is read again only when the reference
         may have changed since it was last read: when its rows, the clock or
         the objects it opened differ (see :meth:`_reference_image`); the
-        backend's side is read every time."""
+        backend's side is read every time, except from ``seen``: the
+        backend's raw outcomes of views already read (by name, with the op
+        read), which a caller passes while the backend cannot have changed
+        (the crash machine weighing several reference states against one
+        backend state)."""
         self.steps_since_views = self.live_steps = 0
         if image is None:
             image = self._reference_image()
@@ -301,7 +306,9 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         for machines in self.plugins:
             for name, view in machines.views(self.view_contexts, self.known).items():
                 op = attrs.evolve(view, at=now)
-                got = self.opaque.translate_outcome(outcome_of(lambda: op(self.sut)))
+                read = seen.get(name) if seen is not None else None
+                raw = read[1] if read is not None and read[0] == op else outcome_of(lambda: op(self.sut))
+                got = self.opaque.translate_outcome(raw)
                 cached = self._ref_views.get(name)
                 if cached is None or cached[0] != op:
                     cached = self._ref_views[name] = (op, outcome_of(lambda: op(self.ref)))
