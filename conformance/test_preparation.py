@@ -191,11 +191,14 @@ def _gen(text: str) -> int:
     return int(text[1:])
 
 
-def _capture(rows: SimpleNamespace) -> Any:
+def _capture(rows: SimpleNamespace, begun: threading.Event) -> Any:
     """What a preparation reads: the five rows, by id and by name, in the
-    order they are written."""
+    order they are written.  ``begun`` is set once the first row is read
+    (the writer waits for it: see :func:`_race_round`)."""
     def collect(src: PreparationSources) -> tuple[int, ...]:
-        return (_gen(src.get_agent(rows.agent.id).description),
+        first = _gen(src.get_agent(rows.agent.id).description)
+        begun.set()
+        return (first,
                 _gen(src.get_persona_by_name(rows.persona.name).description),
                 _gen(src.get_skill(rows.skill.id).description),
                 _gen(src.get_overlay_for_agent(rows.agent.id).model),
@@ -247,8 +250,16 @@ def test_every_capture_sees_one_moment_of_a_writers_sequence(store, profile):
 
 def _race_round(store: Any, rows: SimpleNamespace, base: int, generations: int) -> tuple[list, list, bool]:
     """One writer writes generations ``base + 1 .. base + generations`` while
-    three readers capture until it is done (and once more): what they saw."""
+    three readers capture until it is done (and once more): what they saw.
+
+    After each generation the writer waits (up to 50 ms) until some capture
+    has read its first row since, so that the next generation is written
+    while that capture is under way, whatever the relative speed of the
+    threads: unpaced, a writer faster than a scheduler slice (5 ms of the
+    interpreter's lock) could write every generation before any capture
+    started, and a store whose reads see different moments would pass."""
     done = threading.Event()
+    begun = threading.Event()
     seen: list[tuple[int, ...]] = []
     failures: list[BaseException] = []
     barrier = threading.Barrier(4)
@@ -258,6 +269,8 @@ def _race_round(store: Any, rows: SimpleNamespace, base: int, generations: int) 
         try:
             for g in range(base + 1, base + generations + 1):
                 _write_generation(store, rows, g)
+                begun.clear()
+                begun.wait(0.05)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             failures.append(exc)
         finally:
@@ -267,8 +280,8 @@ def _race_round(store: Any, rows: SimpleNamespace, base: int, generations: int) 
         barrier.wait()
         try:
             while not done.is_set():
-                seen.append(store.capture_preparation(ctx(HOME), _capture(rows)))
-            seen.append(store.capture_preparation(ctx(HOME), _capture(rows)))
+                seen.append(store.capture_preparation(ctx(HOME), _capture(rows, begun)))
+            seen.append(store.capture_preparation(ctx(HOME), _capture(rows, begun)))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             failures.append(exc)
 
