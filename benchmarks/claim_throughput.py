@@ -43,7 +43,7 @@ comparable when other processes load the machine.
 Run from a checkout with the ``postgres`` extra installed::
 
     python benchmarks/claim_throughput.py                  # both dialects
-    python benchmarks/claim_throughput.py --runs 1000 --dialects sqlite
+    python benchmarks/claim_throughput.py --dialects sqlite --repeats 9
     python benchmarks/claim_throughput.py --dialects sqlite --serial --contract
 
 PostgreSQL comes from ``CORTEX_SPEC_POSTGRES_URL`` or, by default, the
@@ -685,9 +685,9 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=500, help="keys (runs, deliveries, messages) per measurement")
+    parser.add_argument("--runs", type=int, default=1000, help="keys (runs, deliveries, messages) per measurement")
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3, help="adapter/driver pairs per operation")
+    parser.add_argument("--repeats", type=int, default=5, help="adapter/driver pairs per operation")
     parser.add_argument("--dialects", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
     parser.add_argument("--operations", default=",".join(OPERATIONS),
                         help="comma-separated: " + ", ".join(OPERATIONS))

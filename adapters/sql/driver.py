@@ -34,6 +34,14 @@ other work, so single figures vary by ±50 %):
   delivery claims: 330 µs on average, 1.1 ms at p90, through the store
   against 150 µs and 0.56 ms through the driver).  That is why the store's
   p99 stays above the driver's although its claims are the same statements.
+  Measured again in the claims7 pass, with each attempt split at
+  ``DriverConnection.execute``: the slowest 1 % of racing delivery claims
+  spend 4.3–6.8 ms inside the ``sqlite3`` call and 0.03–0.04 ms outside it.
+  An in-process writer queue (one ``threading.Lock`` per database file
+  around one writing statement or one ``BEGIN IMMEDIATE``..``COMMIT``,
+  in place of polling in the busy handler) measured worse: 8,300–8,600
+  against 12,900–15,000 attempts/s, p50 0.6 against 0.02 ms, p99 6.3–8.3
+  against 1.3–1.5 ms.  It was not kept (``benchmarks/README.md``, claims7).
 
 Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
 repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
@@ -42,6 +50,11 @@ claims 4,900/s (0.63), gateway accepts 4,640/s (0.66); PostgreSQL 1,190/s
 (0.82), 1,780/s (0.72), 1,690/s (0.82).  Before this module the resume
 claim ran 1,580–1,800/s on SQLite and 500–820/s on PostgreSQL under the same
 conditions (0.15–0.20 and 0.41–0.53 of the former driver transaction).
+Measured again on de8e0c6 (1,000 rows, 5 repeats, three runs, loads 2–8;
+``benchmarks/README.md``, claims7 pass): SqlStore/driver medians SQLite 1.00,
+0.82, 0.99 and PostgreSQL 0.89, 0.91, 0.94; the SQLite p99 is within 3× of
+the driver's in every run for gateway accepts, not in every run for the
+claims (up to 5.8× and 7.6×).
 
 What is kept from SQLAlchemy: the statements (Core, compiled by the
 engine's dialect, with its bind casts and schema translation), the bind and
