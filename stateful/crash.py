@@ -55,7 +55,7 @@ from cortex_spec.reference import MemoryMedium, MemoryStore
 
 from .classes import machine_classes, plugins_for, reference_session, reopen_session
 from .differential import DifferentialMachineBase, Mismatch, build_differential, compare, machine_settings
-from .ops import outcome_of
+from .ops import Op, Outcome, outcome_of
 from .world import instants_around, sampled
 from .stats import MachineStats
 
@@ -250,7 +250,7 @@ class CrashMachineBase(DifferentialMachineBase):
                      for m in self._in_doubt_states(ref_op, before)]
             saved = self._pairs()
             agreeing = []
-            seen: dict[str, Any] = {}  # the backend's views, read once for every candidate
+            seen: dict[str, tuple[Op, Outcome]] = {}  # the backend's views, read once for every candidate
             for candidate in (*short, with_call):
                 self.ref = candidate
                 if self._views_agree_pairing_unseen(seen):
@@ -282,7 +282,7 @@ class CrashMachineBase(DifferentialMachineBase):
         self.stats.operations += 1
         kept = []
         expected = []
-        seen: dict[str, Any] = {}  # the backend's views after the repeated call, read once
+        seen: dict[str, tuple[Op, Outcome]] = {}  # the backend's views after the repeated call, read once
         for candidate, pairs in agreeing:
             self.ref = candidate
             self._restore_pairs(pairs)
@@ -306,7 +306,7 @@ class CrashMachineBase(DifferentialMachineBase):
     def _restore_pairs(self, pairs: tuple[dict[str, str], dict[str, str]]) -> None:
         self.opaque.to_ref, self.opaque.to_sut = dict(pairs[0]), dict(pairs[1])
 
-    def _views_agree_pairing_unseen(self, seen: dict[str, Any]) -> bool:
+    def _views_agree_pairing_unseen(self, seen: dict[str, tuple[Op, Outcome]]) -> bool:
         """Whether the whole-state views of both stores agree, once the
         opaque values they show that no outcome paired are paired: a write
         that committed although its call failed (the reply was lost with the
@@ -322,10 +322,7 @@ class CrashMachineBase(DifferentialMachineBase):
         for machines in self.plugins:
             for name, view in machines.views(self.view_contexts, self.known).items():
                 op = attrs.evolve(view, at=now)
-                read = seen.get(name)
-                if read is None or read[0] != op:
-                    read = seen[name] = (op, outcome_of(lambda: op(self.sut)))
-                got, want = read[1], outcome_of(lambda: op(self.ref))
+                got, want = self.backend_view(name, op, seen), outcome_of(lambda: op(self.ref))
                 if got.ok and want.ok:
                     self.opaque.bind(got.value, want.value)
         try:

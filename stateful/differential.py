@@ -285,7 +285,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
             self.whole_state_views_agree(image)
 
     def whole_state_views_agree(self, image: tuple[Any, ...] | None = None,
-                                seen: dict[str, tuple[Op, Any]] | None = None) -> None:
+                                seen: dict[str, tuple[Op, Outcome]] | None = None) -> None:
         """MACH-DIFF-2: every whole-state view of both stores is equal.
 
         The reference's side of a view is read again only when the reference
@@ -306,13 +306,22 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         for machines in self.plugins:
             for name, view in machines.views(self.view_contexts, self.known).items():
                 op = attrs.evolve(view, at=now)
-                read = seen.get(name) if seen is not None else None
-                raw = read[1] if read is not None and read[0] == op else outcome_of(lambda: op(self.sut))
-                got = self.opaque.translate_outcome(raw)
+                got = self.opaque.translate_outcome(self.backend_view(name, op, seen))
                 cached = self._ref_views.get(name)
                 if cached is None or cached[0] != op:
                     cached = self._ref_views[name] = (op, outcome_of(lambda: op(self.ref)))
                 compare(op, got, cached[1], what=f"whole-state view {name}", clause="MACH-DIFF-2")
+
+    def backend_view(self, name: str, op: Op, seen: dict[str, tuple[Op, Outcome]] | None) -> Outcome:
+        """The backend's raw outcome of the view ``name`` (``op``); with
+        ``seen``, read once: kept there by name with the op read, and taken
+        from there while the op is the same."""
+        if seen is None:
+            return outcome_of(lambda: op(self.sut))
+        read = seen.get(name)
+        if read is None or read[0] != op:
+            read = seen[name] = (op, outcome_of(lambda: op(self.sut)))
+        return read[1]
 
     def _reference_image(self) -> tuple[Any, ...]:
         """What the reference's views depend on: the clock, every table's
