@@ -173,11 +173,36 @@ def _observed(excinfo: Any) -> str:
     return f"raised {name}: {text}" if text else f"raised {name}"
 
 
+def _unreplayed(exc: BaseException) -> BaseException | None:
+    """The check's failure inside an exception group that Hypothesis raises
+    when an example failed once and its replay did not fail the same way
+    (``FlakyFailure``: the first run's error, then the replay's): the first
+    error in it that names its clauses, or None."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    for sub in exc.exceptions:
+        found = sub if getattr(sub, "cortex_clauses", None) else _unreplayed(sub)
+        if found is not None:
+            return found
+    return None
+
+
+#: The line a failure that Hypothesis could not replay ends with.
+_UNREPLAYED = ("(this failure happened once: when Hypothesis replayed the example it did not fail "
+              "the same way, so the outcome depended on timing or on something else that differs "
+              "between runs; the replay command may pass)")
+
+
 def attribute(item: Any, excinfo: Any, clauses: Sequence[str], when: str = "call") -> dict[str, Any]:
     """The structured failure of ``item`` (see the report schema's
     ``failure``): the clauses charged, the rule first in the message, what
-    was checked, expected and observed, and where."""
+    was checked, expected and observed, and where.  A failure Hypothesis
+    could not replay is reported as the check's own failure, marked
+    ``replayed: false``."""
     exc = excinfo.value
+    unreplayed = _unreplayed(exc)
+    if unreplayed is not None:
+        exc = unreplayed
     named = tuple(getattr(exc, "cortex_clauses", ()) or ())
     failure: dict[str, Any] = {}
     path = source_path(item)
@@ -261,6 +286,9 @@ def attribute(item: Any, excinfo: Any, clauses: Sequence[str], when: str = "call
             lines.append(f"(the failed check names no clause of its own: charged to {clauses[0]}, "
                          "the test's first clause)")
         body = "\n".join(lines)
+    if unreplayed is not None:
+        failure["replayed"] = False
+        body = f"{body}\n{_UNREPLAYED}"
     failure["message"] = body
     failure["summary"] = body.split("\n", 1)[0]
     return failure

@@ -178,6 +178,43 @@ def test_subject():
     assert subject["expected"] == "that [1] == [2] holds"
 
 
+def test_a_failure_hypothesis_could_not_replay_reports_the_check_that_failed(pytester, monkeypatch):
+    """A machine's check that failed once and not on Hypothesis' replay (a
+    timing-dependent finding) surfaces as Hypothesis' ``FlakyFailure``; the
+    report shows the check's own failure and clause, marked not replayed,
+    not "raised FlakyFailure"."""
+    monkeypatch.syspath_prepend(str(REPO))
+    pytester.makepyfile(test_flaky='''
+import pytest
+from hypothesis import given, settings, strategies as st
+
+class Mismatch(AssertionError):
+    def __init__(self, text, *clauses):
+        super().__init__(text)
+        self.cortex_clauses = clauses
+
+runs = []
+
+@pytest.mark.clause("CP-CREATE-1", "CP-ENT-1")
+@settings(database=None, derandomize=True)
+@given(st.integers())
+def test_once(n):
+    runs.append(n)
+    if len(runs) == 1:
+        raise Mismatch("view differs from the reference (CP-ENT-1):\\n  backend: 1\\n  reference: 2", "CP-ENT-1")
+''')
+    report = pytester.path / "r.json"
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--cortex-store", "examples.checkpoint_store:make_store",
+                                 "--cortex-report", str(report))
+    clauses = by_id(json.loads(report.read_text()))
+    failure = clauses["CP-ENT-1"]["failures"][0]
+    assert failure["attribution"] == "check" and failure["replayed"] is False
+    assert failure["summary"].startswith("view differs from the reference (CP-ENT-1):")
+    assert "backend: 1" in failure["message"] and "FlakyFailure" not in failure["message"]
+    assert "did not fail the same way" in failure["message"].splitlines()[-1]
+    assert clauses["CP-CREATE-1"]["outcome"] != "failed"  # charged to the clause the check named
+
+
 # -- JUnit, Markdown, annotations ----------------------------------------------------------------
 
 
