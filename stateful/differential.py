@@ -33,6 +33,7 @@ from cortex_spec.clock import EPOCH, ManualClock
 from cortex_spec.context import Context
 from cortex_spec.harness import Harness
 from cortex_spec.profiles import Profile
+from cortex_spec.words import clip
 
 from .classes import (
     close_session,
@@ -79,6 +80,8 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "
         lines.append(f"  reference value: {want.raw!r}")
     if got.kind == "crash":
         lines.append(f"  the backend raised a non-contract exception: {got.value}")
+    elif got.kind == "error" and got.raw is not None and str(got.raw):
+        lines.append(f"  the backend's error: {clip(' '.join(str(got.raw).split()), 400)}")
     raise Mismatch("\n".join(lines), clause, expected=f"{op.render()} {want.describe()}",
                    observed=f"{op.render()} {got.describe()}")
 
