@@ -161,19 +161,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
-def default_workers() -> int:
-    """pytest-xdist workers of a certification: one per core, at most four
-    (0, one process, on a single core: a worker would only add start-up)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 0 if cores < 2 else min(cores, 4)
-
-
 class UsageError(Exception):
     """A misuse of the command line: one line on standard error, exit status 2."""
 
 
 def certify(args: argparse.Namespace) -> int:
-    from .harness import HarnessError, resolve_harness
+    from .harness import HarnessError, auto_workers, resolve_harness
     from .reports import read_report, render_annotations, render_summary
 
     try:
@@ -199,7 +192,7 @@ def certify(args: argparse.Namespace) -> int:
         "--cortex-profile", profile,
         "--cortex-report", str(report_path),
     ]
-    workers = default_workers() if args.workers is None else args.workers
+    workers = auto_workers() if args.workers is None else args.workers
     if workers > 0:
         pytest_args += ["-n", str(workers)]
     if args.keyword:
@@ -326,7 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression (debugging)")
     p.add_argument("-x", dest="exitfirst", action="store_true", help="stop at the first failure")
     p.add_argument("--workers", "-n", dest="workers", type=int, default=None,
-                   help="pytest-xdist worker processes (default: one per core, at most 4; 0: one process)")
+                   help="pytest-xdist worker processes (default: one per core, at most 4, and one more; "
+                        "0: one process)")
     p.add_argument("--classes", default=None,
                    help="certify only these declared classes (comma-separated); the others are not claimed")
     p.add_argument("--waivers", default=None, help="TOML file of known failures (see the README)")

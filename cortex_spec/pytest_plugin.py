@@ -67,7 +67,7 @@ from .classes import CLASSES, closure
 from .clauses import GENERAL_CLASSES, UnknownClause, catalogue
 from .clock import ManualClock
 from .errors import BackendUnavailable
-from .harness import Harness, HarnessError, effective_classes, resolve_harness
+from .harness import Harness, HarnessError, auto_workers, effective_classes, resolve_harness
 from .profiles import (
     HYPOTHESIS_PREFIX,
     PROFILES,
@@ -243,6 +243,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_XDIST_TESTRUNUID"] = config.option.testrunuid
     if option(config, "cortex_store"):
         run.resolve()  # a bad --cortex-store is a usage error before collection
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` of a certification (``--cortex-store`` given): the
+    workers of :func:`~cortex_spec.harness.auto_workers`; otherwise (a run of
+    other tests, or ``PYTEST_XDIST_AUTO_NUM_WORKERS`` set) pytest-xdist's
+    own count."""
+    if not option(config, "cortex_store") or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return auto_workers()
 
 
 def _store_spec(config: pytest.Config) -> str:

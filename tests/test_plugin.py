@@ -170,3 +170,32 @@ def test_plugin_is_inert_for_unrelated_tests(pytester):
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
     assert "CERTIFIED" not in text and "report:" not in text
+
+
+def test_auto_workers_are_one_per_core_and_one_more():
+    """One worker per core (at most four) and one more; none on one core."""
+    from cortex_spec.harness import auto_workers
+
+    got = {cores: auto_workers(cores) for cores in (1, 2, 3, 4, 16)}
+    assert got == {1: 0, 2: 3, 3: 4, 4: 5, 16: 5}, f"workers by cores: {got}"
+
+
+@pytest.mark.parametrize("store", ["postgres", "sqlite", "reference"])
+def test_n_auto_of_a_certification_is_the_plugin_worker_count(pytester, monkeypatch, store):
+    """``-n auto`` asks the plugin (pytest-xdist's hook): a certification gets
+    :func:`auto_workers`, a run without ``--cortex-store`` pytest-xdist's own
+    count, and so does one where ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set."""
+    from xdist.plugin import pytest_xdist_auto_num_workers as xdist_count
+
+    from cortex_spec.harness import auto_workers
+
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    config = pytester.parseconfig("-p", "no:cacheprovider", "--cortex-store", store)
+    got = config.hook.pytest_xdist_auto_num_workers(config=config)
+    assert got == auto_workers(), f"-n auto of a {store} certification: {got}"
+    plain = pytester.parseconfig("-p", "no:cacheprovider")
+    assert plain.hook.pytest_xdist_auto_num_workers(config=plain) == xdist_count(plain), \
+        "a run without --cortex-store gets pytest-xdist's count"
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "7")
+    assert config.hook.pytest_xdist_auto_num_workers(config=config) == 7, \
+        "PYTEST_XDIST_AUTO_NUM_WORKERS still sets the count"
