@@ -71,28 +71,46 @@ def _record_json(record: Any) -> dict[str, Any]:
     return {name: _json_of(spec.kind, getattr(record, name)) for name, spec in k.specs(type(record)).items()}
 
 
-def _from_json(kind: k.FieldKind, value: Any) -> Any:
-    if value is None:
-        return None
+@lru_cache(maxsize=None)
+def _json_decoder(kind: k.FieldKind) -> Callable[[Any], Any]:
+    """A value inside JSON text back as the field's value (``None`` stays),
+    for one kind: its cases decided once, since a row is decoded field by
+    field for every row of every listing."""
+    convert: Callable[[Any], Any]
     if isinstance(kind, k.Optional):
-        return _from_json(kind.inner, value)
+        return _json_decoder(kind.inner)
     if isinstance(kind, k.Instant):
-        return from_millis(value)
-    if isinstance(kind, k.Choice):
-        return kind.enum(value)
-    if isinstance(kind, k.Strings):
-        return tuple(_from_json(kind.item, v) for v in value)
-    if isinstance(kind, k.Records):
-        return tuple(_record_of(kind.record, v) for v in value)
-    if isinstance(kind, k.Record):
-        return _record_of(kind.record, value)
-    if isinstance(kind, (k.Json, k.FloatMap)) and not isinstance(value, dict):
+        convert = from_millis
+    elif isinstance(kind, k.Choice):
+        convert = kind.enum
+    elif isinstance(kind, k.Strings):
+        item = _json_decoder(kind.item)
+        convert = lambda v: tuple(item(x) for x in v)  # noqa: E731
+    elif isinstance(kind, k.Records):
+        record = _record_decoder(kind.record)
+        convert = lambda v: tuple(record(x) for x in v)  # noqa: E731
+    elif isinstance(kind, k.Record):
+        convert = _record_decoder(kind.record)
+    elif isinstance(kind, (k.Json, k.FloatMap)):
+        convert = _json_object
+    else:
+        return _same
+    return lambda v: None if v is None else convert(v)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _json_object(value: Any) -> Any:
+    if not isinstance(value, dict):
         raise ValueError("a stored JSON object is not an object")
     return value
 
 
-def _record_of(record: type, doc: dict[str, Any]) -> Any:
-    return record(**{name: _from_json(spec.kind, doc[name]) for name, spec in k.specs(record).items()})
+def _record_decoder(record: type) -> Callable[[dict[str, Any]], Any]:
+    fields = tuple((name, _json_decoder(spec.kind)) for name, spec in k.specs(record).items())
+    return lambda doc: record(**{name: convert(doc[name]) for name, convert in fields})
 
 
 _JSON_TEXT = (k.Json, k.JsonValue, k.FloatMap, k.Strings, k.Records, k.Record)
@@ -117,24 +135,33 @@ def encode(kind: k.FieldKind, value: Any) -> Any:
 
 def decode_value(kind: k.FieldKind, raw: Any) -> Any:
     """A column value back as the field's value (types kept)."""
+    return _column_decoder(kind)(raw)
+
+
+@lru_cache(maxsize=None)
+def _column_decoder(kind: k.FieldKind) -> Callable[[Any], Any]:
+    """:func:`decode_value` of one kind, its cases decided once: a JSON
+    value's column is JSON text, never NULL; a NULL column is ``None``."""
     if isinstance(kind, k.JsonValue):
-        return load_json(raw)
-    if raw is None:
-        return None
+        return load_json
     inner = kind.inner if isinstance(kind, k.Optional) else kind
+    convert: Callable[[Any], Any]
     if isinstance(inner, _JSON_TEXT):
-        return _from_json(inner, load_json(raw))
-    if isinstance(inner, k.Instant):
-        return from_millis(raw)
-    if isinstance(inner, k.Choice):
-        return inner.enum(raw)
-    if isinstance(inner, (k.Count, k.Int)):
-        return int(raw)
-    if isinstance(inner, k.Float):
-        return float(raw)
-    if isinstance(inner, k.Bool):
-        return bool(raw)
-    return raw
+        nested = _json_decoder(inner)
+        convert = lambda raw: nested(load_json(raw))  # noqa: E731
+    elif isinstance(inner, k.Instant):
+        convert = from_millis
+    elif isinstance(inner, k.Choice):
+        convert = inner.enum
+    elif isinstance(inner, (k.Count, k.Int)):
+        convert = int
+    elif isinstance(inner, k.Float):
+        convert = float
+    elif isinstance(inner, k.Bool):
+        convert = bool
+    else:
+        return _same
+    return lambda raw: None if raw is None else convert(raw)
 
 
 def scope_key(scope: Scope) -> str:
@@ -170,16 +197,25 @@ def cells(table: Table, name: str, value: Any) -> dict[str, Any]:
     return {col: None if value is None else encode(sub_kind, getattr(value, sub)) for col, sub, sub_kind in spread}
 
 
-def _field_of(table: Table, name: str, kind: k.FieldKind, row: Any) -> Any:
+def _field_decoder(table: Table, name: str, kind: k.FieldKind) -> Callable[[Any], Any]:
+    """The value of field ``name`` from a row: its own column (by key), or
+    the columns of a spread record (``None`` when all of them are NULL)."""
     spread = _spread(table.name, name, kind)
     if not spread:
-        return decode_value(kind, getattr(row, name))  # by column key
-    raw = [getattr(row, col) for col, _, _ in spread]
-    if all(v is None for v in raw):
-        return None
+        column = _column_decoder(kind)
+        return lambda row: column(getattr(row, name))
     inner = kind.inner if isinstance(kind, k.Optional) else kind
     assert isinstance(inner, k.Record)
-    return inner.record(**{sub: decode_value(sub_kind, v) for (_, sub, sub_kind), v in zip(spread, raw)})
+    record = inner.record
+    parts = tuple((col, sub, _column_decoder(sub_kind)) for col, sub, sub_kind in spread)
+
+    def read(row: Any) -> Any:
+        raw = [getattr(row, col) for col, _, _ in parts]
+        if all(v is None for v in raw):
+            return None
+        return record(**{sub: convert(v) for (_, sub, convert), v in zip(parts, raw)})
+
+    return read
 
 
 def row_of(table: Table, entity: Any) -> dict[str, Any]:
@@ -198,17 +234,31 @@ def row_of(table: Table, entity: Any) -> dict[str, Any]:
 
 def entity_of(table: Table, row: Any) -> Any:
     """The entity a row holds; a row that does not fit is ``StoreError``."""
+    build = _row_decoder(table)
+    return decode(table.singular, lambda: build(row))
 
-    def build() -> Any:
-        values = {}
-        for name, spec in table.fields.items():
-            if spec.role == k.SCOPE:
-                values[name] = read_scope(row)
-            else:
-                values[name] = _field_of(table, name, spec.kind, row)
-        return table.entity(**values)
 
-    return decode(table.singular, build)
+#: id(table) -> (table, its row decoder); the table is kept, so its id is
+#: never another's
+_ROW_DECODERS: dict[int, tuple[Table, Callable[[Any], Any]]] = {}
+
+
+def _row_decoder(table: Table) -> Callable[[Any], Any]:
+    """The entity of a row of ``table``: one reader per field, built once."""
+    known = _ROW_DECODERS.get(id(table))
+    if known is not None and known[0] is table:
+        return known[1]
+    fields = tuple(
+        (name, read_scope if spec.role == k.SCOPE else _field_decoder(table, name, spec.kind))
+        for name, spec in table.fields.items()
+    )
+    entity = table.entity
+
+    def build(row: Any) -> Any:
+        return entity(**{name: read(row) for name, read in fields})
+
+    _ROW_DECODERS[id(table)] = (table, build)
+    return build
 
 
 # -- statements ---------------------------------------------------------------------------
