@@ -381,10 +381,8 @@ def auto_workers(cores: int | None = None) -> int:
 
     The extra worker: a worker leaves its core idle while it waits (on a
     database server, on the controller, for its last test while the other
-    worker has finished).  Measured on two cores, quick profile, interleaved
-    pairs: PostgreSQL 220-226 s with three workers against 235-258 s with
-    two, SQLite 117-122 s against 125-132 s, the reference store 60 s
-    against 65-68 s (benchmarks/README.md)."""
+    worker has finished); three workers beat two on two cores for every
+    store measured (benchmarks/README.md, "how many workers")."""
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores < 2:
