@@ -20,7 +20,13 @@ medians of the runs:
   workers, less collection and start-up, over the nine classes of the
   product's plan;
 * the machines' figures: examples, histories and operations, and
-  operations per second of machine work.
+  operations per second of machine work;
+* where the processor time went: the CPU time of the certification's own
+  processes (the CLI, pytest and its workers) and of the database server's
+  (PostgreSQL's embedded server, whose processes are not the run's
+  children: sampled from ``/proc`` five times a second, so a server process
+  that lives less than a sample is missed and the figure is a lower bound),
+  against the cores times the wall time.
 
 With ``--zoo`` (the default) it then certifies every mutant of the shipped
 zoo the way ``tests/test_zoo.py`` does (the classes it breaks, stopping at
@@ -40,7 +46,9 @@ import re
 import statistics
 import subprocess
 import sys
+import resource
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -56,6 +64,8 @@ TARGETS = {"reference": 60.0, "sqlite": 60.0, "mongo": 60.0, "postgres": 90.0}
 PLANNED_CLASSES = 9
 #: the zoo's target median time to verdict, in seconds
 ZOO_TARGET = 15.0
+#: the process names of each backend's database server (processes outside the run)
+SERVER_PROCESSES = {"postgres": ("postgres",)}
 
 
 def _env(checkout: Path) -> dict[str, str]:
@@ -71,13 +81,78 @@ def certify(backend: str, checkout: Path, workdir: Path) -> dict[str, Any]:
     junit = report.with_suffix(".xml")
     command = [sys.executable, "-c", "from cortex_spec.cli import main; raise SystemExit(main())",
                "certify", backend, "--report", str(report), "--", f"--junitxml={junit}"]
+    server = ServerCpu(SERVER_PROCESSES.get(backend, ()))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=workdir, env=_env(checkout), capture_output=True, text=True)
+    with server:
+        proc = subprocess.run(command, cwd=workdir, env=_env(checkout), capture_output=True, text=True)
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not report.exists():
         raise SystemExit(f"{backend}: no report (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     data = json.loads(report.read_text())
-    return {"wall": wall, "report": data, "junit": _junit_times(junit), "status": proc.returncode}
+    own_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": wall, "report": data, "junit": _junit_times(junit), "status": proc.returncode,
+            "cpu": own_cpu, "server_cpu": server.seconds}
+
+
+class ServerCpu:
+    """The CPU time of the processes named ``names`` that appear while the
+    block runs (a database server outside the run's process tree), sampled
+    from ``/proc``; ``seconds`` is None where nothing is sampled (no
+    server, or no ``/proc``)."""
+
+    INTERVAL = 0.2
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self._ticks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._old: set[int] = set()
+
+    def _sample(self) -> None:
+        for pid, name, ticks in _processes():
+            if name in self.names and pid not in self._old:
+                self._ticks[pid] = max(ticks, self._ticks.get(pid, 0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.INTERVAL):
+            self._sample()
+
+    def __enter__(self) -> ServerCpu:
+        if self.names and Path("/proc/self/stat").exists():
+            self._old = {pid for pid, name, _ in _processes() if name in self.names}
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+    @property
+    def seconds(self) -> float | None:
+        if self._thread is None:
+            return None
+        return sum(self._ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> list[tuple[int, str, int]]:
+    """(pid, name, user + system clock ticks) of every process in ``/proc``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # it ended
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out.append((int(entry), name, int(fields[11]) + int(fields[12])))
+    return out
 
 
 def _junit_times(path: Path) -> dict[str, float]:
@@ -148,6 +223,14 @@ def report_backend(backend: str, runs: list[dict[str, Any]]) -> tuple[float, boo
     for verdict in sorted(verdicts):
         print(f"   verdict: {verdict}")
     print(f"   collection {collection:.1f}s, backend start {start:.1f}s")
+    cores = os.cpu_count() or 1
+    own = _median([r["cpu"] for r in runs])
+    server_runs = [r["server_cpu"] for r in runs if r.get("server_cpu") is not None]
+    server = _median(server_runs) if server_runs else 0.0
+    available = cores * wall
+    print(f"   processor time (medians): the run's processes {own:.1f}s"
+          + (f", the database server's at least {server:.1f}s" if server_runs else "")
+          + f", of {available:.0f}s ({cores} cores x {wall:.1f}s): {100 * (own + server) / available:.0f}% busy")
     per_unit: dict[str, list[float]] = defaultdict(list)
     for r in runs:
         for unit, seconds in units_of(r).items():
