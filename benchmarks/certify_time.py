@@ -43,10 +43,10 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
-import resource
 import tempfile
 import threading
 import time
