@@ -410,6 +410,9 @@ def dialect_of(engine: Engine) -> Dialect:
 
 
 _CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
+#: the engines :func:`create_engine` made: their dialects differ by class and
+#: server version only (the driver path shares their prepared statements)
+MADE_HERE: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def prepare_engine(engine: Engine, *, synchronous: str = "FULL") -> Dialect:
@@ -452,6 +455,7 @@ def create_engine(
     )
     ops.configure(engine, synchronous=synchronous)
     _CONFIGURED.add(engine)
+    MADE_HERE.add(engine)
     from .driver import install_idle  # the driver path's idle connections
 
     # SQLite's connections are always usable: no check per call

@@ -247,7 +247,14 @@ class Statements:
     the engine's dialect and schema translation only, not on a store or a
     connection.  A store reopened on the same engine (a restart, a test
     harness that keeps its engines) prepares nothing again; preparing is
-    SQLAlchemy's compilation, several milliseconds a statement."""
+    SQLAlchemy's compilation, several milliseconds a statement.
+
+    Engines made by :func:`.dialect.create_engine` also share them with
+    each other (:data:`_SHARED`), by dialect class, server version and
+    schema translation: a test harness makes an engine per database file
+    and a gateway one per location, and compiling every statement again
+    for each was 2-3 % of a SQLite certification's processor time (py-spy,
+    issue 13)."""
 
     @classmethod
     def of(cls, engine: Engine) -> Statements:
@@ -260,10 +267,18 @@ class Statements:
         return found
 
     def __init__(self, engine: Engine) -> None:
+        from .dialect import MADE_HERE
+
         self.engine = engine
         self.dialect = named_dialect(engine.dialect)
         self._plain: dict[Any, Prepared] = {}  # by statement
         self._keyed: dict[tuple[Any, tuple[str, ...]], Prepared] = {}  # by statement and names
+        #: what the SQL and parameter handling depend on, for sharing them
+        #: with the other engines made here (None: an engine made elsewhere)
+        self._share: tuple[Any, ...] | None = None
+        if engine in MADE_HERE:
+            translate = engine.get_execution_options().get("schema_translate_map") or {}
+            self._share = (type(engine.dialect), self.dialect.paramstyle, tuple(sorted(translate.items())))
 
     def get(self, stmt: Any, params: dict[str, Any] | None) -> Prepared:
         prepared = self._plain.get(stmt)
@@ -282,7 +297,22 @@ class Statements:
         if len(self._plain) + len(self._keyed) >= _MAX_PREPARED:
             self._plain.clear()
             self._keyed.clear()
-        return Prepared(stmt, self.engine, keys, self.dialect)
+        if self._share is None:
+            return Prepared(stmt, self.engine, keys, self.dialect)
+        # the server version is known by now (a statement is prepared on its
+        # first execution, on a connected engine)
+        shared = (*self._share, self.engine.dialect.server_version_info, stmt, keys)
+        prepared = _SHARED.get(shared)
+        if prepared is None:
+            if len(_SHARED) >= 4 * _MAX_PREPARED:
+                _SHARED.clear()
+            prepared = _SHARED[shared] = Prepared(stmt, self.engine, keys, self.dialect)
+        return prepared
+
+
+#: The prepared statements of the engines made by :func:`.dialect.create_engine`,
+#: by what they depend on (see :class:`Statements`); a race prepares one twice.
+_SHARED: dict[tuple[Any, ...], Prepared] = {}
 
 
 def _columns_from_parameters(stmt: Any) -> bool:
