@@ -441,6 +441,15 @@ class FaithfulClient:
         """A new client on the same storage, behind the same lock."""
         return FaithfulClient(tz_aware=self._tz_aware, _storage=self._storage, _gate=self._gate)
 
+    def idle(self) -> bool:
+        """Whether no transaction or snapshot session holds the storage now."""
+        if not self._gate.lock.acquire(blocking=False):
+            return False
+        try:
+            return self._gate.txn is None
+        finally:
+            self._gate.lock.release()
+
     @property
     def gate_calls(self) -> int:
         """How many atomic operations went through this storage's lock."""

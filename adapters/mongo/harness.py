@@ -179,17 +179,31 @@ def _drivers() -> tuple[Any, Any]:
 
 
 class MongomockHarness(_GatewayHooks):
-    """Faithful mongomock: each location is a fresh in-process storage.
+    """Faithful mongomock: each location is an empty in-process storage.
 
-    Reopening a location opens a new client on the same storage (same data,
-    same atomicity lock): a faithful restart.  Gateway locations are
-    databases of one more storage shared by the whole run (in one process:
-    no ``cross-process`` feature).
+    A new storage the first time; afterwards, a storage a finished test
+    left, with every document of the store's collections deleted and the
+    collections and their indexes kept, as a server's database emptied
+    between tests (the store's open then finds every index and creates
+    none: 0.5 against 0.9 ms of processor time for an open and close,
+    measured on one core).  A storage is reused only when nothing but the
+    store's own collections is in it, no transaction or snapshot session
+    holds it, and no layout was planted in it.  Reopening a location opens
+    a new client on the same storage (same data, same atomicity lock): a
+    faithful restart.  Gateway locations are databases of one more storage
+    shared by the whole run (in one process: no ``cross-process``
+    feature).
     """
 
     name = "mongo"
     reopenable = True
     _gw_client: Any = None
+    #: the database of the store's collections in every location
+    DATABASE = "cortex"
+
+    def __init__(self) -> None:
+        self._free: list[Any] = []
+        self._planted: set[int] = set()  # id() of locations given another layout
 
     def start(self) -> None:
         _drivers()
@@ -214,24 +228,51 @@ class MongomockHarness(_GatewayHooks):
     def new_location(self) -> Any:
         from .faithful import FaithfulClient
 
+        while self._free:
+            location = self._free.pop()
+            if self._empty(location):
+                return location
         return FaithfulClient()
+
+    def _empty(self, location: Any) -> bool:
+        """Delete every document of the store's collections but the layout's
+        version (True), or leave the storage alone (False: not reusable)."""
+        from .store import COLLECTIONS
+
+        if not location.idle():
+            return False
+        with location.reopen() as client:
+            if client.list_database_names() not in ([], [self.DATABASE]):
+                return False
+            database = client[self.DATABASE]
+            meta = "cortex_" + COLLECTIONS["meta"]
+            for name in database.list_collection_names():
+                if not name.startswith("cortex_"):
+                    return False
+                database[name].delete_many({"_id": {"$ne": "schema"}} if name == meta else {})
+        return True
 
     def open(self, location: Any, clock: Clock) -> MongoStore:
         from . import MongoStore
 
         client = location.reopen()
-        return MongoStore(client["cortex"], clock, close_client=True, **self._gateway_options())
+        return MongoStore(client[self.DATABASE], clock, close_client=True, **self._gateway_options())
 
     def discard(self, location: Any) -> None:
         location.close()
+        if id(location) in self._planted:
+            self._planted.discard(id(location))
+        elif location not in self._free:
+            self._free.append(location)
 
     def corrupt_scope(self, location: Any, kind: str, key: str, problem: str) -> bool:
         with location.reopen() as client:
-            return corrupt_scope(client["cortex"], kind, key, problem)
+            return corrupt_scope(client[self.DATABASE], kind, key, problem)
 
     def plant_schema_version(self, location: Any, version: int) -> bool:
+        self._planted.add(id(location))  # another layout: never reused
         with location.reopen() as client:
-            return plant_schema_version(client["cortex"], version)
+            return plant_schema_version(client[self.DATABASE], version)
 
 
 class MongoUrlHarness(_GatewayHooks):
