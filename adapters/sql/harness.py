@@ -5,8 +5,9 @@
     schema is created once per session in a template file; a location is a
     copy of it the first time, and afterwards the same file with its rows
     deleted in one transaction, on the connections the last test left in
-    the engine's pool (a copy and new connections cost about 1.8 ms, the
-    DELETEs about 0.25 ms).  Reopening a location opens a new store on the
+    the engine's pool (a copy and new connections cost about 1.8 ms; one
+    read finding the tables that hold rows and the DELETEs of those,
+    0.01-0.2 ms).  Reopening a location opens a new store on the
     same file with new connections.
 
 ``--cortex-store postgres``
@@ -266,16 +267,25 @@ class SqliteHarness(Harness):
     def _empty(slot: SqliteSlot) -> bool:
         """Delete every row of the slot's data tables in one transaction (the
         tables, indexes and layout stay); False when that fails (e.g. a
-        store left a transaction open): the caller copies the template."""
+        store left a transaction open): the caller copies the template.
+        Only the tables holding a row are emptied (one read finds them): a
+        DELETE writes its table's and indexes' pages even when it finds no
+        row (measured: 199 µs for all 26 tables, 14 µs for the read when
+        they are empty)."""
         from .schema import DATA_TABLES
 
-        script = "BEGIN IMMEDIATE; " + " ".join(f"DELETE FROM {t.name};" for t in DATA_TABLES) + " COMMIT;"
+        probe = " UNION ALL ".join(
+            f"SELECT '{t.name}' WHERE EXISTS (SELECT 1 FROM {t.name})" for t in DATA_TABLES)
         try:
             raw = slot.engine.raw_connection()
         except Exception:  # noqa: BLE001 - the copy is the fallback
             return False
         try:
-            raw.driver_connection.executescript(script)
+            dbapi = raw.driver_connection
+            full = [row[0] for row in dbapi.execute(probe).fetchall()]
+            if full:
+                dbapi.executescript("BEGIN IMMEDIATE; " + " ".join(f"DELETE FROM {n};" for n in full)
+                                    + " COMMIT;")
         except Exception:  # noqa: BLE001
             raw.invalidate()
             return False
