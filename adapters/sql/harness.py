@@ -282,6 +282,9 @@ class SqliteHarness(Harness):
             return False
         try:
             dbapi = raw.driver_connection
+            if dbapi.in_transaction:  # a transaction left open: not a connection to keep
+                raw.invalidate()
+                return False
             full = [row[0] for row in dbapi.execute(probe).fetchall()]
             if full:
                 dbapi.executescript("BEGIN IMMEDIATE; " + " ".join(f"DELETE FROM {n};" for n in full)
