@@ -462,6 +462,8 @@ class PostgresHarness(Harness):
         self._counter = itertools.count(0)
         self._free: list[PostgresLocation] = []
         self._locations: list[PostgresLocation] = []
+        #: the read finding the data tables that hold a row (see _reset)
+        self._probe: str | None = None
         self._gateway_db: str | None = None
         self._gateway_engine: Any = None
         #: namespaces whose gateway tables exist and were emptied, for reuse
@@ -682,19 +684,46 @@ class PostgresHarness(Harness):
         return loc
 
     def _reset(self, loc: PostgresLocation) -> None:
+        """Delete every row of the location's data tables (the tables, their
+        schema and indexes stay).  One read finds the tables holding a row
+        and one transaction deletes those: a location is emptied before
+        every test and most tables are already empty, and a DELETE costs a
+        lock, a plan and a scan even when it finds nothing (measured on an
+        empty location: 26 DELETEs in one transaction about 0.9 ms of wall
+        time, three round trips; the read one round trip).  DELETE, not
+        TRUNCATE: on a nearly empty table TRUNCATE costs ~17 ms (new files
+        for every table and index).  Both run on the raw DBAPI connection,
+        the read in autocommit and prepared, the DELETEs as one simple-query
+        string holding its own BEGIN and COMMIT (one round trip)."""
+        from psycopg import pq
+
         from .schema import DATA_TABLES
 
-        # DELETE, not TRUNCATE: on a nearly empty table TRUNCATE costs ~17 ms
-        # (new files for every table and index), DELETE ~1 ms; either way the
-        # tables and their schema stay (no drop/create per test).
+        if self._probe is None:
+            self._probe = " UNION ALL ".join(
+                f"SELECT '{t.name}' WHERE EXISTS (SELECT 1 FROM {t.name})" for t in DATA_TABLES)
         for attempt in range(2):
             try:
-                with loc.engine.begin() as conn:
-                    # one round trip: a parameterless multi-statement string
-                    conn.exec_driver_sql(
-                        "SET LOCAL lock_timeout = '5s'; "
-                        + " ".join(f"DELETE FROM {t.name};" for t in DATA_TABLES)
-                    )
+                raw = loc.engine.raw_connection()
+                try:
+                    dbapi = raw.driver_connection
+                    if dbapi.info.transaction_status != pq.TransactionStatus.IDLE:
+                        dbapi.rollback()  # a pooled connection left inside a transaction
+                    dbapi.autocommit = True
+                    try:
+                        full = [row[0] for row in dbapi.execute(self._probe, prepare=True).fetchall()]
+                        if full:
+                            # a row a store left locked (an open transaction)
+                            # fails this after lock_timeout; see below
+                            dbapi.execute("BEGIN; SET LOCAL lock_timeout = '5s'; "
+                                          + " ".join(f"DELETE FROM {name};" for name in full) + " COMMIT;")
+                    finally:
+                        dbapi.autocommit = False
+                except BaseException:
+                    raw.invalidate()
+                    raise
+                finally:
+                    raw.close()
                 return
             except Exception:  # noqa: BLE001
                 if attempt:
