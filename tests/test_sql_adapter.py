@@ -774,3 +774,66 @@ def test_idle_connections_are_closed_when_the_engine_is_disposed(tmp_path, clock
     assert not old.conns and not any(f.is_valid for f in kept)
     assert idle_of(s.engine) is not old and s.count_runs(c) == 0
     s.close()
+
+
+# -- the harnesses' reused locations ---------------------------------------------------------
+
+
+def _row_counts(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {t.name: conn.execute(sa.text(f"SELECT count(*) FROM {t.name}")).scalar_one()
+                for t in sql_schema.DATA_TABLES}
+
+
+def _fill(harness, location, clock) -> None:
+    """Rows in several tables, written through the store."""
+    s = harness.open(location, clock)
+    try:
+        c = ctx("ws=w1/proj=p1")
+        run = s.create_run(c, make_run())
+        s.create_suspension(c, make_suspension(run.id))
+        s.create_run(ctx("ws=w2"), make_run())
+    finally:
+        s.close()
+    assert sum(_row_counts(location.engine).values()) >= 3, "the store wrote no rows"
+
+
+@pytest.mark.parametrize("left", ["rows", "pooled-in-transaction", "row-locked"])
+def test_a_reused_location_is_empty(backend, clock, left):
+    """A harness hands a finished test's location to the next test only
+    emptied: every data table without a row, the schema intact, whatever the
+    finished test left behind (rows; a pooled connection given back inside a
+    transaction; a connection still holding a locked row)."""
+    harness, first = backend
+    _fill(harness, first, clock)
+    held = None
+    if left != "rows":
+        held = first.engine.raw_connection()
+        cur = held.driver_connection.cursor()
+        if first.engine.dialect.name == "sqlite":
+            cur.execute("BEGIN IMMEDIATE")  # the write lock, held
+        cur.execute("SELECT id FROM cortex_runs" + (" FOR UPDATE" if first.engine.dialect.name != "sqlite" else ""))
+        cur.fetchall()
+        if left == "pooled-in-transaction":
+            held.close()  # back to the pool, still inside its transaction
+            held = None
+    harness.discard(first)
+    try:
+        second = harness.new_location()
+    finally:
+        if held is not None:
+            try:
+                held.invalidate()
+            except Exception:  # noqa: BLE001 - the harness may have ended its session
+                pass
+    try:
+        assert _row_counts(second.engine) == {t.name: 0 for t in sql_schema.DATA_TABLES}, (
+            f"a location reused after a test that left {left} still holds rows")
+        s = harness.open(second, clock)
+        try:
+            run = s.create_run(ctx("ws=w1"), make_run())
+            assert s.get_run(ctx("ws=w1"), run.id) == run, "the emptied location does not store a run"
+        finally:
+            s.close()
+    finally:
+        harness.discard(second)

@@ -418,6 +418,7 @@ def _kind_tables() -> dict[str, sa.Table]:
 #: The SQL table of every stored kind, by the kind's table name.
 KIND_TABLES = _kind_tables()
 
-#: Every table holding data (the per-test reset empties these).
-DATA_TABLES = (runs, suspensions,
-               a2a_messages, a2a_conversations, a2a_deliveries, a2a_asks, *KIND_TABLES.values())
+#: Every table holding data, each once (the per-test reset empties these;
+#: ``runs`` is also a stored kind's table).
+DATA_TABLES = tuple(dict.fromkeys((runs, suspensions, a2a_messages, a2a_conversations, a2a_deliveries,
+                                   a2a_asks, *KIND_TABLES.values())))
