@@ -808,11 +808,12 @@ def test_a_reused_location_is_empty(backend, clock, left):
     _fill(harness, first, clock)
     held = None
     if left != "rows":
+        sqlite = first.engine.dialect.name == "sqlite"
         held = first.engine.raw_connection()
         cur = held.driver_connection.cursor()
-        if first.engine.dialect.name == "sqlite":
+        if sqlite:
             cur.execute("BEGIN IMMEDIATE")  # the write lock, held
-        cur.execute("SELECT id FROM cortex_runs" + (" FOR UPDATE" if first.engine.dialect.name != "sqlite" else ""))
+        cur.execute("SELECT id FROM cortex_runs" + ("" if sqlite else " FOR UPDATE"))  # PostgreSQL: row locks
         cur.fetchall()
         if left == "pooled-in-transaction":
             held.close()  # back to the pool, still inside its transaction
