@@ -727,6 +727,44 @@ def test_driver_path_refuses_statements_it_cannot_run_with_a_clear_error(store):
         store._read(lambda conn: conn.execute(missing, {}).all())
 
 
+def test_pyformat_statements_become_libpq_placeholders():
+    from cortex_spec.adapters.sql.driver import dollar_parameters
+
+    query, names = dollar_parameters(
+        "SELECT a FROM t WHERE a = %(x)s AND b LIKE 'p%%' OR c = %(x)s AND d = %(y_2)s")
+    assert query == b"SELECT a FROM t WHERE a = $1 AND b LIKE 'p%' OR c = $1 AND d = $2"
+    assert names == ("x", "y_2")
+    assert dollar_parameters("SELECT 1") == (b"SELECT 1", ())
+    for bad in ("SELECT %s", "SELECT %(x)d", "SELECT 'a' % 2"):
+        with pytest.raises(errors.StoreError, match="placeholder other than"):
+            dollar_parameters(bad)
+
+
+def test_postgres_statements_stay_prepared_through_psycopg_rollbacks(postgres_harness):
+    """psycopg answers its own rollback by deallocating every statement it
+    prepared (``DEALLOCATE ALL``), which takes the libpq path's with them:
+    on the store's connections psycopg prepares nothing."""
+    from cortex_spec.adapters.sql.driver import Libpq
+
+    location = postgres_harness.new_location()
+    try:
+        raw = location.engine.raw_connection()
+        try:
+            dbapi = raw.driver_connection
+            libpq = Libpq.of(dbapi)
+            assert libpq.fetch("SELECT 1") == [(1,)]
+            for _ in range(8):  # psycopg's default prepares after five runs
+                dbapi.execute("SELECT 2").fetchall()
+            dbapi.rollback()
+            assert libpq.fetch("SELECT 1") == [(1,)]  # the statement prepared before
+            prepared = [name for (name,) in dbapi.execute("SELECT name FROM pg_prepared_statements").fetchall()]
+            assert prepared and all(name.startswith("_cortex_") for name in prepared), prepared
+        finally:
+            raw.close()
+    finally:
+        postgres_harness.discard(location)
+
+
 def test_a_write_followed_by_reads_is_retried_after_a_lost_connection_only_if_it_changed_nothing(
         postgres_harness, clock):
     from cortex_spec.adapters.sql.store import WRITE1

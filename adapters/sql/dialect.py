@@ -116,17 +116,10 @@ class Dialect:
         statements, all seeing one snapshot (class preparation)."""
         conn.execution_options(**{SNAPSHOT_OPTION: True})
 
-    def driver_begin(self, dbapi_conn: Any) -> None:
-        """Begin a write transaction on a DBAPI connection (the driver path)."""
-
-    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
-        """Begin (``on``) a read transaction whose statements all see one
-        snapshot and take no locks (class preparation), or, after its
-        commit, put the connection back as it was (the driver path)."""
-
-    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
-        """Enter (``on``) or leave the mode in which a DBAPI connection runs
-        one statement atomically without BEGIN/COMMIT (the driver path)."""
+    #: How the driver path begins a transaction that writes, and one whose
+    #: statements all see one snapshot and take no locks (class preparation).
+    begin_sql = "BEGIN"
+    snapshot_sql = "BEGIN"
 
     def driver_usable(self, dbapi_conn: Any) -> bool:
         """Whether an idle connection kept checked out may serve a call (what
@@ -223,11 +216,9 @@ class _Sqlite(Dialect):
             # SQLite runs as its own (snapshot) transaction
             options = conn.get_execution_options()
             if options.get(WRITE_OPTION, False):
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                conn.exec_driver_sql(self.begin_sql)
             elif options.get(SNAPSHOT_OPTION, False):
-                # a deferred read transaction: in WAL mode its first read
-                # fixes the snapshot every later read of it sees
-                conn.exec_driver_sql("BEGIN")
+                conn.exec_driver_sql(self.snapshot_sql)
 
     def ascii_lower(self, expr: Any) -> Any:
         return sa.func.lower(expr)  # SQLite's built-in lower() folds A-Z only
@@ -235,16 +226,13 @@ class _Sqlite(Dialect):
     def contains(self, haystack: Any, needle: Any) -> Any:
         return sa.func.instr(haystack, needle) > 0
 
-    def driver_begin(self, dbapi_conn: Any) -> None:
-        # the connection is in autocommit (isolation_level None): a statement
-        # outside BEGIN is its own transaction, which is the single mode
-        dbapi_conn.execute("BEGIN IMMEDIATE")
-
-    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
-        # a deferred read transaction: in WAL mode its first read fixes the
-        # snapshot every later read of it sees, and it blocks no writer
-        if on:
-            dbapi_conn.execute("BEGIN")
+    #: the connection is in autocommit (``isolation_level`` None): a statement
+    #: outside BEGIN is its own transaction.  A write takes the write lock
+    #: first; a snapshot is a deferred read transaction: in WAL mode its
+    #: first read fixes the snapshot every later read of it sees, and it
+    #: blocks no writer
+    begin_sql = "BEGIN IMMEDIATE"
+    snapshot_sql = "BEGIN"
 
     def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
@@ -273,25 +261,16 @@ class _Sqlite(Dialect):
         return super().classify(exc)
 
 
-#: How many statements a psycopg connection keeps prepared on the server.
-#: psycopg prepares a statement after its fifth run (``prepare_threshold``)
-#: and keeps at most 100 (``prepared_max``) in an LRU; the store runs about
-#: 700 distinct statements, so most of them were never prepared and each run
-#: was parsed and planned again.  Measured (issue 13, one connection, 600
-#: primary-key reads with a list every tenth): 255 µs of wall time a call
-#: with the default, 241 µs with room for 2,048; a PostgreSQL certification
-#: side by side with the default, two pairs: 113.7, 114.0 s -> 111.1, 112.7 s.
-_PREPARED_MAX = 2048
-
-
 class _Postgres(Dialect):
     """PostgreSQL through psycopg 3.
 
     READ COMMITTED (the server default, set explicitly): a conditional
     UPDATE that waits on a row lock re-evaluates its WHERE against the
     committed row, so ``UPDATE ... WHERE state = 'paused'`` with a
-    row-count check is an atomic claim.  Reads and single-statement writes
-    run in autocommit mode (one round trip).  A pooled connection that the
+    row-count check is an atomic claim.  The store's statements run on
+    libpq directly, each prepared on the server on its first use
+    (:class:`.driver.Libpq`); reads and single-statement writes run on an
+    idle connection, each its own transaction (one round trip).  A pooled connection that the
     server closed is refused at checkout by a local poll of its socket; a
     connection lost in the middle of a call invalidates the pool and the
     store retries on a fresh connection whatever never reached COMMIT.
@@ -313,7 +292,10 @@ class _Postgres(Dialect):
     def configure(self, engine: Engine, *, synchronous: str) -> None:
         @sa.event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.prepared_max = _PREPARED_MAX
+            # psycopg itself prepares nothing: the store's statements are
+            # prepared by its libpq path, which psycopg's rollback would
+            # deallocate with its own (see driver.Libpq)
+            dbapi_conn.prepare_threshold = None
 
         @sa.event.listens_for(engine, "checkout")
         def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
@@ -336,18 +318,11 @@ class _Postgres(Dialect):
         # locks: writers are never blocked by a capture
         conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
 
-    def driver_single(self, dbapi_conn: Any, on: bool) -> None:
-        # psycopg: a local switch, no round trip; the driver begins a
-        # transaction with the first statement when it is off
-        dbapi_conn.autocommit = on
-
-    def driver_snapshot(self, dbapi_conn: Any, on: bool) -> None:
-        # REPEATABLE READ READ ONLY: the transaction's first statement fixes
-        # the snapshot every later one sees; local switches, no round trip
-        import psycopg
-
-        dbapi_conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if on else None
-        dbapi_conn.read_only = True if on else None
+    #: READ COMMITTED (see above); a snapshot is REPEATABLE READ READ ONLY:
+    #: the transaction's first statement fixes the snapshot every later one
+    #: sees, and it takes no row locks
+    begin_sql = "BEGIN ISOLATION LEVEL READ COMMITTED"
+    snapshot_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
     def lock_schema(self, conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})

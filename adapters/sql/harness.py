@@ -429,8 +429,8 @@ class KillPoint:
 
 def _killable_connect(location: PostgresLocation) -> Callable[..., Any]:
     """The engine's ``do_connect``: psycopg connections whose statements and
-    COMMITs pass through ``location.kill`` when one is armed (one attribute
-    test each otherwise)."""
+    COMMITs (through a cursor, or the store's libpq path) pass through
+    ``location.kill`` when one is armed (one attribute test each otherwise)."""
     import psycopg
 
     class Cursor(psycopg.Cursor[Any]):
@@ -448,6 +448,13 @@ def _killable_connect(location: PostgresLocation) -> Callable[..., Any]:
             if kill is None:
                 return super().commit()
             return kill.around(lambda: super(Connection, self).commit())  # type: ignore[no-any-return]
+
+        def cortex_around(self, run: Callable[[], Any], sql: str | None) -> Any:
+            # the store's statements and COMMITs, run on libpq (driver.Libpq)
+            kill = location.kill
+            if kill is None:
+                return run()
+            return kill.around(run, sql)
 
     def connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
         return Connection.connect(*cargs, cursor_factory=Cursor, **cparams)
@@ -703,28 +710,23 @@ class PostgresHarness(Harness):
         for a DELETE of every table in one transaction, three round trips,
         against 162 µs for the read).  DELETE, not
         TRUNCATE: on a nearly empty table TRUNCATE costs ~17 ms (new files
-        for every table and index).  Both run on the raw DBAPI connection,
-        the read in autocommit and prepared, the DELETEs as one simple-query
-        string holding its own BEGIN and COMMIT (one round trip)."""
-        from psycopg import pq
+        for every table and index).  Both run on the connection's libpq path
+        (:class:`.driver.Libpq`): the read prepared, the DELETEs as one
+        simple-query string holding its own BEGIN and COMMIT (one round
+        trip)."""
+        from .driver import Libpq
 
         for attempt in range(2):
             try:
                 raw = loc.engine.raw_connection()
                 try:
-                    dbapi = raw.driver_connection
-                    if dbapi.info.transaction_status != pq.TransactionStatus.IDLE:
-                        dbapi.rollback()  # a pooled connection left inside a transaction
-                    dbapi.autocommit = True
-                    try:
-                        full = [row[0] for row in
-                                dbapi.execute(_tables_holding_rows(), prepare=True).fetchall()]
-                        if full:
-                            # a row a store left locked (an open transaction)
-                            # fails this after lock_timeout; see below
-                            dbapi.execute(f"BEGIN; SET LOCAL lock_timeout = '5s'; {_deletes(full)} COMMIT;")
-                    finally:
-                        dbapi.autocommit = False
+                    libpq = Libpq.of(raw.driver_connection)
+                    libpq.rollback()  # a pooled connection left inside a transaction
+                    full = [row[0] for row in libpq.fetch(_tables_holding_rows())]
+                    if full:
+                        # a row a store left locked (an open transaction)
+                        # fails this after lock_timeout; see below
+                        libpq.command(f"BEGIN; SET LOCAL lock_timeout = '5s'; {_deletes(full)} COMMIT;".encode())
                 except BaseException:
                     raw.invalidate()
                     raise

@@ -13,8 +13,7 @@ once, and then runs one function against the database in one of three ways:
 * :meth:`SqlStoreBase._tx` — several statements in one transaction that
   takes the write lock first where the dialect needs it (SQLite
   ``BEGIN IMMEDIATE``); committed on return, rolled back on any exception,
-  so a call that raises writes nothing (a refused transaction that changed
-  no row is ended with COMMIT, to the same effect, see :func:`_end_refused`).
+  so a call that raises writes nothing.
 
 All three map driver errors the same way: a unique-key violation becomes
 ``AlreadyExists``; lock contention (SQLite "database is locked", PostgreSQL
@@ -180,9 +179,6 @@ class SqlStoreBase:
         """The driver path's state: prepared statements, the driver's errors."""
         self._statements = Statements.of(self._engine)
         self._dbapi_error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
-        #: whether the dialect switches a connection into and out of its
-        #: single-statement mode (PostgreSQL autocommit); SQLite's is a no-op
-        self._single_switch = type(self._dialect).driver_single is not dialects.Dialect.driver_single
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -344,11 +340,12 @@ class SqlStoreBase:
 
         ``fn`` gets a :class:`.driver.DriverConnection` on a pooled DBAPI
         connection (see :mod:`.driver`): no SQLAlchemy ``Connection``, no
-        execution events.  A write transaction is begun, committed and rolled
-        back on the DBAPI connection itself (SQLite ``BEGIN IMMEDIATE``; on
-        PostgreSQL the driver begins it with the first statement); a single
+        execution events.  A transaction is begun with the dialect's
+        ``begin_sql`` (a write: SQLite ``BEGIN IMMEDIATE``) or
+        ``snapshot_sql`` (a read of one snapshot), then committed, or
+        rolled back when ``fn`` raises (a refusal included); a single
         statement runs without one (SQLite's own statement transaction,
-        PostgreSQL autocommit).
+        PostgreSQL's on an idle connection).
         """
         started = time.monotonic()
         tries = [0, 0]  # lock contention, lost connections
@@ -375,62 +372,29 @@ class SqlStoreBase:
                 conn.last_sql = conn.last_params = None
                 conn.changed = conn.writing = False
                 if mode == WRITE1 or mode == READ:
-                    if self._single_switch:
-                        ops.driver_single(conn.dbapi, True)
-                        try:
-                            result = fn(conn)
-                        except BaseException:
-                            # a writing statement is its own commit: it may
-                            # have happened if it was running, or changed a
-                            # row earlier
-                            committing = conn.writing or conn.changed
-                            raise
-                        finally:
-                            try:
-                                ops.driver_single(conn.dbapi, False)
-                            except Exception:  # noqa: BLE001 - a broken connection: never reused
-                                fairy.invalidate()
-                    else:
-                        # SQLite: the connection is always in the single mode
-                        # (a statement outside BEGIN is its own transaction)
-                        try:
-                            result = fn(conn)
-                        except BaseException:
-                            committing = conn.writing or conn.changed  # as above
-                            raise
-                elif mode == TX:
-                    dbapi = conn.dbapi
-                    ops.driver_begin(dbapi)
-                    try:
-                        result = fn(conn)
-                    except (CortexError, ControlFlow):
-                        _end_refused(fairy, conn.changed)
-                        raise
-                    except BaseException:
-                        _rollback(fairy)
-                        raise
-                    committing = True
-                    try:
-                        dbapi.commit()
-                    except BaseException:
-                        _rollback(fairy)
-                        raise
-                else:  # SNAPSHOT
-                    dbapi = conn.dbapi
-                    ops.driver_snapshot(dbapi, True)
+                    # no BEGIN: the statement is its own transaction (SQLite
+                    # outside BEGIN, PostgreSQL on an idle connection)
                     try:
                         result = fn(conn)
                     except BaseException:
-                        _end_refused(fairy, conn.changed)  # it read only: ended, not rolled back
+                        # a writing statement is its own commit: it may
+                        # have happened if it was running, or changed a
+                        # row earlier
+                        committing = conn.writing or conn.changed
                         raise
-                    else:
-                        dbapi.commit()
-                    finally:
-                        if fairy.is_valid:
-                            try:
-                                ops.driver_snapshot(dbapi, False)
-                            except Exception:  # noqa: BLE001 - a broken connection: never reused
-                                fairy.invalidate()
+                else:  # TX, SNAPSHOT
+                    conn.begin(ops.begin_sql if mode == TX else ops.snapshot_sql)
+                    try:
+                        result = fn(conn)
+                    except BaseException:
+                        _rollback(conn)
+                        raise
+                    committing = mode == TX
+                    try:
+                        conn.commit()
+                    except BaseException:
+                        _rollback(conn)
+                        raise
                 reusable = True
                 return result
             except (CortexError, ControlFlow):
@@ -556,27 +520,13 @@ class SqlStoreBase:
         raise StoreError(f"database error: {exc.orig}") from exc
 
 
-def _end_refused(fairy: Any, changed: bool) -> None:
-    """End a transaction that ``fn`` refused: roll back what it changed; one
-    that changed no row is committed instead, to the same effect — psycopg
-    answers every ROLLBACK by discarding the connection's prepared
-    statements (``DEALLOCATE ALL``, one more round trip, and every statement
-    planned afresh), which made each refused claim cost two."""
-    if changed:
-        _rollback(fairy)
-        return
+def _rollback(conn: DriverConnection) -> None:
+    """End a failed or refused transaction; a connection that cannot roll
+    back is never reused."""
     try:
-        fairy.dbapi_connection.commit()
-    except Exception:  # noqa: BLE001 - nothing was written either way; the refusal stands
-        _rollback(fairy)
-
-
-def _rollback(fairy: Any) -> None:
-    """Roll back a failed transaction; a connection that cannot is never reused."""
-    try:
-        fairy.dbapi_connection.rollback()
+        conn.rollback()
     except Exception:  # noqa: BLE001 - the original error is what the caller sees
-        fairy.invalidate()
+        conn.fairy.invalidate()
 
 
 # -- row codecs shared by the mixins ----------------------------------------------------
