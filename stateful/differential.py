@@ -17,7 +17,6 @@ Run it against your own store in one line::
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -87,6 +86,8 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "
 
 
 _SEED_COUNTS = st.integers(0, 3)
+#: what ``st.sampled_from`` builds (see :meth:`Draws.draw`)
+_SampledFrom = type(st.sampled_from((0, 1)))
 
 
 class Draws:
@@ -115,14 +116,18 @@ class Draws:
         self._direct = None if direct is None or should_note() else direct
 
     def draw(self, strategy: st.SearchStrategy[Any], label: Any = None) -> Any:
-        if self._direct is None:
+        direct = self._direct
+        if direct is None:
             return self._data.draw(strategy, label)
-        return self._direct.draw(strategy)
-
-
-@functools.cache
-def _indexes(n: int) -> st.SearchStrategy[int]:
-    return st.integers(0, n - 1)
+        if type(strategy) is _SampledFrom and not strategy._transformations:
+            # what drawing it does (one integer choice, the element's index),
+            # without first validating a strategy that is new on most draws
+            # (the rows known so far change from step to step); with the
+            # known ids drawn this way too, validation under the reference's
+            # differential machines fell from 5.7 to 2.9 % of their samples
+            elements = strategy.elements
+            return elements[direct.draw_integer(0, len(elements) - 1)]
+        return direct.draw(strategy)
 
 
 class DifferentialMachineBase(RuleBasedStateMachine):
@@ -198,7 +203,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         cached = self._id_strategies.get((kind, fresh))
         if cached is not None and cached[0] == pool:
             return cached[1]
-        strategy = st.just(new) if not known else _indexes(len(pool)).map(pool.__getitem__)
+        strategy = st.just(new) if not known else st.sampled_from(pool)
         self._id_strategies[(kind, fresh)] = (pool, strategy)
         return strategy
 
