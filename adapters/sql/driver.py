@@ -5,7 +5,9 @@ runs it on the pooled DBAPI connection (``sqlite3`` / ``psycopg``) as the
 exact SQL text SQLAlchemy compiles it to, rendered **once** per statement
 and engine (:class:`Prepared`).  What a call then costs in Python is what a
 hand-written driver call costs: merging the call's parameters with the
-statement's constants, one ``cursor.execute``, the rows as named tuples.
+statement's constants, one ``cursor.execute`` on SQLite (one prepared
+libpq execution on PostgreSQL, see :class:`Libpq`), the rows as named
+tuples.
 
 Why — measured with ``benchmarks/claim_throughput.py``, cProfile and a
 sampler of the 8 racing threads (issue 14; a 2-core machine shared with
@@ -23,9 +25,9 @@ other work, so single figures vary by ±50 %):
 * after that, the pool's checkout and checkin (~11 µs a call), positional
   parameter lists (a SQLite claim binds ~70 values; SQLite statements are
   now compiled with named placeholders and take the call's dict), a new
-  psycopg cursor per call (~5 µs, now reused per connection) and psycopg's
-  ``cursor.description`` (rebuilt on every access; now read once per
-  statement) were the largest Python costs;
+  psycopg cursor per call (~5 µs; the cursor itself has since given way to
+  :class:`Libpq`) and psycopg's ``cursor.description`` (rebuilt on every
+  access) were the largest Python costs;
 * under 8 threads the Python is not only slower but *in the way*: while a
   winning SQLite claim holds the write lock between its first step and the
   fetch that finishes it, its thread must take the GIL back, and every
