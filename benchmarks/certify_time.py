@@ -21,8 +21,6 @@ medians of the runs:
   product's plan;
 * the machines' figures: examples, histories and operations, and
   operations per second of machine work;
-* the machine's speed before and after the runs (a pure-Python loop of 20
-  million additions: the same tree's times scale with it);
 * where the processor time went: the CPU time of the certification's own
   processes (the CLI, pytest and its workers) and of the database server's
   (PostgreSQL's embedded server, whose processes are not the run's
@@ -315,22 +313,6 @@ def run_zoo(checkout: Path, workdir: Path, parallel: int) -> bool:
     return all_rejected and med <= ZOO_TARGET
 
 
-def machine_speed() -> float:
-    """Seconds a pure-Python loop of 20 million additions takes here (the
-    fastest of three): the same tree certifies in about twice the time on
-    a machine where this reads 2.7 s as on one where it reads 1.35 s
-    (benchmarks/README.md), so figures from different machines, or from one
-    machine at different hours, compare only with this beside them."""
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        total = 0
-        for i in range(20_000_000):
-            total += i
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
@@ -343,7 +325,6 @@ def main(argv: list[str] | None = None) -> int:
     checkout = args.checkout.resolve()
     print(f"cortex-spec certification time, checkout {checkout}, {os.cpu_count()} cores, "
           f"{args.repeats} run(s) per backend, interleaved")
-    print(f"machine speed: 20 million additions in a Python loop take {machine_speed():.2f} s")
     met = True
     with tempfile.TemporaryDirectory(prefix="cortex-certify-time-") as tmp:
         workdir = Path(tmp)
@@ -359,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.zoo:
             met &= run_zoo(checkout, workdir, args.zoo_parallel)
     print("\n== summary (medians)")
-    print(f"machine speed after the runs: {machine_speed():.2f} s for 20 million additions")
     print(_indent(_table(summary, ["backend", "wall s", "target s", ""])))
     print("\nall targets met" if met else "\nsome targets NOT met")
     return 0 if met else 1
