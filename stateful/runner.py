@@ -14,6 +14,7 @@ from cortex_spec.profiles import PROFILES, Profile, profile_from_env
 from .stats import MachineStats
 
 __all__ = [
+    "REGENERATIONS",
     "as_harness",
     "check_rules_ran",
     "declared_of",
@@ -112,28 +113,71 @@ def never_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str
     return sorted(n for n in names if stats.rules.get(n, 0) == 0)
 
 
+#: How many times one run of a machine whose steps may end differently for
+#: the same choices is started again after Hypothesis found its draws
+#: inconsistent (see :func:`run_machine`).
+REGENERATIONS = 3
+
+
+def _inconsistent_generation() -> tuple[type[BaseException], ...]:
+    """Hypothesis' error for a test whose draws differed between two runs of
+    the same choices (none in a Hypothesis too old to tell it apart from a
+    failure that did not replay)."""
+    from hypothesis import errors
+
+    found = getattr(errors, "FlakyStrategyDefinition", None)
+    return (found,) if found is not None else ()
+
+
 def run_machine(machine: type, settings: Any, stats: MachineStats,
-                skip: set[str] | frozenset[str] = frozenset(), top_ups: int = 6) -> None:
+                skip: set[str] | frozenset[str] = frozenset(), top_ups: int = 6,
+                nondeterministic: bool = False) -> None:
     """Run a rule machine under the session seed; while some rule never ran
     (swarm testing switches rules off per example, and a rule may need others
     to run first), run further rounds of examples (a round costs only while a
     rule is still unseen: with three, a machine of many rules and a small
     share, the preparation durability machine on postgres, once ended with
-    one catalog count never run), then fail if one still never ran.  A failure carries a note with the seed that replays it."""
+    one catalog count never run), then fail if one still never ran.  A failure carries a note with the seed that replays it.
+
+    ``nondeterministic``: a step of the machine may end differently for the
+    same choices (a kill racing a call lands where the threads' timing puts
+    it, and the machine follows what the store did), so the draws after it
+    may differ too, and Hypothesis, meeting choices it has run before,
+    stops the run with "Inconsistent data generation"
+    (``FlakyStrategyDefinition``).  That is the machine's doing, not a
+    finding about the store: the round starts again under another seed, at
+    most :data:`REGENERATIONS` times in all, each counted in
+    ``stats.regenerated`` (the report's figures show it).  A finding — a
+    failed check, or one that did not replay (``FlakyFailure``) — is raised
+    as always."""
     from hypothesis import seed
     from hypothesis.stateful import get_state_machine_test
 
     seed_value = session_seed()
+    inconsistent = _inconsistent_generation() if nondeterministic else ()
     for round_ in range(top_ups + 1):
         if round_ and not never_ran(stats, machine, skip):
             break
-        test = seed(seed_value + round_)(get_state_machine_test(machine, settings=settings))
-        try:
-            test()
-        except Exception as exc:  # a finding, or Hypothesis' report of a flaky one
-            exc.add_note(f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED "
-                         "replays it; the certification report prints the whole command)")
-            raise
+        while True:
+            # another seed for each start again (the same one would likely
+            # meet the same inconsistency)
+            test = seed(seed_value + round_ + 1_000 * stats.regenerated)(
+                get_state_machine_test(machine, settings=settings))
+            try:
+                test()
+            except inconsistent as exc:
+                if stats.regenerated >= REGENERATIONS:
+                    exc.add_note(f"the {stats.machine} machine's draws were inconsistent {stats.regenerated + 1} "
+                                 "times: a step that ends differently for the same choices is not "
+                                 "only a racing kill's")
+                    raise
+                stats.regenerated += 1
+                continue
+            except Exception as exc:  # a finding, or Hypothesis' report of a flaky one
+                exc.add_note(f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED "
+                             "replays it; the certification report prints the whole command)")
+                raise
+            break
     check_rules_ran(stats, machine, skip)
 
 

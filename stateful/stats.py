@@ -20,6 +20,9 @@ class MachineStats:
     check_seconds: float = 0.0
     violations: int = 0
     unknown_verdicts: int = 0
+    #: runs started again after Hypothesis found the draws inconsistent (a
+    #: machine whose steps depend on timing, see runner.run_machine)
+    regenerated: int = 0
     rules: collections.Counter = attrs.field(factory=collections.Counter)
     #: the first violation's picture data (see reports/html.py), if any
     violation: dict[str, Any] | None = None
@@ -36,6 +39,8 @@ class MachineStats:
         }
         if self.unknown_verdicts:
             out["unknown_verdicts"] = self.unknown_verdicts
+        if self.regenerated:
+            out["regenerated"] = self.regenerated
         if self.violation is not None:
             out["violation"] = self.violation
         return out

@@ -1,0 +1,84 @@
+"""``run_machine`` and a machine whose steps depend on timing.
+
+The connection-fault machine kills a store's connections from another
+thread while a call runs; what the call did depends on where the kill
+lands, and the machine follows the store, so the draws after it can differ
+between two runs of the same choices.  Hypothesis then stops the run with
+"Inconsistent data generation" (``FlakyStrategyDefinition``), which says
+nothing about the store (a CI run of d5fe1b9 charged one to MACH-DUR-2 on
+PostgreSQL).  Such a machine's round starts again under another seed, a
+bounded number of times, counted in its figures; every other error still
+ends the run at once.  The machine test is replaced by a stand-in that
+raises on cue, so each case is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.stateful
+import pytest
+from hypothesis.errors import FlakyStrategyDefinition
+
+from cortex_spec.stateful.runner import REGENERATIONS, run_machine
+from cortex_spec.stateful.stats import MachineStats
+
+
+class _NoRules:
+    """A machine class without rules (``run_machine`` checks that every rule ran)."""
+
+
+def _stand_in(monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]) -> list[int]:
+    """Replace the machine test: its n-th run raises ``failures[n]`` (if
+    any); returns the seeds the runs were given."""
+    seeds: list[int] = []
+
+    def get_state_machine_test(machine: type, settings: Any = None) -> Any:
+        def test() -> None:
+            seeds.append(test._hypothesis_internal_use_seed)  # type: ignore[attr-defined]
+            if len(seeds) <= len(failures):
+                raise failures[len(seeds) - 1]
+
+        return test
+
+    monkeypatch.setattr(hypothesis.stateful, "get_state_machine_test", get_state_machine_test)
+    return seeds
+
+
+def test_inconsistent_draws_of_a_timing_dependent_machine_start_the_round_again(monkeypatch):
+    seeds = _stand_in(monkeypatch, [FlakyStrategyDefinition("Inconsistent data generation!")])
+    stats = MachineStats("connection-faults")
+    run_machine(_NoRules, None, stats, nondeterministic=True)
+    assert stats.regenerated == 1, f"expected one start again, counted {stats.regenerated}"
+    assert len(seeds) == 2 and seeds[0] != seeds[1], f"expected two runs under two seeds, got {seeds}"
+    assert stats.figures()["regenerated"] == 1, f"the figures do not show it: {stats.figures()}"
+
+
+def test_starting_again_is_bounded(monkeypatch):
+    failures = [FlakyStrategyDefinition(f"Inconsistent data generation! ({i})") for i in range(REGENERATIONS + 1)]
+    seeds = _stand_in(monkeypatch, failures)
+    stats = MachineStats("connection-faults")
+    with pytest.raises(FlakyStrategyDefinition) as raised:
+        run_machine(_NoRules, None, stats, nondeterministic=True)
+    assert len(seeds) == REGENERATIONS + 1, f"expected {REGENERATIONS + 1} runs, got {len(seeds)}"
+    notes = " ".join(getattr(raised.value, "__notes__", []))
+    assert "inconsistent" in notes, f"the error does not say why it was not started again: {notes!r}"
+
+
+def test_a_deterministic_machine_gets_no_second_run(monkeypatch):
+    seeds = _stand_in(monkeypatch, [FlakyStrategyDefinition("Inconsistent data generation!")])
+    stats = MachineStats("differential")
+    with pytest.raises(FlakyStrategyDefinition):
+        run_machine(_NoRules, None, stats)
+    assert (len(seeds), stats.regenerated) == (1, 0), f"runs {len(seeds)}, counted {stats.regenerated}"
+    assert "regenerated" not in stats.figures(), f"a figure of zero shown: {stats.figures()}"
+
+
+def test_a_finding_is_never_run_again(monkeypatch):
+    seeds = _stand_in(monkeypatch, [AssertionError("MACH-DUR-2: the store lost a write")])
+    stats = MachineStats("connection-faults")
+    with pytest.raises(AssertionError, match="lost a write") as raised:
+        run_machine(_NoRules, None, stats, nondeterministic=True)
+    assert (len(seeds), stats.regenerated) == (1, 0), f"runs {len(seeds)}, counted {stats.regenerated}"
+    notes = " ".join(getattr(raised.value, "__notes__", []))
+    assert "--hypothesis-seed=" in notes, f"the finding lost its replay note: {notes!r}"
