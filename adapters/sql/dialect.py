@@ -30,6 +30,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
+from .driver import Libpq
+
 __all__ = [
     "POSTGRES",
     "SNAPSHOT_OPTION",
@@ -292,10 +294,10 @@ class _Postgres(Dialect):
     def configure(self, engine: Engine, *, synchronous: str) -> None:
         @sa.event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # psycopg itself prepares nothing: the store's statements are
-            # prepared by its libpq path, which psycopg's rollback would
-            # deallocate with its own (see driver.Libpq)
-            dbapi_conn.prepare_threshold = None
+            # the connection's libpq path, from its first statement on: it
+            # turns psycopg's own preparation off, which psycopg's rollback
+            # would answer by deallocating the path's statements too
+            Libpq.of(dbapi_conn)
 
         @sa.event.listens_for(engine, "checkout")
         def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
