@@ -759,8 +759,36 @@ def test_postgres_statements_stay_prepared_through_psycopg_rollbacks(postgres_ha
             assert libpq.fetch("SELECT 1") == [(1,)]  # the statement prepared before
             prepared = [name for (name,) in dbapi.execute("SELECT name FROM pg_prepared_statements").fetchall()]
             assert prepared and all(name.startswith("_cortex_") for name in prepared), prepared
+            dbapi.rollback()  # (the read began a transaction: the pool does not end it)
         finally:
             raw.close()
+    finally:
+        postgres_harness.discard(location)
+
+
+def test_postgres_store_ends_a_transaction_a_pooled_connection_was_given_back_in(postgres_harness, clock):
+    """The store's pool does not reset a connection given back to it (no
+    ROLLBACK on every return), and a single statement runs on libpq as its
+    own transaction only on an idle connection: one given back inside a
+    transaction (by another user of the engine) is rolled back before the
+    store's call, or the call's write would run inside that transaction and
+    never be committed."""
+    location = postgres_harness.new_location()
+    try:
+        raw = location.engine.raw_connection()
+        raw.driver_connection.execute("SELECT 1").fetchall()  # psycopg begins a transaction
+        raw.close()  # back to the pool, still inside it
+        s = postgres_harness.open(location, clock)
+        try:
+            run = s.create_run(ctx("ws=w1"), make_run())
+        finally:
+            s.close()
+        url = location.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        import psycopg
+
+        with psycopg.connect(url) as other:  # another session sees only what was committed
+            found = other.execute("SELECT count(*) FROM cortex_runs WHERE id = %s", (run.id,)).fetchone()
+        assert found == (1,), f"the store's write was not committed: another session counts {found}"
     finally:
         postgres_harness.discard(location)
 

@@ -371,6 +371,11 @@ class SqlStoreBase:
                 conn.log = log
                 conn.last_sql = conn.last_params = None
                 conn.changed = conn.writing = False
+                # the pool does not reset a connection given back to it: one
+                # given back inside a transaction (by another user of the
+                # engine) would run this call's statements in it, never
+                # committed.  A local check when there is none
+                conn.rollback()
                 if mode == WRITE1 or mode == READ:
                     # no BEGIN: the statement is its own transaction (SQLite
                     # outside BEGIN, PostgreSQL on an idle connection)
