@@ -43,6 +43,7 @@ from .classes import (
 )
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
+from .swarm import install as install_swarm
 from .world import contexts, ctx_of, fixed_id, instants_around, sampled
 
 __all__ = ["DifferentialMachineBase", "Draws", "Mismatch", "build_differential", "run_differential"]
@@ -153,6 +154,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        install_swarm(self)
         self.clock = ManualClock(EPOCH)
         self.location = self.harness.new_location()
         # a StoreSession: the store plus the objects it opened (the gateway)

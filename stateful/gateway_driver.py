@@ -24,6 +24,7 @@ from cortex_spec.profiles import Profile
 from .gateway import CONVERSATIONS, NAMES, TEXTS, ZERO
 from .ops import Outcome, normalize, outcome_of
 from .stats import MachineStats
+from .swarm import install as install_swarm
 from .world import sampled
 
 class CrashViolation(AssertionError):
@@ -206,6 +207,8 @@ class GatewayDriverMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         from cortex_spec.clock import ManualClock
+
+        install_swarm(self)
 
         self.stats.examples += 1
         self.calls = 0
