@@ -33,7 +33,7 @@ from cortex_spec.scope import Scope
 
 from .ops import HeldToken, Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
-from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, sampled, short_texts
+from .world import ROLES, Tick, ctx_of, fixed_id, instants_around, json_objects, make_op, optional, sampled, short_texts
 
 NAME = "a2a"
 
@@ -95,7 +95,7 @@ def _known(m: Any, kind: str) -> list:
 
 
 def _deadline(m: Any, data: Any, label: str) -> datetime | None:
-    value = data.draw(st.one_of(st.none(), m.instant_choice()), label)
+    value = data.draw(optional(m.instant_choice()), label)
     if value is not None:
         m.remember_instant(value)
     return value
@@ -142,7 +142,7 @@ def r_get_message(m, data):
 
 def r_list_messages(m, data):
     kwargs = dict(
-        conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
+        conversation_id=data.draw(optional(m.id_choice("conversation")), "conversation_id"),
         exact=data.draw(st.booleans(), "exact"),
         limit=data.draw(sampled((0, 1, 2, -1)), "limit"),
         offset=data.draw(sampled((0, 1, 2)), "offset"),
@@ -249,7 +249,7 @@ def r_finish_delivery(m, data):
 def r_list_inbox(m, data):
     kwargs = dict(
         unread_only=data.draw(st.booleans(), "unread_only"),
-        conversation_id=data.draw(st.one_of(st.none(), m.id_choice("conversation")), "conversation_id"),
+        conversation_id=data.draw(optional(m.id_choice("conversation")), "conversation_id"),
         limit=data.draw(sampled((0, 1, 2)), "limit"),
         offset=data.draw(sampled((0, 1, 2)), "offset"),
     )

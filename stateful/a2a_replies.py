@@ -26,7 +26,7 @@ from .a2a import OTHER_PARTITION, RUNS, _ctx, _exact, _known, _role, conv_key, d
 from .a2a import home_views, page_known, race_family, read_known
 from .ops import HeldToken, Op
 from .plugin import ClassMachines, Family, Redo, World
-from .world import Tick, fixed_id, make_op, sampled
+from .world import Tick, fixed_id, make_op, optional, sampled
 
 NAME = "a2a_replies"
 PLANNER, WORKER, CRITIC = Address("planner"), Address("worker"), Address("critic")
@@ -114,7 +114,7 @@ def r_get_reserved_reply(m: Any, data: Any) -> Op:
 
 def r_list_deferred_recipients(m: Any, data: Any) -> Op:
     return page_known(m, data, _delivery_homes(m), "list_deferred_recipients",
-                      st.one_of(st.none(), m.id_choice("delivery")))
+                      optional(m.id_choice("delivery")))
 
 
 RULES = {

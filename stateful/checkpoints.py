@@ -14,7 +14,7 @@ import attrs
 from .ops import Op
 from .plugin import ClassMachines, World
 from .runs import AGENTS
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, sampled, short_texts
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, optional, sampled, short_texts
 
 NAME = "checkpoints"
 
@@ -67,7 +67,7 @@ def _filter(m, data) -> CheckpointFilter | None:
     if data.draw(st.booleans(), "no filter"):
         return None
     return CheckpointFilter(
-        run_id=data.draw(st.one_of(st.none(), m.id_choice("run")), "run_id"),
+        run_id=data.draw(optional(m.id_choice("run")), "run_id"),
         limit=data.draw(sampled((0, 1, 2)), "limit"),
         offset=data.draw(sampled((0, 1)), "offset"),
     )
@@ -82,7 +82,7 @@ def r_count_pending(m, data):
 
 
 def r_list_pending_across_scopes(m, data):
-    after = data.draw(st.one_of(st.none(), m.id_choice("checkpoint")), "after_id")
+    after = data.draw(optional(m.id_choice("checkpoint")), "after_id")
     return make_op("list_pending_across_scopes", data.draw(m.ctx_choice(zero=True), "ctx"),
                    after, data.draw(sampled((0, 1, 2)), "limit"), keys=None)
 

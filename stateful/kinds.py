@@ -29,7 +29,7 @@ from cortex_spec import kinds as k
 
 from .ops import Op
 from .plugin import ClassMachines, World, storm
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, sampled
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, optional, sampled
 
 #: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
 RACE_RULES = ("race.unique", "race.rename", "race.delete")
@@ -46,7 +46,7 @@ SEARCHES = (None, "", "alp", "ALP", "%", "_", "a")
 @functools.cache
 def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[str, ...]], ...]) -> Any:
     if isinstance(kind, k.Optional):
-        return st.one_of(st.none(), _kind_strategy(kind.inner, name, refs))
+        return optional(_kind_strategy(kind.inner, name, refs))
     if isinstance(kind, k.Id):
         pool = dict(refs).get(kind.prefix) or tuple(fixed_id(kind.prefix, n) for n in (1, 2))
         return sampled(pool)
@@ -84,9 +84,12 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
 
 
 @functools.cache
+@functools.lru_cache(maxsize=1024)
 def entities(cls: type, refs: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Any:
     """Entities (or nested records) of a described class with every data
-    field drawn; the key and stamps are the caller's (``attrs.evolve``)."""
+    field drawn; the key and stamps are the caller's (``attrs.evolve``).
+    Built once per class and ``refs`` (a rule draws one on every call, and
+    Hypothesis validates a strategy it has not seen on its first draw)."""
     fields = {name: _kind_strategy(spec.kind, name, refs)
               for name, spec in k.specs(cls).items() if spec.role == k.DATA}
     return st.fixed_dictionaries(fields).map(lambda values: _partial(cls, values))
@@ -111,7 +114,7 @@ def _listing_args(data: Any, table: k.Table, listing: k.Listing, refs: tuple, pa
         if f.flag is not k.UNSET:
             args[f.arg] = data.draw(st.booleans(), f.arg)
         else:
-            args[f.arg] = data.draw(st.one_of(st.none(), _kind_strategy(table.fields[f.field].kind, f.field,
+            args[f.arg] = data.draw(optional(_kind_strategy(table.fields[f.field].kind, f.field,
                                                                         refs)), f.arg)
     if listing.search:
         args["search"] = data.draw(sampled(SEARCHES), "search")

@@ -22,7 +22,7 @@ from cortex_spec.scope import Scope
 from .ops import Op, Outcome
 from .plugin import Claim, ClassMachines, Family, Race, Sweep, World
 from .runs import AGENTS, run_key
-from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op, sampled
+from .world import PRINCIPALS, ROLES, Script, ctx_of, fixed_id, instants_around, json_objects, make_op, optional, sampled
 
 NAME = "suspensions"
 
@@ -45,7 +45,7 @@ def suspension_entity(data: Any, sus_id: str, run_id: str, expires_at: Any) -> S
 
 def _deadline_choices(m: Any) -> st.SearchStrategy:
     now = m.clock.now()
-    return st.one_of(st.none(), instants_around([now, now + timedelta(seconds=1)]))
+    return optional(instants_around([now, now + timedelta(seconds=1)]))
 
 
 def r_create_suspension(m, data):

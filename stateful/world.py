@@ -37,6 +37,7 @@ __all__ = [
     "contexts",
     "instants_around",
     "json_objects",
+    "optional",
     "short_texts",
     "make_op",
 ]
@@ -83,6 +84,7 @@ def ctx_of(scope: str) -> Context:
 PRINCIPALS: tuple[str | None, ...] = (None, "alice", "bob")
 
 
+@functools.cache
 @functools.cache
 def contexts(zero: bool = False, actors: bool = False) -> st.SearchStrategy[Context]:
     """A context from the scope pool (optionally the zero scope too); with
@@ -151,11 +153,20 @@ JSON_POOL: tuple[dict[str, Any], ...] = (
 
 
 @functools.cache
+@functools.cache
 def json_objects() -> st.SearchStrategy[dict[str, Any]]:
     """Small JSON objects whose values keep their types (1, 1.0, True
     differ), drawn from :data:`JSON_POOL`; each draw is a fresh copy (a store
     that changed its argument must not change later examples)."""
     return sampled(JSON_POOL).map(copy.deepcopy)
+
+
+@functools.lru_cache(maxsize=4096)
+def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``None`` or a value of ``strategy``, built once per strategy (a
+    strategy Hypothesis has not seen yet is validated on its first draw; the
+    strategies passed here are themselves built once, see :func:`sampled`)."""
+    return st.one_of(st.none(), strategy)
 
 
 @functools.cache
