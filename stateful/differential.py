@@ -4,10 +4,10 @@ Every rule makes one store call of a declared class, runs it on the backend
 under test and on a fresh reference :class:`MemoryStore` that read the same
 :class:`ManualClock`, and compares the observable outcomes (MACH-DIFF-1).
 After every step the whole-state views of both stores are compared
-(MACH-DIFF-2).  Hypothesis' stateful runner already applies swarm testing to
-rule selection (each example runs with a random subset of rules switched
-off); the machine counts how often each rule ran and fails a run in which
-some rule never did.
+(MACH-DIFF-2).  Rules are selected by swarm testing (each example runs with
+a random subset of rules switched off; ``swarm.py`` draws it as Hypothesis'
+stateful runner would, at one choice a step); the machine counts how often
+each rule ran and fails a run in which some rule never did.
 
 Run it against your own store in one line::
 
