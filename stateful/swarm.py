@@ -15,11 +15,11 @@ an example's first step it decides every switch (one probability, then one
 boolean per rule, at least one rule left on — the last one decided is
 forced on if every other is off), and each step then draws one index among
 the rules that are on and whose preconditions hold (a step where none of
-them holds draws among every valid rule, as Hypothesis' selection would
-rather than giving up).  A step's rule is uniform over the same set as
-before; the switches shrink towards *on*, as Hypothesis' do, so a shrunk
-failure keeps every rule it needs.  The arguments are drawn as Hypothesis
-draws them.
+them holds draws among every rule whose preconditions hold, where
+Hypothesis' selection would discard the example).  A step's rule is
+uniform over the same set as before; the switches shrink towards *on*, as
+Hypothesis' do, so a shrunk failure keeps every rule it needs.  The
+arguments are drawn as Hypothesis draws them.
 
 It takes Hypothesis' own rule list (sorted its way) from the strategy it
 replaces; :func:`install` falls back to Hypothesis' selection when that
