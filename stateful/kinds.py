@@ -84,12 +84,9 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
 
 
 @functools.cache
-@functools.lru_cache(maxsize=1024)
 def entities(cls: type, refs: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Any:
     """Entities (or nested records) of a described class with every data
-    field drawn; the key and stamps are the caller's (``attrs.evolve``).
-    Built once per class and ``refs`` (a rule draws one on every call, and
-    Hypothesis validates a strategy it has not seen on its first draw)."""
+    field drawn; the key and stamps are the caller's (``attrs.evolve``)."""
     fields = {name: _kind_strategy(spec.kind, name, refs)
               for name, spec in k.specs(cls).items() if spec.role == k.DATA}
     return st.fixed_dictionaries(fields).map(lambda values: _partial(cls, values))
@@ -114,8 +111,7 @@ def _listing_args(data: Any, table: k.Table, listing: k.Listing, refs: tuple, pa
         if f.flag is not k.UNSET:
             args[f.arg] = data.draw(st.booleans(), f.arg)
         else:
-            args[f.arg] = data.draw(optional(_kind_strategy(table.fields[f.field].kind, f.field,
-                                                                        refs)), f.arg)
+            args[f.arg] = data.draw(optional(_kind_strategy(table.fields[f.field].kind, f.field, refs)), f.arg)
     if listing.search:
         args["search"] = data.draw(sampled(SEARCHES), "search")
     if listing.exact:

@@ -85,7 +85,6 @@ PRINCIPALS: tuple[str | None, ...] = (None, "alice", "bob")
 
 
 @functools.cache
-@functools.cache
 def contexts(zero: bool = False, actors: bool = False) -> st.SearchStrategy[Context]:
     """A context from the scope pool (optionally the zero scope too); with
     ``actors``, acting for one of :data:`PRINCIPALS`."""
@@ -152,7 +151,6 @@ JSON_POOL: tuple[dict[str, Any], ...] = (
 )
 
 
-@functools.cache
 @functools.cache
 def json_objects() -> st.SearchStrategy[dict[str, Any]]:
     """Small JSON objects whose values keep their types (1, 1.0, True
