@@ -58,10 +58,9 @@ if _RuleStrategy is not None:
             return on
 
         def _valid(self, rules: list[Any]) -> list[Any]:
-            machine = self.machine
-            return [r for r in rules
-                    if all(machine.bundle(b.name) for b in r.bundles)
-                    and all(p(machine) for p in r.preconditions)]
+            # Hypothesis' own check (with its observability counts) for a
+            # rule that has something to check; most rules have nothing
+            return [r for r in rules if not (r.bundles or r.preconditions) or self.is_valid(r)]
 
         def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
             if self.switched_on is None:
@@ -70,7 +69,14 @@ if _RuleStrategy is not None:
             if not choices:
                 return super().do_draw(data)  # type: ignore[no-any-return]  # Hypothesis' own error
             rule = choices[data.draw_integer(0, len(choices) - 1)] if len(choices) > 1 else choices[0]
-            return rule, {name: data.draw(strategy) for name, strategy in rule.arguments_strategies.items()}
+            arguments: dict[str, Any] = {}
+            for name, strategy in rule.arguments_strategies.items():
+                try:
+                    arguments[name] = data.draw(strategy)
+                except Exception as err:  # the note Hypothesis' own selection adds
+                    err.add_note(f"while generating {name!r} from {strategy!r} for rule {rule.function.__name__}")
+                    raise
+            return rule, arguments
 
 
 def install(machine: Any) -> None:
