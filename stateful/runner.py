@@ -21,6 +21,7 @@ __all__ = [
     "default_profile",
     "limit_shrinking",
     "phases",
+    "replay_note",
     "reset_seed",
     "run_machine",
     "session_seed",
@@ -174,11 +175,31 @@ def run_machine(machine: type, settings: Any, stats: MachineStats,
                 stats.regenerated += 1
                 continue
             except Exception as exc:  # a finding, or Hypothesis' report of a flaky one
-                exc.add_note(f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED "
-                             "replays it; the certification report prints the whole command)")
+                exc.add_note(replay_note(seed_value, round_, stats.regenerated))
                 raise
             break
     check_rules_ran(stats, machine, skip)
+
+
+def replay_note(seed_value: int, round_: int, regenerated: int) -> str:
+    """The note a finding of :func:`run_machine` carries: the session seed
+    that replays it and, when the failing round was not the first run of
+    the machine, which run it was and the Hypothesis seed it ran under
+    (``seed_value + round_ + 1000 * regenerated``), so that a replay whose
+    earlier runs end otherwise can be recognised."""
+    note = (f"Seed {seed_value} (--hypothesis-seed={seed_value} or CORTEX_SPEC_SEED "
+            "replays it; the certification report prints the whole command)")
+    if not round_ and not regenerated:
+        return note
+    ran_under = seed_value + round_ + 1_000 * regenerated
+    where = []
+    if round_:
+        where.append(f"in the machine's round {round_ + 1} (another round runs while a rule has not run yet)")
+    if regenerated:
+        where.append(f"after {regenerated} start(s) again on inconsistent draws (a step that depends on a "
+                     "racing kill's timing; a replay starts again only where the same draws differ again)")
+    return (f"{note}.  The failing examples ran {' and '.join(where)}, under Hypothesis seed {ran_under}: "
+            f"the session seed reaches that run when the runs before it end the same way")
 
 
 def check_rules_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> None:

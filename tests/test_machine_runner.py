@@ -20,7 +20,7 @@ import hypothesis.stateful
 import pytest
 from hypothesis.errors import FlakyStrategyDefinition
 
-from cortex_spec.stateful.runner import REGENERATIONS, run_machine
+from cortex_spec.stateful.runner import REGENERATIONS, replay_note, run_machine
 from cortex_spec.stateful.stats import MachineStats
 
 
@@ -82,3 +82,30 @@ def test_a_finding_is_never_run_again(monkeypatch):
     assert (len(seeds), stats.regenerated) == (1, 0), f"runs {len(seeds)}, counted {stats.regenerated}"
     notes = " ".join(getattr(raised.value, "__notes__", []))
     assert "--hypothesis-seed=" in notes, f"the finding lost its replay note: {notes!r}"
+
+
+def test_a_finding_after_a_start_again_names_the_run_it_was_found_in(monkeypatch):
+    """A finding in a round that started again ran under another seed than the
+    session's: its note says so and names that seed, not the session seed alone."""
+    seeds = _stand_in(monkeypatch, [FlakyStrategyDefinition("Inconsistent data generation!"),
+                                    AssertionError("MACH-DUR-2: the store lost a write")])
+    stats = MachineStats("connection-faults")
+    with pytest.raises(AssertionError, match="lost a write") as raised:
+        run_machine(_NoRules, None, stats, nondeterministic=True)
+    notes = " ".join(getattr(raised.value, "__notes__", []))
+    assert len(seeds) == 2, f"expected two runs, got {seeds}"
+    assert f"--hypothesis-seed={seeds[0]}" in notes, f"the session seed is not named: {notes!r}"
+    assert f"Hypothesis seed {seeds[1]}" in notes and "after 1 start(s) again" in notes, (
+        f"the note does not name the run the finding ran in (seed {seeds[1]}): {notes!r}")
+
+
+def test_the_replay_note_names_a_later_round_and_its_seed():
+    first = replay_note(41, 0, 0)
+    assert "--hypothesis-seed=41" in first and "Hypothesis seed" not in first, (
+        f"a finding in the first run needs only the session seed: {first!r}")
+    later = replay_note(41, 2, 0)
+    assert "round 3" in later and "Hypothesis seed 43" in later and "start(s) again" not in later, (
+        f"a finding in round 3 under seed 43 is not described: {later!r}")
+    both = replay_note(41, 1, 2)
+    assert "round 2" in both and "after 2 start(s) again" in both and "Hypothesis seed 2042" in both, (
+        f"round 2 after two starts again (seed 41 + 1 + 2000) is not described: {both!r}")
