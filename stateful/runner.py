@@ -194,12 +194,12 @@ def replay_note(seed_value: int, round_: int, regenerated: int) -> str:
     ran_under = seed_value + round_ + 1_000 * regenerated
     where = []
     if round_:
-        where.append(f"in the machine's round {round_ + 1} (another round runs while a rule has not run yet)")
+        where.append(f"in the machine's round {round_ + 1} (another round follows while a rule is still to be run)")
     if regenerated:
         where.append(f"after {regenerated} start(s) again on inconsistent draws (a step that depends on a "
                      "racing kill's timing; a replay starts again only where the same draws differ again)")
     return (f"{note}.  The failing examples ran {' and '.join(where)}, under Hypothesis seed {ran_under}: "
-            f"the session seed reaches that run when the runs before it end the same way")
+            "the seed above reaches it again when every earlier round ends the same way")
 
 
 def check_rules_ran(stats: MachineStats, machine: type, skip: set[str] | frozenset[str] = frozenset()) -> None:
