@@ -25,6 +25,7 @@ Two extensions serve classes whose calls are not plain single steps:
 from __future__ import annotations
 
 import itertools
+import operator
 from datetime import datetime
 from typing import Any, Callable, Hashable, Protocol
 
@@ -55,6 +56,13 @@ def fingerprint(medium: MemoryMedium, memo: dict[int, tuple[Any, Hashable]] | No
     ``memo`` caches the image of each (immutable) row object by identity; it
     keeps the objects alive so identities are not reused.
     """
+    return tuple((name, _table_image(table, memo)) for name, table in sorted(medium.tables().items()))
+
+
+def _table_image(table: dict[Any, Any], memo: dict[int, tuple[Any, Hashable]] | None) -> Hashable:
+    """The canonical image of one table: its rows' images, by key."""
+    if not table:
+        return ()
 
     def image(row: Any) -> Hashable:
         if memo is None:
@@ -64,26 +72,68 @@ def fingerprint(medium: MemoryMedium, memo: dict[int, tuple[Any, Hashable]] | No
             hit = memo[id(row)] = (row, normalize(row))
         return hit[1]
 
-    return tuple(
-        (name, tuple(sorted((key, image(row)) for key, row in table.items())))
-        for name, table in sorted(medium.tables().items())
-    )
+    return tuple(sorted((key, image(row)) for key, row in table.items()))
+
+
+class _Image:
+    """A table's image with its hash computed once: a state that keeps a
+    table's image from its parent does not hash the table's rows again."""
+
+    __slots__ = ("hash", "value")
+
+    def __init__(self, value: Hashable) -> None:
+        self.value = value
+        self.hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Image) and self.hash == other.hash
+                                 and self.value == other.value)
+
+
+def _same_rows(a: dict[Any, Any], b: dict[Any, Any]) -> bool:
+    """Whether two tables hold the very same row objects under the same keys
+    in the same order (a clone's table nobody wrote to): then their images
+    are equal.  Conservative: a table written back to equal rows, or
+    reordered, is imaged again."""
+    return (a is b or (len(a) == len(b) and all(map(operator.is_, a.values(), b.values()))
+                       and list(a) == list(b)))
 
 
 class RefState:
-    """An immutable model state: a medium nobody mutates, and its fingerprint."""
+    """An immutable model state: a medium nobody mutates, and its fingerprint.
 
-    __slots__ = ("medium", "key")
+    A state reached by a step from ``parent`` images only the tables the step
+    wrote (:func:`_same_rows`); the others keep the parent's images, so a
+    step costs what it changed rather than the whole medium.  The hash is
+    computed once (the checker looks states up in its memo many times)."""
 
-    def __init__(self, medium: MemoryMedium, memo: dict | None = None) -> None:
+    __slots__ = ("_hash", "_images", "_tables", "key", "medium")
+
+    def __init__(self, medium: MemoryMedium, memo: dict | None = None, parent: RefState | None = None) -> None:
         self.medium = medium
-        self.key = fingerprint(medium, memo)
+        tables = medium.tables()
+        images: dict[str, Hashable] = {}
+        before, known = (parent._tables, parent._images) if parent is not None else ({}, {})
+        for name, table in tables.items():
+            if not table:
+                images[name] = ()
+                continue
+            old = before.get(name)
+            images[name] = (known[name] if old is not None and _same_rows(old, table)
+                            else _Image(_table_image(table, memo)))
+        self._tables, self._images = tables, images
+        self.key = tuple((name, images[name]) for name in sorted(images))
+        self._hash = hash(self.key)
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RefState) and self.key == other.key
+        return isinstance(other, RefState) and (self is other or (self._hash == other._hash
+                                                                    and self.key == other.key))
 
 
 #: How an observed outcome is compared with the model's.
@@ -155,7 +205,7 @@ class ReferenceModel:
         if expected.kind == "error":
             next_state = state  # a refused call writes nothing
         else:
-            next_state = RefState(store.medium, self._memo)
+            next_state = RefState(store.medium, self._memo, state)
         if observed.kind == "unknown":
             return True, next_state, expected
         return self._matches(expected, observed), next_state, expected
@@ -180,7 +230,7 @@ class ReferenceModel:
             partial, next_state = first.raw, state  # selecting writes nothing
         else:
             partial = split.next(store, op, partial)
-            next_state = RefState(store.medium, self._memo)
+            next_state = RefState(store.medium, self._memo, state)
         if split.done(partial):
             value = split.result(partial)
             expected = Outcome("ok", normalize(value), raw=value)
