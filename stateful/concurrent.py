@@ -329,8 +329,12 @@ def _rename(value: Any, opaque: frozenset[str], names: dict[str, str]) -> Any:
     if type(value) is not tuple:
         return value
     if len(value) == 2 and type(value[1]) is str and value[0] in opaque:
-        return value[0], names.setdefault(value[1], f"#{len(names) + 1}")
-    return tuple(_rename(v, opaque, names) for v in value)
+        name = names.get(value[1])
+        if name is None:
+            name = names[value[1]] = f"#{len(names) + 1}"
+        return value[0], name
+    # (leaves are returned as they are without a call: most of a value)
+    return tuple([_rename(v, opaque, names) if type(v) is tuple else v for v in value])
 
 
 def _lane_name(branch: tuple[LaneStep, ...]) -> str:
