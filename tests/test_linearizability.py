@@ -572,3 +572,67 @@ def test_the_small_loop_gives_up_to_the_general_one_beyond_its_slots(monkeypatch
     assert ran == [len(calls)]
     assert verdict.result == "violation" and [u.call for u in verdict.unexplained] == [7]
     assert len(verdict.best_order) == 7
+
+
+# -- model states: built from the parent's images = built from scratch ----------------------
+
+_ROW_VALUES = st.one_of(st.integers(-3, 3), st.text("ab", max_size=2), st.tuples(st.integers(0, 2), st.text("x", max_size=1)))
+_TABLE = st.dictionaries(st.text("kq", min_size=1, max_size=2), _ROW_VALUES, max_size=4)
+#: what a step may do to one table of the clone: write (a key to a value),
+#: delete a key, put an equal but new object back, reorder the table, or
+#: move a row (the very same object) to another key
+_EDIT = st.one_of(
+    st.tuples(st.just("write"), st.text("kq", min_size=1, max_size=2), _ROW_VALUES),
+    st.tuples(st.just("delete"), st.text("kq", min_size=1, max_size=2)),
+    st.tuples(st.just("copy-back"), st.text("kq", min_size=1, max_size=2)),
+    st.tuples(st.just("reorder")),
+    st.tuples(st.just("move"), st.text("kq", min_size=1, max_size=2), st.text("kq", min_size=1, max_size=2)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables=st.lists(_TABLE, min_size=1, max_size=4),
+       edits=st.lists(st.tuples(st.integers(0, 3), _EDIT), max_size=6))
+def test_a_state_from_its_parent_is_the_state_from_scratch(tables, edits):
+    """RefState images only the tables a step changed (the rest keep the
+    parent's images); whatever a step does to the clone's tables, the state
+    must equal, and hash as, the one imaged from scratch — and differ from
+    the parent exactly when some table's content differs."""
+    from cortex_spec.reference import MemoryMedium
+    from cortex_spec.stateful.model import RefState
+
+    names = sorted(MemoryMedium().tables())[: len(tables)]
+    medium = MemoryMedium()
+    for name, table in zip(names, tables):
+        setattr(medium, name, dict(table))
+    memo: dict = {}
+    parent = RefState(medium, memo)
+    clone = medium.clone()
+    for which, edit in edits:
+        table = getattr(clone, names[which % len(names)])
+        if edit[0] == "write":
+            table[edit[1]] = edit[2]
+        elif edit[0] == "delete":
+            table.pop(edit[1], None)
+        elif edit[0] == "copy-back" and edit[1] in table:
+            value = table[edit[1]]
+            table[edit[1]] = tuple(list(value)) if isinstance(value, tuple) else value  # equal, a new object
+        elif edit[0] == "move" and edit[1] in table:
+            table[edit[2]] = table.pop(edit[1])
+        elif edit[0] == "reorder":
+            items = list(table.items())[::-1]
+            table.clear()
+            table.update(items)
+    stepped, scratch = RefState(clone, memo, parent), RefState(clone, {})
+    assert stepped == scratch and hash(stepped) == hash(scratch), (
+        f"a state built from its parent differs from the one built from scratch:\n"
+        f"  from the parent: {stepped.key!r}\n  from scratch:    {scratch.key!r}")
+    same = all(normalize_table(getattr(clone, n)) == normalize_table(getattr(medium, n))
+               for n in MemoryMedium().tables())
+    assert (stepped == parent) == same, (
+        f"the stepped state {'equals' if stepped == parent else 'differs from'} its parent, while the "
+        f"tables' contents {'are' if same else 'are not'} the same")
+
+
+def normalize_table(table):
+    return sorted((key, normalize(row)) for key, row in table.items())
