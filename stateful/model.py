@@ -35,7 +35,7 @@ from cortex_spec.reference import MemoryMedium, MemoryStore
 from .classes import reference_session
 from .ops import Op, Outcome, normalize, outcome_of, run_op
 
-__all__ = ["FixedClock", "RefState", "ReferenceModel", "Split", "fingerprint"]
+__all__ = ["FixedClock", "RefState", "ReferenceModel", "Split"]
 
 
 class FixedClock:
@@ -50,17 +50,12 @@ class FixedClock:
         return self.instant
 
 
-def fingerprint(medium: MemoryMedium, memo: dict[int, tuple[Any, Hashable]] | None = None) -> Hashable:
-    """A canonical, hashable image of every table of ``medium``.
+def _table_image(table: dict[Any, Any], memo: dict[int, tuple[Any, Hashable]] | None) -> Hashable:
+    """The canonical image of one table: its rows' images, by key.
 
     ``memo`` caches the image of each (immutable) row object by identity; it
     keeps the objects alive so identities are not reused.
     """
-    return tuple((name, _table_image(table, memo)) for name, table in sorted(medium.tables().items()))
-
-
-def _table_image(table: dict[Any, Any], memo: dict[int, tuple[Any, Hashable]] | None) -> Hashable:
-    """The canonical image of one table: its rows' images, by key."""
     if not table:
         return ()
 
