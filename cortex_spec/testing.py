@@ -377,25 +377,53 @@ def race(calls: Sequence[Callable[[], Any]], timeout: float = 60.0) -> list[Outc
     return [r for r in results if r is not None]
 
 
+#: Types compared by ``==`` alone once both sides have the same one (no
+#: subclass: a str-valued enum is not ``str``).
+_PLAIN = frozenset({str, int, bool, bytes, type(None)})
+#: An attrs class's field names, by class (``attrs.has`` and ``attrs.fields``
+#: cost more than the comparison of a short field; a check compares
+#: hundreds of thousands of values).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
 def strict_equal(a: Any, b: Any) -> bool:
     """Deep equality that also requires equal types (``1`` is not ``1.0`` or
     ``True``), as RSC-GEN-7 demands of JSON round trips."""
+    t = type(a)
+    if t is type(b) and t in _PLAIN:
+        return bool(a == b)
     if isinstance(a, Enum) or isinstance(b, Enum):
         # str-valued enums (RunState, …) compare by value with their strings
         return isinstance(a, str) and isinstance(b, str) and str.__eq__(a, b)
-    if type(a) is not type(b):
+    if t is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(strict_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and _all_strict_equal(a.values(), map(b.__getitem__, a))
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and _all_strict_equal(a, b)
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))
-    if attrs.has(type(a)):
-        return all(
-            strict_equal(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))
-        )
+    try:
+        names = _FIELDS[t]
+    except KeyError:
+        names = _FIELDS[t] = tuple(f.name for f in attrs.fields(t)) if attrs.has(t) else None
+    if names is not None:
+        return _all_strict_equal([getattr(a, n) for n in names], [getattr(b, n) for n in names])
     return bool(a == b)
+
+
+def _all_strict_equal(xs: Iterable[Any], ys: Iterable[Any]) -> bool:
+    """:func:`strict_equal` of each pair, a plain value of the same type on
+    both sides compared in place (most of a JSON document's values)."""
+    plain = _PLAIN
+    for x, y in zip(xs, ys):
+        t = type(x)
+        if t is type(y) and t in plain:
+            if x != y:
+                return False
+        elif not strict_equal(x, y):
+            return False
+    return True
 
 
 def assert_strict_equal(actual: Any, expected: Any, what: str = "value") -> None:

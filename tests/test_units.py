@@ -321,3 +321,55 @@ def test_a_listing_by_parent_takes_the_parent_by_position_or_by_name():
         store.list_steps(c, ids.new_id(ids.STEP))
     with pytest.raises(errors.NoScope):
         store.list_steps(Context.of(""), "garbage")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=True) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=30)
+
+
+def _retyped(value: object) -> object | None:
+    """``value`` with its first bool, int or float leaf (depth first) made
+    equal by ``==`` but of another type; None when it has none."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            changed = _retyped(item)
+            if changed is not None:
+                return value[:i] + [changed] + value[i + 1:]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            changed = _retyped(item)
+            if changed is not None:
+                return {**value, key: changed}
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_strict_equal_is_type_exact_deep_equality(value):
+    """``testing.strict_equal`` (RSC-GEN-7's checks): a deep copy is equal
+    (NaN included), the same value with one leaf of another type that ``==``
+    accepts (``1``/``1.0``/``True``) is not, and an entity compares field by
+    field, a str-valued enum equal to its string."""
+    import copy
+
+    from cortex_spec.runs import RunState, make_run
+    from cortex_spec.testing import strict_equal
+
+    assert strict_equal(value, copy.deepcopy(value))
+    retyped = _retyped(value)
+    if retyped is not None:
+        assert retyped == value or value != value  # NaN aside, == cannot tell them apart
+        assert not strict_equal(value, retyped) and not strict_equal(retyped, value)
+        assert not strict_equal(make_run(metadata={"v": value}), make_run(metadata={"v": retyped}))
+    run = make_run(metadata={"v": value})
+    assert strict_equal(run, copy.deepcopy(run))
+    assert strict_equal(RunState.PAUSED, "paused") and strict_equal(["paused"], [RunState.PAUSED])
+    assert not strict_equal(RunState.PAUSED, "running") and not strict_equal((1, 2), [1, 2])
