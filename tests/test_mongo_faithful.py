@@ -26,6 +26,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 mongomock = pytest.importorskip("mongomock", reason="the mongo extra is not installed")
 
@@ -89,6 +91,57 @@ def claim_race(collection, n: int) -> int:
 
 
 # -- the wrapper ------------------------------------------------------------------------
+
+
+_IDS = st.sampled_from(["a", "b", "c", "missing"])
+_FILTERS = st.fixed_dictionaries({"_id": _IDS | st.sampled_from([1, {"$in": ["a", "b"]}])}, optional={
+    "state": st.sampled_from(["paused", "running", {"$in": ["paused", "done"]}]),
+    "scope.ws": st.sampled_from(["w1", "w2"]),
+    "n": st.sampled_from([{"$gt": 1}, 2, {"$exists": False}]),
+})
+_OPS = st.lists(st.tuples(st.sampled_from(["find", "find_one", "count", "update_one", "claim", "delete_one",
+                                           "insert_one"]), _FILTERS), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs=st.lists(st.fixed_dictionaries({
+    "state": st.sampled_from(["paused", "running", "done"]), "scope": st.fixed_dictionaries(
+        {"ws": st.sampled_from(["w1", "w2"])}), "n": st.integers(0, 3)}), max_size=4), ops=_OPS)
+def test_reads_by_id_find_what_mongomock_finds(docs, ops):
+    """A filter with a string ``_id`` is tested on the document under that key
+    alone (``faithful._read_by_key``): every read, count, update, claim and
+    delete finds and changes what raw mongomock's scan of the whole
+    collection does, with other documents, absent keys, non-string ``_id``
+    values and operators beside it."""
+    faithful = FaithfulClient()["db"]["c"]
+    raw = mongomock.MongoClient()["db"]["c"]
+    for i, doc in enumerate(docs):
+        faithful.insert_one({"_id": "abc"[i] if i < 3 else i, **doc})
+        raw.insert_one({"_id": "abc"[i] if i < 3 else i, **doc})
+
+    def apply(collection, op, flt):
+        if op == "find":
+            return list(collection.find(flt, sort=[("_id", 1)]))
+        if op == "find_one":
+            return collection.find_one(flt)
+        if op == "count":
+            return collection.count_documents(flt)
+        if op == "update_one":
+            return collection.update_one(flt, {"$inc": {"n": 1}}).modified_count
+        if op == "claim":
+            return collection.find_one_and_update(flt, {"$set": {"state": "running"}}, return_document=True)
+        if op == "delete_one":
+            return collection.delete_one(flt).deleted_count
+        try:  # insert_one of the filter's _id: a duplicate key or a new document
+            return collection.insert_one({"_id": flt["_id"], "state": "paused"}).inserted_id
+        except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+            return type(exc).__name__
+
+    for op, flt in ops:
+        if op == "insert_one" and not isinstance(flt["_id"], (str, int)):
+            continue
+        assert apply(faithful, op, flt) == apply(raw, op, flt), (op, flt)
+    assert list(faithful.find({}, sort=[("_id", 1)])) == list(raw.find({}, sort=[("_id", 1)]))
 
 
 def test_raw_mongomock_double_claims(busy_scheduler):

@@ -38,6 +38,16 @@ What the wrapper guarantees
   its list reads in a snapshot session where the server has them (see
   ``MongoStoreBase._detect_snapshot_reads``).
 
+Reads by ``_id``
+----------------
+
+One change to how mongomock finds documents, not to what it finds: a
+filter naming a string ``_id`` (``{"_id": "run_…", "scope.ws": …}``) tests
+mongomock's own filter on the one document stored under that key instead of
+on every document of the collection (see :func:`_read_by_key`); a server
+reads it through its ``_id`` index the same way.  Every other filter is
+scanned as mongomock does.
+
 Transactions, emulated
 ----------------------
 
@@ -335,6 +345,42 @@ class FaithfulSession:
         self.end_session()
 
 
+def _read_by_key(collection: Any) -> None:
+    """Let ``collection`` (a mongomock collection) read the one document a
+    filter's string ``_id`` names by its key, as a server reads it through
+    the ``_id`` index, instead of testing the filter on every document.
+
+    mongomock finds the documents of every read, update, delete and count
+    with ``_iter_documents(filter)``, which tests ``filter`` on each
+    document (a ``find_one_and_update`` scans three times: to find, to
+    update by ``_id``, to read the result).  A document matching
+    ``{"_id": s, ...}`` with ``s`` a string has ``_id == s``, and mongomock
+    keeps it under exactly that key, so looking it up and testing the whole
+    filter on it alone finds the same documents: mongomock still decides
+    every match.  Any other filter (no ``_id``, an operator or a non-string
+    value under it) is scanned as before.
+    """
+    from mongomock.filtering import filter_applies
+
+    scan = collection._iter_documents
+
+    def iter_documents(filter: Any) -> Any:
+        key = filter.get("_id") if type(filter) is dict else None
+        if type(key) is not str:
+            return scan(filter)
+        store = collection._store
+        store._remove_expired_documents()  # TTL indexes, as mongomock's own reads do
+        doc = store._documents.get(key)
+        # mongomock tests the filter on an empty document when there is none
+        # (so a malformed filter is refused either way)
+        if doc is None:
+            filter_applies(filter, {})  # type: ignore[no-untyped-call]
+            return iter(())
+        return iter((doc,)) if filter_applies(filter, doc) else iter(())  # type: ignore[no-untyped-call]
+
+    collection._iter_documents = iter_documents
+
+
 class FaithfulCollection:
     """A mongomock collection whose every method call is one atomic step."""
 
@@ -342,6 +388,8 @@ class FaithfulCollection:
         self._collection = collection
         self._gate = gate
         self._database = database
+        if "_iter_documents" not in vars(collection):
+            _read_by_key(collection)
 
     @property
     def name(self) -> str:
@@ -383,6 +431,9 @@ class FaithfulCollection:
 
         atomic_call.__name__ = name
         atomic_call.__doc__ = getattr(attr, "__doc__", None)
+        # kept: the next lookup of the method finds it without this hook (a
+        # collection's methods do not change)
+        self.__dict__[name] = atomic_call
         return atomic_call
 
     def __repr__(self) -> str:
@@ -396,6 +447,10 @@ class FaithfulDatabase:
         self._database = database
         self._gate = gate
         self._client = client
+        #: the collections asked for by name alone (a mongomock collection is
+        #: a view of the storage by its name, so one serves every call; an
+        #: adapter asks for one on every operation)
+        self._collections: dict[str, FaithfulCollection] = {}
 
     @property
     def name(self) -> str:
@@ -406,7 +461,14 @@ class FaithfulDatabase:
         return self._client
 
     def get_collection(self, name: str, **options: Any) -> FaithfulCollection:
-        return FaithfulCollection(self._database.get_collection(name, **options), self._gate, self)
+        if options:
+            return FaithfulCollection(self._database.get_collection(name, **options), self._gate, self)
+        try:
+            return self._collections[name]
+        except KeyError:
+            made = self._collections[name] = FaithfulCollection(
+                self._database.get_collection(name), self._gate, self)
+            return made
 
     def __getitem__(self, name: str) -> FaithfulCollection:
         return self.get_collection(name)
