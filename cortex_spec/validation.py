@@ -331,7 +331,7 @@ def _text_bound(length: int) -> int:
 
 def _field_bound(value: object) -> int | None:
     """The bound of one field's value in :func:`_size_bound`, or ``None``
-    when it is not flat."""
+    when it is not measured (see :func:`_size_bound`)."""
     kind = type(value)
     if kind is str:
         return _text_bound(len(value))  # type: ignore[arg-type]
@@ -344,7 +344,50 @@ def _field_bound(value: object) -> int | None:
         return _text_bound(len(value.canonical()))  # type: ignore[attr-defined]
     if isinstance(value, Enum) and type(value._value_) is str:  # (``.value``, without its descriptor)
         return _text_bound(len(value._value_))
+    if kind is dict or kind is list or kind is tuple:
+        return _nested_bound(value)
+    if kind in _FRAMES or attrs.has(kind):
+        return _size_bound(value)  # a nested entity: an object of its fields
     return None
+
+
+def _nested_bound(value: Any) -> int | None:
+    """The bound of a JSON object or array (``dict`` with ``str`` keys,
+    ``list``, ``tuple``): brackets, per member its quoted key and colon,
+    its value's :func:`_field_bound` and a comma; ``None`` when a key is
+    not an exact ``str`` or a value is not measured.  A walk that builds
+    nothing: cheaper than the encoder, which the few values this cannot
+    bound (or whose bound is over the limit) still get."""
+    bound = 2
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return None
+            bound += _MAX_CHAR_BYTES * len(key) + 4  # "key":,
+            kind = type(item)
+            if kind is str:
+                bound += _MAX_CHAR_BYTES * len(item) + 2
+                continue
+            one = _FIXED_BOUNDS.get(kind)
+            if one is None:
+                one = _field_bound(item)
+                if one is None:
+                    return None
+            bound += one
+        return bound
+    for item in value:
+        bound += 1  # the comma
+        kind = type(item)
+        if kind is str:
+            bound += _MAX_CHAR_BYTES * len(item) + 2
+            continue
+        one = _FIXED_BOUNDS.get(kind)
+        if one is None:
+            one = _field_bound(item)
+            if one is None:
+                return None
+        bound += one
+    return bound
 
 
 #: Per attrs class met by :func:`_size_bound`: its field names, the bound of
@@ -372,7 +415,7 @@ def _frame(kind: type) -> tuple[tuple[str, ...], int, Callable[[object], tuple[A
 #: the bound of the fields whose type decides it (and of the quotes of the
 #: strings), the strings among the values, and the positions of the other
 #: values, each measured by :func:`_field_bound`; ``None``: a type that is
-#: never flat.
+#: never measured.
 _PLANS: dict[tuple[type, ...], tuple[int, Callable[[tuple[Any, ...]], tuple[str, ...]] | None,
                                      tuple[int, ...]] | None] = {}
 #: combinations kept at most (the entities' field types are few; past this,
@@ -389,7 +432,8 @@ def _plan(types: tuple[type, ...]) -> tuple[int, Callable[[tuple[Any, ...]], tup
             constant += _text_bound(0)
         elif kind in _FIXED_BOUNDS:
             constant += _FIXED_BOUNDS[kind]
-        elif kind is int or kind is Scope or issubclass(kind, Enum):
+        elif (kind is int or kind is Scope or issubclass(kind, Enum) or kind is dict or kind is list
+              or kind is tuple or attrs.has(kind)):
             others.append(i)  # decided by the value: _field_bound
         else:
             return None  # _field_bound's None, whatever the value
@@ -402,11 +446,13 @@ def _plan(types: tuple[type, ...]) -> tuple[int, Callable[[tuple[Any, ...]], tup
 
 
 def _size_bound(entity: object) -> int | None:
-    """An upper bound of :func:`entity_size` for a *flat* attrs entity (every
-    field an exact ``str``, ``None``, ``bool``, ``float``, 64-bit ``int``,
-    ``datetime``, ``Scope`` or enum with a ``str`` value), computed from
-    lengths alone; ``None`` when a field is anything else (a dict, a list, a
-    nested entity, a subclass), which only the encoder measures.
+    """An upper bound of :func:`entity_size` for an attrs entity whose every
+    field is an exact ``str``, ``None``, ``bool``, ``float``, 64-bit ``int``,
+    ``datetime``, ``Scope`` or enum with a ``str`` value, or a JSON object
+    or array or nested entity of such values (:func:`_nested_bound`),
+    computed from lengths alone; ``None`` when a value is anything else (a
+    subclass, a larger int, a key that is not a ``str``), which only the
+    encoder measures.
 
     The sum of :func:`_field_bound` over the fields (:func:`_general_size_bound`),
     added up by the plan of the values' types: one length sum over the
@@ -459,9 +505,9 @@ def _general_size_bound(entity: object) -> int | None:
 
 def check_entity_size(entity: object, what: str) -> None:
     """RSC-GEN-8: ``InvalidArgument`` when :func:`entity_size` of ``entity``
-    exceeds :data:`MAX_ENTITY_BYTES`.  A flat entity whose
+    exceeds :data:`MAX_ENTITY_BYTES`.  An entity whose
     :func:`_size_bound` is within the limit is accepted without encoding it
-    (the common case: the bound costs a length per field)."""
+    (the common case: the bound costs a length per value)."""
     bound = _size_bound(entity)
     if bound is not None and bound <= MAX_ENTITY_BYTES:
         return

@@ -137,6 +137,15 @@ _OTHERS = st.one_of(
     st.integers(), _ANY_TEXT, _ANY_TEXT.map(_Str), st.sampled_from([_Number.ONE, ItemStatus.DONE]),
     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
+#: JSON objects and arrays of any of the above (nested, tuples, keys that are
+#: not exact ``str``), and entities inside them
+_NESTED = st.recursive(
+    _OTHERS | st.builds(lambda v: _One(v=v), _OTHERS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(_ANY_TEXT | _ANY_TEXT.map(_Str) | st.integers(), inner, max_size=3),
+        st.builds(lambda v: _One(v=v), inner)),
+    max_leaves=12)
 _WHEN = st.one_of(st.none(), st.builds(lambda d, z: d.replace(tzinfo=z), st.datetimes(
     min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)), _ZONES))
 _SCOPES = st.sampled_from([Scope(), Scope.parse("ws=w1"), Scope.parse("wé=\U0001F600/p=\"q\\"),
@@ -145,7 +154,7 @@ _SCOPES = st.sampled_from([Scope(), Scope.parse("ws=w1"), Scope.parse("wé=\U000
 
 
 @settings(max_examples=400, deadline=None)
-@given(text=_ANY_TEXT, other=_OTHERS, when=_WHEN, scope=_SCOPES)
+@given(text=_ANY_TEXT, other=_OTHERS | _NESTED, when=_WHEN, scope=_SCOPES)
 def test_size_bound_is_an_upper_bound_of_entity_size(text: str, other: object, when: Any, scope: Scope) -> None:
     value = _Flat(text=text, other=other, when=when, scope=scope)
     bound = validation._size_bound(value)
@@ -161,7 +170,7 @@ class _One:
 
 
 @settings(max_examples=400, deadline=None)
-@given(value=st.one_of(_ANY_TEXT, _OTHERS, _WHEN, _SCOPES, st.just(_Colour.RED)))
+@given(value=st.one_of(_ANY_TEXT, _OTHERS, _WHEN, _SCOPES, st.just(_Colour.RED), _NESTED))
 def test_size_bound_of_each_kind_of_field_is_an_upper_bound(value: object) -> None:
     one = _One(v=value)
     bound = validation._size_bound(one)
@@ -169,9 +178,21 @@ def test_size_bound_of_each_kind_of_field_is_an_upper_bound(value: object) -> No
         assert bound >= validation.entity_size(one), value
 
 
+@pytest.mark.parametrize("value", [
+    {"k": '"' * 100}, ["\x01" * 50], ("\\" * 64,), {"a": [{"b": "\U0001F600" * 40}]}, [[[["\x1f" * 30]]]],
+    {"\x02" * 40: None}, [_One(v="\x03" * 40)], {"e": _One(v={"f": "\ud800" * 40})},
+], ids=["quotes", "controls", "backslashes", "wide", "deep", "key", "entity", "surrogates"])
+def test_size_bound_of_nested_values_covers_their_widest_characters(value: object) -> None:
+    """Strings deep inside JSON values, in keys and in nested entities, made
+    of the characters JSON writes widest: the bound still covers them."""
+    one = _One(v=value)
+    bound = validation._size_bound(one)
+    assert bound is not None and bound >= validation.entity_size(one), value
+
+
 @settings(max_examples=400, deadline=None)
-@given(text=_ANY_TEXT, other=_OTHERS, when=_WHEN, scope=_SCOPES, value=st.one_of(
-    _ANY_TEXT, _OTHERS, _WHEN, _SCOPES, st.just(_Colour.RED)))
+@given(text=_ANY_TEXT, other=_OTHERS | _NESTED, when=_WHEN, scope=_SCOPES, value=st.one_of(
+    _ANY_TEXT, _OTHERS, _WHEN, _SCOPES, st.just(_Colour.RED), _NESTED))
 def test_size_bound_by_plan_is_the_field_by_field_bound(text: str, other: object, when: Any, scope: Scope,
                                                          value: object) -> None:
     """The planned sum (one per combination of the values' types) is the sum
