@@ -532,6 +532,18 @@ class FaithfulClient:
         finally:
             self._gate.lock.release()
 
+    def document_counts(self, database: str) -> dict[str, int]:
+        """How many documents each collection of ``database`` holds (the
+        collections that exist, by name), read at one point in time: under
+        the storage's lock, as one atomic call.  For harnesses and tests
+        (emptying a storage for reuse touches only the collections holding
+        something)."""
+        def counts() -> dict[str, int]:
+            stored = self._storage[database]
+            return {name: len(stored[name]) for name in stored.list_created_collection_names()}
+
+        return dict(self._gate.run(counts, (), {}, False))
+
     @property
     def gate_calls(self) -> int:
         """How many atomic operations went through this storage's lock."""
