@@ -52,6 +52,59 @@ def test_sqlite_location_is_a_directory_with_a_flocked_lock_file(sqlite_harness)
         sqlite_harness.discard(loc)
 
 
+def _seqs(location):
+    """The stored sequence numbers of a SQLite gateway's items."""
+    import sqlite3
+
+    db = sqlite3.connect(os.path.join(location, "gateway.db"))
+    try:
+        return [row[0] for row in db.execute("SELECT seq FROM gw_items ORDER BY seq")]
+    finally:
+        db.close()
+
+
+def test_sqlite_gateway_locations_are_reused_empty_and_only_when_free(sqlite_harness):
+    """The harness reuses a discarded gateway directory (its tables exist)
+    only emptied, with its sequence back at the start, and only when nobody
+    holds its lock and it holds nothing else; any other one is removed."""
+    store, loc = _opener(sqlite_harness)
+    try:
+        first = sqlite_harness.new_gateway_location()
+        gw = store.open_gateway(first)
+        assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH)
+        gw.set_offset(ZERO, "tg", 7)
+        gw.set_conversation_agent(ZERO, "tg", "c1", "agent-1")
+        seq_before = _seqs(first)
+        gw.close()
+        sqlite_harness.discard_gateway_location(first)
+        assert sqlite_harness.new_gateway_location() == first  # reused, not made anew
+        again = store.open_gateway(first)
+        try:
+            assert again.pending(ZERO) == [] and again.get_item(ZERO, "tg", "m1") is None
+            assert again.offset(ZERO, "tg") == 0 and again.conversation(ZERO, "tg", "c1") == ("", "")
+            assert again.accept(ZERO, make_message("tg", "m2"), EPOCH)
+            assert _seqs(first) == seq_before  # the sequence starts over
+        finally:
+            again.close()
+        fd = os.open(os.path.join(first, "gateway.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another process's open would
+            sqlite_harness.discard_gateway_location(first)
+            assert not os.path.exists(first)  # held: removed, never handed out again
+        finally:
+            os.close(fd)
+        second = sqlite_harness.new_gateway_location()
+        assert second != first
+        store.open_gateway(second).close()
+        with open(os.path.join(second, "stray"), "w"):
+            pass
+        sqlite_harness.discard_gateway_location(second)  # a file it does not know
+        assert not os.path.exists(second) and sqlite_harness.new_gateway_location() not in (first, second)
+    finally:
+        store.close()
+        sqlite_harness.discard(loc)
+
+
 @pytest.mark.parametrize("bad", [b"/tmp/x", "", "a\x00b", 7])
 def test_sqlite_location_must_be_a_path(sqlite_harness, bad):
     store, loc = _opener(sqlite_harness)
