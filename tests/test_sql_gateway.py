@@ -177,3 +177,48 @@ def test_postgres_gateway_that_lost_its_lock_to_another_store_refuses_calls(post
         store.close()
         postgres_harness.discard_gateway_location(where)
         postgres_harness.discard(loc)
+
+
+def _advisory_locks_of(harness, pid):
+    with harness._admin.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %(p)s", {"p": pid}).scalar_one()
+
+
+def test_postgres_lock_sessions_are_kept_only_holding_nothing(postgres_harness):
+    """A closed gateway's lock session, unlocked, serves the engine's next
+    open (no new server session per open); one the server ended meanwhile
+    is replaced by a new one; a crashed gateway's session is closed, never
+    kept; and a namespace keeps one translated engine (its prepared
+    statements) from open to open."""
+    from cortex_spec.adapters.sql.gateway import _idle_sessions
+
+    store, loc = _opener(postgres_harness)
+    where = postgres_harness.new_gateway_location()
+    try:
+        gw = store.open_gateway(where)
+        session = gw._lock.dbapi
+        engine = gw.engine
+        assert _advisory_locks_of(postgres_harness, session.info.backend_pid) == 1
+        gw.close()
+        assert session in _idle_sessions(engine) and not session.closed
+        assert _advisory_locks_of(postgres_harness, session.info.backend_pid) == 0  # kept holding nothing
+        again = store.open_gateway(where)
+        assert again._lock.dbapi is session and again.engine is engine  # the same session and engine
+        assert session not in _idle_sessions(engine)
+        with pytest.raises(StoreLocked):
+            store.open_gateway(where)  # held again, by the kept session
+        again.close()
+        with postgres_harness._admin.connect() as conn:  # the server ends the idle session
+            conn.exec_driver_sql("SELECT pg_terminate_backend(%(p)s)", {"p": session.info.backend_pid})
+        time.sleep(0.05)
+        third = store.open_gateway(where)  # a new session takes the lock
+        assert third._lock.dbapi is not session and not third._lock.lost()
+        assert third.accept(ZERO, make_message("tg", "m1"), EPOCH) is True
+        crashed = third._lock.dbapi
+        postgres_harness.crash_gateway(third)
+        assert crashed.closed and crashed not in _idle_sessions(engine)
+    finally:
+        store.close()
+        postgres_harness.discard_gateway_location(where)
+        postgres_harness.discard(loc)

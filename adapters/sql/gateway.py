@@ -14,8 +14,10 @@ Locations and locks (GW-SCOPE-4, GW-OPEN-*):
   identifier) of the opener's gateway database — by default the database
   of the store's own engine.  The lock is a session-level advisory lock,
   ``pg_try_advisory_lock(class, crc32(namespace))``, held by a dedicated
-  connection taken out of the pool; the server releases it when that
-  session ends, which the death of the holding process ends — as soon as
+  connection taken out of the pool (``close`` unlocks it and keeps the
+  connection, then holding no lock, for the engine's next open); the
+  server releases it when that session ends, which the death of the
+  holding process ends — as soon as
   the server notices the closed connection, normally within milliseconds.
   That release is the server's, so this backend declares a bound for it
   (GW-OPEN-6): the certification harness uses 5 seconds.  Before every
@@ -342,9 +344,65 @@ def advisory_keys(namespace: str) -> tuple[int, int]:
     return _LOCK_CLASS, crc - 2**32 if crc >= 2**31 else crc
 
 
+#: Lock sessions kept idle per engine (see :func:`_idle_sessions`), at most.
+_MAX_IDLE_SESSIONS = 4
+#: Guards the idle sessions and the translated engines of every engine.
+_SHARED = threading.Lock()
+
+
+def _base(engine: Engine) -> Engine:
+    """The engine ``engine`` was derived from by ``execution_options`` (itself
+    when it was not): what a namespace's translated engine shares."""
+    return getattr(engine, "_proxied", engine)
+
+
+def _idle_sessions(engine: Engine) -> list[Any]:
+    """The lock connections released stores left to ``engine``'s next opens
+    (their sessions hold no lock): a PostgreSQL connection costs a server
+    process and ~6 ms to make, and the certification opens a gateway per
+    history.  Closed when the engine is disposed."""
+    base = _base(engine)
+    idle: list[Any] | None = base.__dict__.get("_cortex_lock_sessions")
+    if idle is None:
+        with _SHARED:
+            idle = base.__dict__.get("_cortex_lock_sessions")
+            if idle is None:
+                idle = base.__dict__["_cortex_lock_sessions"] = []
+                sa.event.listen(base, "engine_disposed", lambda _engine: _close_idle(idle))
+    return idle
+
+
+def _close_idle(idle: list[Any]) -> None:
+    with _SHARED:
+        sessions, idle[:] = list(idle), []
+    for dbapi in sessions:
+        with contextlib.suppress(Exception):
+            dbapi.close()
+
+
+def _translated(engine: Engine, namespace: str) -> Engine:
+    """``engine`` with ``namespace`` as the schema of the gateway's tables:
+    the same object for the same namespace, for the last 64, so that the
+    statements prepared for it (:mod:`.driver`, kept per engine) serve every
+    open of the namespace."""
+    base = _base(engine)
+    with _SHARED:
+        made: dict[str, Engine] = base.__dict__.setdefault("_cortex_namespaces", {})
+        translated = made.pop(namespace, None)  # (put back last: the most recent)
+        if translated is None:
+            translated = engine.execution_options(schema_translate_map={None: namespace})
+            if len(made) >= 64:
+                del made[next(iter(made))]
+        made[namespace] = translated
+    return translated
+
+
 class _AdvisoryLock:
     """A session-level advisory lock held by a dedicated connection, taken out
-    of the pool (its session, and so the lock, never serves anyone else)."""
+    of the pool (its session, and so the lock, never serves anyone else
+    while held).  A released lock's session, which then holds no lock, is
+    kept for the engine's next lock (:func:`_idle_sessions`); a crashed
+    one's is closed, as the process's death would."""
 
     def __init__(self, engine: Engine, namespace: str) -> None:
         self.engine = engine
@@ -356,23 +414,53 @@ class _AdvisoryLock:
         #: serialises taking and dropping the lock connection (not data work)
         self.mutex = threading.Lock()
 
-    def _try(self) -> Any:
+    def _session(self) -> tuple[Any, bool]:
+        """A connection for the lock, and whether it was kept idle (a session
+        the server may have ended since): an idle one, else a new one."""
+        idle = _idle_sessions(self.engine)
+        with _SHARED:
+            while idle:
+                dbapi = idle.pop()
+                if not dbapi.closed:
+                    return dbapi, True
         fairy = self.engine.raw_connection()
         fairy.detach()
         # psycopg's connection (the DBAPI protocol has no autocommit); a detached fairy always has one
-        dbapi: Any = fairy.dbapi_connection
-        if dbapi is None:
+        fresh: Any = fairy.dbapi_connection
+        if fresh is None:
             raise StoreError("the gateway's lock connection has no driver connection")
-        try:
-            dbapi.autocommit = True
-            got = dbapi.execute("SELECT pg_try_advisory_lock(%s, %s)", self.keys).fetchone()[0]
-        except BaseException:
-            dbapi.close()
-            raise
-        if not got:
-            dbapi.close()
-            return None
-        return dbapi
+        return fresh, False
+
+    def _try(self) -> Any:
+        while True:
+            dbapi, kept = self._session()
+            try:
+                dbapi.autocommit = True
+                got = dbapi.execute("SELECT pg_try_advisory_lock(%s, %s)", self.keys).fetchone()[0]
+            except Exception:
+                dbapi.close()
+                if kept:
+                    continue  # the server ended the idle session: a new one
+                raise
+            except BaseException:
+                dbapi.close()
+                raise
+            if not got:
+                self._keep(dbapi)  # it holds nothing
+                return None
+            return dbapi
+
+    def _keep(self, dbapi: Any) -> None:
+        """Keep a session holding no lock for the engine's next lock, or close it."""
+        from psycopg.pq import TransactionStatus
+
+        idle = _idle_sessions(self.engine)
+        if not dbapi.closed and dbapi.info.transaction_status == TransactionStatus.IDLE:
+            with _SHARED:
+                if len(idle) < _MAX_IDLE_SESSIONS:
+                    idle.append(dbapi)
+                    return
+        dbapi.close()
 
     def acquire(self) -> None:
         try:
@@ -389,10 +477,14 @@ class _AdvisoryLock:
             dbapi, self.dbapi = self.dbapi, None
         if dbapi is not None:
             try:
-                with contextlib.suppress(Exception):  # closing the session releases it anyway
-                    dbapi.execute("SELECT pg_advisory_unlock(%s, %s)", self.keys)
-            finally:
+                # every advisory lock of the session (it took ours once, but
+                # a lock taken twice would need two unlocks): then it holds
+                # none, and serves the next lock
+                dbapi.execute("SELECT pg_advisory_unlock_all()")
+            except Exception:  # noqa: BLE001 - closing the session releases it anyway
                 dbapi.close()
+            else:
+                self._keep(dbapi)
 
     def crash(self) -> None:
         """What the process's death does: the session's socket closes."""
@@ -489,7 +581,7 @@ class SqlGateway(SqlStoreBase):
     @classmethod
     def open_postgres(cls, engine: Engine, namespace: object) -> SqlGateway:
         ns = check_namespace(namespace)
-        translated = engine.execution_options(schema_translate_map={None: ns})
+        translated = _translated(engine, ns)
         lock = _AdvisoryLock(translated, ns)
         lock.acquire()  # GW-OPEN-2..4: before the namespace is touched
         return cls._finish(cls(translated, lock, owns_engine=False, namespace=ns))
