@@ -382,12 +382,11 @@ def _close_idle(idle: list[Any]) -> None:
 
 def _translated(engine: Engine, namespace: str) -> Engine:
     """``engine`` with ``namespace`` as the schema of the gateway's tables:
-    the same object for the same namespace, for the last 64, so that the
-    statements prepared for it (:mod:`.driver`, kept per engine) serve every
-    open of the namespace."""
-    base = _base(engine)
+    the same object for the same engine and namespace, for the last 64, so
+    that the statements prepared for it (:mod:`.driver`, kept per engine)
+    serve every open of the namespace."""
     with _SHARED:
-        made: dict[str, Engine] = base.__dict__.setdefault("_cortex_namespaces", {})
+        made: dict[str, Engine] = engine.__dict__.setdefault("_cortex_namespaces", {})
         translated = made.pop(namespace, None)  # (put back last: the most recent)
         if translated is None:
             translated = engine.execution_options(schema_translate_map={None: namespace})
