@@ -364,20 +364,13 @@ def _nested_bound(value: Any) -> int | None:
         for key in value:
             if type(key) is not str:
                 return None
-            bound += _MAX_CHAR_BYTES * len(key) + 3  # "key":
+            bound += _text_bound(len(key)) + 1  # "key":
         items = value.values()
     for item in items:
-        bound += 1  # the comma
-        kind = type(item)
-        if kind is str:
-            bound += _MAX_CHAR_BYTES * len(item) + 2
-            continue
-        one = _FIXED_BOUNDS.get(kind)
+        one = _field_bound(item)
         if one is None:
-            one = _field_bound(item)
-            if one is None:
-                return None
-        bound += one
+            return None
+        bound += one + 1  # the value and its comma
     return bound
 
 
