@@ -56,8 +56,6 @@ def _table_image(table: dict[Any, Any], memo: dict[int, tuple[Any, Hashable]] | 
     ``memo`` caches the image of each (immutable) row object by identity; it
     keeps the objects alive so identities are not reused.
     """
-    if not table:
-        return ()
 
     def image(row: Any) -> Hashable:
         if memo is None:
