@@ -549,9 +549,19 @@ class CertificationRun:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Put ``CORTEX_SPEC_SEED`` and the collector's thresholds back as
-        they were (pytester runs sessions in one process)."""
+        they were (pytester runs sessions in one process).
+
+        Where :meth:`tune_gc` ran, the heap is also collected once here and
+        what survives frozen: pytest's own clean-up after this hook collects
+        five times over (to report exceptions raised in finalizers), and
+        over the heap a certification leaves that was 0.2 s a collection, a
+        second at the end of every worker (py-spy, issue 13).  The garbage
+        is still collected, with pytest's hook for those exceptions still in
+        place; its five collections then see only what finalizers left."""
         if self._gc_thresholds is not None:
             gc.set_threshold(*self._gc_thresholds)
+            gc.collect()
+            gc.freeze()
         previous: str | None = getattr(self, "_seed_env", None)
         if previous is None:
             os.environ.pop("CORTEX_SPEC_SEED", None)
