@@ -44,7 +44,7 @@ from .classes import (
 from .ops import Op, OpaqueMap, Outcome, outcome_of
 from .stats import MachineStats
 from .swarm import install as install_swarm
-from .world import contexts, ctx_of, fixed_id, instants_around, sampled
+from .world import RECORDS, contexts, ctx_of, fixed_id, instants_around, sampled
 
 __all__ = ["DifferentialMachineBase", "Draws", "Mismatch", "build_differential", "run_differential"]
 
@@ -89,6 +89,8 @@ def compare(op: Op, got: Outcome, want: Outcome, what: str = "", clause: str = "
 _SEED_COUNTS = st.integers(0, 3)
 #: what ``st.sampled_from`` builds (see :meth:`Draws.draw`)
 _SampledFrom = type(st.sampled_from((0, 1)))
+#: what ``st.one_of`` of two strategies builds
+_OneOf = type(st.one_of(st.none(), st.sampled_from((0, 1))))
 
 
 class Draws:
@@ -120,18 +122,50 @@ class Draws:
         direct = self._direct
         if direct is None:
             return self._data.draw(strategy, label)
-        if type(strategy) is _SampledFrom and getattr(strategy, "_transformations", None) == ():
-            # what drawing it does (one integer choice, the element's index),
-            # without first validating a strategy that is new on most draws
-            # (the rows known so far change from step to step); with the
-            # known ids drawn this way too, validation under the reference's
-            # differential machines fell from 5.7 to 2.9 % of their samples.
-            # No map or filter on it (a Hypothesis without that attribute:
-            # the ordinary draw), so the choice sequence is the one a printed
-            # replay through ``st.data()`` makes
-            elements = strategy.elements
-            return elements[direct.draw_integer(0, len(elements) - 1)]
-        return direct.draw(strategy)
+        return _draw_direct(direct, strategy)
+
+
+def _draw_direct(data: Any, strategy: st.SearchStrategy[Any]) -> Any:
+    """``data.draw(strategy)`` on an example's ConjectureData, making the
+    choices Hypothesis' own draw makes (so a printed replay through
+    ``st.data()`` meets the same choice sequence), for the strategies the
+    machines draw most, without Hypothesis' bookkeeping around each draw
+    (validating a strategy on first sight, spans, argument labels, the
+    records of calls it prints) — anything else is drawn by Hypothesis:
+
+    * ``sampled_from`` (:func:`.world.sampled`), also with ``map``\ s
+      (:func:`.world.json_objects`): one integer choice, the element's index,
+      then the maps.  A strategy new on most draws (the rows known so far
+      change from step to step) was validated on each first sight: with the
+      known ids drawn this way, validation under the reference's
+      differential machines fell from 5.7 to 2.9 % of their samples.  A
+      filter, or a Hypothesis without the ``_transformations`` attribute,
+      takes the ordinary draw.
+    * ``one_of`` (:func:`.world.optional`): one integer choice of the
+      branch, then the branch (its filtered choice never rejects a branch
+      that is not empty, and ``element_strategies`` holds none that is).
+    * the records of :func:`.world.record` (an entity's fields): each field,
+      in order, then the record made of them (``tuples(...).map(...)``
+      draws nothing else).
+    """
+    kind = type(strategy)
+    if kind is _SampledFrom:
+        transformations = getattr(strategy, "_transformations", None)
+        if transformations is not None and all(name == "map" for name, _ in transformations):
+            elements = strategy.elements  # type: ignore[attr-defined]
+            value = elements[data.draw_integer(0, len(elements) - 1)]
+            for _, f in transformations:
+                value = f(value)
+            return value
+    elif kind is _OneOf:
+        branches = strategy.element_strategies  # type: ignore[attr-defined]
+        return _draw_direct(data, branches[data.draw_integer(0, len(branches) - 1)])
+    else:
+        found = RECORDS.get(strategy)
+        if found is not None:
+            fields, make = found
+            return make(tuple([_draw_direct(data, f) for f in fields]))
+    return data.draw(strategy)
 
 
 class DifferentialMachineBase(RuleBasedStateMachine):

@@ -29,7 +29,7 @@ from cortex_spec import kinds as k
 
 from .ops import Op
 from .plugin import ClassMachines, World, storm
-from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, optional, sampled
+from .world import ROLES, ctx_of, fixed_id, json_objects, make_op, optional, record, sampled
 
 #: the generic races the storms below exercise (rule keys of :data:`cortex_spec.kinds.RULES`)
 RACE_RULES = ("race.unique", "race.rename", "race.delete")
@@ -87,9 +87,9 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
 def entities(cls: type, refs: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Any:
     """Entities (or nested records) of a described class with every data
     field drawn; the key and stamps are the caller's (``attrs.evolve``)."""
-    fields = {name: _kind_strategy(spec.kind, name, refs)
-              for name, spec in k.specs(cls).items() if spec.role == k.DATA}
-    return st.fixed_dictionaries(fields).map(lambda values: _partial(cls, values))
+    names = tuple(name for name, spec in k.specs(cls).items() if spec.role == k.DATA)
+    return record((_kind_strategy(k.specs(cls)[name].kind, name, refs) for name in names),
+                  lambda values: _partial(cls, dict(zip(names, values))))
 
 
 def _partial(cls: type, values: dict[str, Any]) -> Any:

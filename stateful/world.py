@@ -38,6 +38,8 @@ __all__ = [
     "instants_around",
     "json_objects",
     "optional",
+    "record",
+    "RECORDS",
     "short_texts",
     "make_op",
 ]
@@ -165,6 +167,24 @@ def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     strategy Hypothesis has not seen yet is validated on its first draw; the
     strategies passed here are themselves built once, see :func:`sampled`)."""
     return st.one_of(st.none(), strategy)
+
+
+#: The strategies :func:`record` made: their fields' strategies, in order, and
+#: the function that makes a value of the fields' values (so that
+#: :class:`.differential.Draws` draws the fields itself).
+RECORDS: dict[st.SearchStrategy[Any], tuple[tuple[st.SearchStrategy[Any], ...], Callable[[tuple[Any, ...]], Any]]] = {}
+
+
+def record(fields: Iterable[st.SearchStrategy[Any]], make: Callable[[tuple[Any, ...]], Any]) -> st.SearchStrategy[Any]:
+    """``make`` of a value of each of ``fields``, drawn in order: the fields
+    of an entity.  (``st.fixed_dictionaries`` also draws a shuffle of its
+    keys, one choice per key, to vary a dict's order, which an entity made
+    from keywords does not have.)  Build it once per field list: it is kept
+    in :data:`RECORDS`."""
+    fields = tuple(fields)
+    strategy = st.tuples(*fields).map(make)
+    RECORDS[strategy] = (fields, make)
+    return strategy
 
 
 @functools.cache
