@@ -110,13 +110,15 @@ class Draws:
 
     __slots__ = ("_data", "_direct")
 
-    def __init__(self, data: Any) -> None:
-        from hypothesis.control import should_note
-
+    def __init__(self, data: Any, noted: bool | None = None) -> None:
         self._data = data
         direct = getattr(data, "conjecture_data", None)
+        if noted is None and direct is not None:
+            from hypothesis.control import should_note
+
+            noted = should_note()
         #: the example's ConjectureData, or None when the draws are printed
-        self._direct = None if direct is None or should_note() else direct
+        self._direct = None if direct is None or noted else direct
 
     def draw(self, strategy: st.SearchStrategy[Any], label: Any = None) -> Any:
         direct = self._direct
@@ -187,8 +189,13 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     observers: tuple[Callable[..., None], ...] = ()
 
     def __init__(self) -> None:
+        from hypothesis.control import should_note
+
         super().__init__()
         install_swarm(self)
+        #: whether this example's draws are printed (its final run, or
+        #: verbose output): asked once, not on every step (:class:`Draws`)
+        self.noted = should_note()
         self.clock = ManualClock(EPOCH)
         self.location = self.harness.new_location()
         # a StoreSession: the store plus the objects it opened (the gateway)
@@ -290,7 +297,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
     def populate(self, data: st.DataObject) -> None:
         """Start every example with a few rows of each declared class, all
         created at the same instant (so ties in every list order are live)."""
-        data = Draws(data)  # type: ignore[assignment]
+        data = Draws(data, self.noted)  # type: ignore[assignment]
         for machines in self.plugins:
             for name in machines.seed_rules:
                 for _ in range(data.draw(_SEED_COUNTS, f"{name} rows")):
@@ -397,7 +404,7 @@ class DifferentialMachineBase(RuleBasedStateMachine):
 def _make_rule(name: str, generate: Callable[[Any, st.DataObject], Op | None]) -> Callable:
     @rule(data=st.data())
     def run_rule(self: DifferentialMachineBase, data: st.DataObject) -> None:
-        op = generate(self, Draws(data))
+        op = generate(self, Draws(data, self.noted))
         self.stats.rules[name] += 1
         if op is not None:
             self.both(op)
