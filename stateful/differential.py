@@ -190,12 +190,19 @@ class DifferentialMachineBase(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         from hypothesis.control import should_note
+        from hypothesis.errors import InvalidArgument as OutsideATest
 
         super().__init__()
         install_swarm(self)
         #: whether this example's draws are printed (its final run, or
-        #: verbose output): asked once, not on every step (:class:`Draws`)
-        self.noted = should_note()
+        #: verbose output): asked once, not on every step (:class:`Draws`);
+        #: None for a machine made outside a Hypothesis test (a driven one),
+        #: whose draws ask themselves
+        self.noted: bool | None
+        try:
+            self.noted = should_note()
+        except OutsideATest:
+            self.noted = None
         self.clock = ManualClock(EPOCH)
         self.location = self.harness.new_location()
         # a StoreSession: the store plus the objects it opened (the gateway)
