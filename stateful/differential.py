@@ -135,7 +135,7 @@ def _draw_direct(data: Any, strategy: st.SearchStrategy[Any]) -> Any:
     (validating a strategy on first sight, spans, argument labels, the
     records of calls it prints) — anything else is drawn by Hypothesis:
 
-    * ``sampled_from`` (:func:`.world.sampled`), also with ``map``\ s
+    * ``sampled_from`` (:func:`.world.sampled`), also with maps
       (:func:`.world.json_objects`): one integer choice, the element's index,
       then the maps.  A strategy new on most draws (the rows known so far
       change from step to step) was validated on each first sight: with the
