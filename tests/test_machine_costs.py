@@ -86,6 +86,43 @@ def test_draws_of_maps_unions_and_records_replay_what_data_draw_made():
         assert all(again[1] is not pooled for pooled in JSON_POOL)  # json_objects' map: a copy
 
 
+def test_an_entity_normalizes_to_every_field_by_name():
+    """An attrs value normalizes (``ops._attrs_normalizer``, a generated
+    expression) to its class name and every field by name, in order, each
+    normalized: two values that differ in any one field, or only in their
+    class, normalize apart."""
+    import attrs
+
+    from cortex_spec.stateful.ops import normalize
+
+    @attrs.frozen
+    class Inner:
+        n: int
+
+    @attrs.frozen
+    class Row:
+        id: str
+        count: int
+        inner: Inner
+        tags: tuple
+        _hidden: float = 0.5
+
+    @attrs.frozen
+    class Other:
+        id: str
+        count: int
+        inner: Inner
+        tags: tuple
+        _hidden: float = 0.5
+
+    row = Row("r1", 1, Inner(2), ("a",))
+    assert normalize(row) == ("Row", (("id", "r1"), ("count", ("int", 1)), ("inner", ("Inner", (("n", ("int", 2)),))),
+                                      ("tags", ("tuple", ("a",))), ("_hidden", ("float", 0.5))))
+    changed = [attrs.evolve(row, id="r2"), attrs.evolve(row, count=True), attrs.evolve(row, inner=Inner(3)),
+               attrs.evolve(row, tags=["a"]), Row("r1", 1, Inner(2), ("a",), 1.5), Other("r1", 1, Inner(2), ("a",))]
+    assert all(normalize(c) != normalize(row) for c in changed)
+
+
 def test_a_failing_example_still_lists_every_labelled_draw():
     @settings(max_examples=50, database=None)
     @given(st.data())
