@@ -87,16 +87,13 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
 def entities(cls: type, refs: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Any:
     """Entities (or nested records) of a described class with every data
     field drawn; the key and stamps are the caller's (``attrs.evolve``)."""
-    names = tuple(name for name, spec in k.specs(cls).items() if spec.role == k.DATA)
-    return record((_kind_strategy(k.specs(cls)[name].kind, name, refs) for name in names),
-                  lambda values: _partial(cls, dict(zip(names, values))))
-
-
-def _partial(cls: type, values: dict[str, Any]) -> Any:
+    data = [(name, spec) for name, spec in k.specs(cls).items() if spec.role == k.DATA]
+    names = tuple(name for name, _ in data)
+    # a placeholder key (an entity's id is required), made once per class
     key = k.specs(cls).get("id")
-    if key is not None and key.role == k.KEY:
-        values = dict(values, id=fixed_id(key.kind.prefix, 0))
-    return cls(**values)
+    placeholder = {"id": fixed_id(key.kind.prefix, 0)} if key is not None and key.role == k.KEY else {}
+    return record((_kind_strategy(spec.kind, name, refs) for name, spec in data),
+                  lambda values: cls(**dict(zip(names, values)), **placeholder))
 
 
 def _keys(table: k.Table) -> list[Any]:
