@@ -22,7 +22,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from datetime import timedelta
+from collections import OrderedDict
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 mongomock = pytest.importorskip("mongomock", reason="the mongo extra is not installed")
+
+from bson import ObjectId, Timestamp  # noqa: E402
+from bson.son import SON  # noqa: E402
 
 from cortex_spec import ManualClock, RunState  # noqa: E402
 from cortex_spec.adapters.mongo import MongoStore  # noqa: E402
@@ -142,6 +146,83 @@ def test_reads_by_id_find_what_mongomock_finds(docs, ops):
             continue
         assert apply(faithful, op, flt) == apply(raw, op, flt), (op, flt)
     assert list(faithful.find({}, sort=[("_id", 1)])) == list(raw.find({}, sort=[("_id", 1)]))
+
+
+def _datetime_walks():
+    """The walk the wrapper installs in mongomock, and mongomock's own
+    (recursing into itself, as it did before the install)."""
+    from mongomock import helpers
+
+    from cortex_spec.adapters.mongo import faithful
+
+    FaithfulClient()  # installs it
+    walk = faithful._DATETIME_WALK
+
+    def original(value):
+        helpers.patch_datetime_awareness_in_document = walk.original
+        try:
+            return walk.original(value)
+        finally:
+            helpers.patch_datetime_awareness_in_document = walk
+
+    return walk, original
+
+
+def _same(a, b) -> bool:
+    """Equal, and of the same type at every level (a dict is not an
+    OrderedDict, a list not a tuple, an aware datetime not a naive one)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, datetime):
+        return a == b and a.tzinfo == b.tzinfo
+    return bool(a == b)
+
+
+_ZONES = st.none() | st.builds(timezone, st.timedeltas(min_value=timedelta(hours=-23),
+                                                       max_value=timedelta(hours=23)))
+_LEAVES = (st.text(max_size=5) | st.integers() | st.booleans() | st.none()
+           | st.floats(allow_nan=False) | st.binary(max_size=3)
+           | st.datetimes(timezones=_ZONES)
+           | st.builds(Timestamp, st.integers(1, 2**31), st.integers(0, 2**31))
+           | st.builds(ObjectId))
+
+
+def _containers(children):
+    keyed = st.dictionaries(st.text(max_size=3), children, max_size=3)
+    return (keyed | keyed.map(OrderedDict) | keyed.map(SON) | st.lists(children, max_size=3)
+            | st.lists(children, max_size=3).map(tuple))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.recursive(_LEAVES, _containers, max_leaves=12))
+def test_the_datetime_walk_gives_what_mongomocks_own_gives(value):
+    """mongomock turns every filter and written document's datetimes into
+    naive UTC ones of millisecond precision; the walk the wrapper installs
+    in its place (``faithful._install_datetime_walk``) gives an equal value
+    of the same types at every level, for plain and ordered dicts, SON,
+    lists, tuples, naive and aware datetimes, timestamps and scalars."""
+    walk, original = _datetime_walks()
+    got, want = walk(value), original(value)
+    assert _same(got, want), (value, got, want)
+
+
+def test_faithful_clients_use_the_installed_walk():
+    """Made once per process: a filter's and a written document's datetime
+    reach the storage as mongomock's own walk leaves them."""
+    from mongomock import helpers
+
+    walk, _ = _datetime_walks()
+    assert helpers.patch_datetime_awareness_in_document is walk
+    collection = FaithfulClient()["db"]["c"]
+    aware = datetime(2026, 12, 5, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    collection.insert_one({"_id": "a", "at": aware, "list": [aware]})
+    stored = collection.find_one({"at": aware})
+    expected = datetime(2026, 12, 5, 8, 0, 0, 123000)
+    assert stored == {"_id": "a", "at": expected, "list": [expected]}, stored
 
 
 def test_raw_mongomock_double_claims(busy_scheduler):
