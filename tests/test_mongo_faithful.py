@@ -210,19 +210,69 @@ def test_the_datetime_walk_gives_what_mongomocks_own_gives(value):
     assert _same(got, want), (value, got, want)
 
 
+def _copy_walks():
+    """The copy the wrapper installs in mongomock, and mongomock's own."""
+    from mongomock import collection as module
+
+    from cortex_spec.adapters.mongo import faithful
+
+    FaithfulClient()  # installs it
+    walk = faithful._COPY_WALK
+
+    def original(value, container):
+        module._copy_field = walk.original
+        try:
+            return walk.original(value, container)
+        finally:
+            module._copy_field = walk
+
+    return walk, original
+
+
+def _shares_a_container(a, b) -> bool:
+    """Whether the copy ``a`` of ``b`` shares a dict or list with it (so that
+    changing the copy would change the original)."""
+    if isinstance(b, (dict, list)) and a is b:
+        return True
+    if isinstance(b, dict) and isinstance(a, dict):
+        return any(_shares_a_container(a[k], b[k]) for k in b if k in a)
+    if isinstance(b, list) and isinstance(a, list):
+        return any(_shares_a_container(x, y) for x, y in zip(a, b))
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.recursive(_LEAVES, _containers, max_leaves=12), ordered=st.booleans())
+def test_the_copy_walk_gives_what_mongomocks_own_gives(value, ordered):
+    """mongomock copies every document it returns; the copy the wrapper
+    installs (``faithful._install_copy_walk``) gives an equal value of the
+    same types at every level, into the container asked for, and shares no
+    dict or list with the stored document."""
+    walk, original = _copy_walks()
+    container = OrderedDict if ordered else dict
+    got, want = walk(value, container), original(value, container)
+    assert _same(got, want), (value, got, want)
+    assert not _shares_a_container(got, value), (value, got)
+
+
 def test_faithful_clients_use_the_installed_walk():
     """Made once per process: a filter's and a written document's datetime
     reach the storage as mongomock's own walk leaves them."""
     from mongomock import helpers
 
+    from mongomock import collection as module
+
     walk, _ = _datetime_walks()
     assert helpers.patch_datetime_awareness_in_document is walk
+    assert module._copy_field is _copy_walks()[0]
     collection = FaithfulClient()["db"]["c"]
     aware = datetime(2026, 12, 5, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
     collection.insert_one({"_id": "a", "at": aware, "list": [aware]})
     stored = collection.find_one({"at": aware})
     expected = datetime(2026, 12, 5, 8, 0, 0, 123000)
     assert stored == {"_id": "a", "at": expected, "list": [expected]}, stored
+    stored["list"].append(1)  # the caller's copy: the storage keeps its own
+    assert collection.find_one({"_id": "a"})["list"] == [expected]
 
 
 def test_raw_mongomock_double_claims(busy_scheduler):
