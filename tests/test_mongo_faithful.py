@@ -255,6 +255,49 @@ def test_the_copy_walk_gives_what_mongomocks_own_gives(value, ordered):
     assert not _shares_a_container(got, value), (value, got)
 
 
+_PATHS = st.sampled_from(["a", "a.b"]) | st.sampled_from(["b", "a.c", "a.b.c", "_id", "a.", "a.0", "$comment"])
+_WANTED = (st.text(alphabet="xy", max_size=2) | st.integers(-2, 2) | st.sampled_from([None, True, False, 1.0, 1.5])
+           | st.builds(lambda op, bound: {op: bound}, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+                       st.integers(-2, 2) | st.sampled_from([1.5, "x", None, True]))
+           | st.sampled_from([{"$ne": "x"}, {"$exists": False}, {"$exists": True}, {"$in": ["x", 1]},
+                              {"$gte": 0, "$lt": 2}, {}, {"$bogus": 1}, {"b": 1}]))
+_FOUND = (st.text(alphabet="xy", max_size=2) | st.integers(-2, 2)
+          | st.sampled_from([None, True, False, 0.5, 1.0, datetime(2026, 1, 1), b"x"]))
+
+
+def _found_docs(children):
+    keyed = st.dictionaries(st.sampled_from(["a", "b", "c", "_id", "0"]), children, max_size=3)
+    return keyed | keyed.map(OrderedDict) | st.lists(children, max_size=2) | st.lists(children, max_size=2).map(tuple)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(flt=st.dictionaries(_PATHS, _WANTED, max_size=3),
+       doc=st.fixed_dictionaries({"a": _FOUND | st.fixed_dictionaries({"b": _FOUND}, optional={"c": _FOUND})
+                                        | st.recursive(_FOUND, _found_docs, max_leaves=6)},
+                                 optional={"b": _FOUND, "_id": _FOUND}))
+def test_the_filter_shortcut_decides_what_mongomocks_matcher_decides(flt, doc):
+    """The shortcut the wrapper installs for mongomock's matcher
+    (``faithful._install_filter_shortcut``) gives the matcher's answer, or
+    raises its error, on filters of plain values, ranges, other operators
+    and malformed keys, against documents with nested dicts, ordered dicts,
+    lists, tuples, missing fields and values of every type on the path."""
+    from mongomock import collection as module
+
+    from cortex_spec.adapters.mongo import faithful
+
+    FaithfulClient()  # installs it
+    shortcut = faithful._FILTER_SHORTCUT
+    assert module.filter_applies is shortcut
+
+    def outcome(fn):
+        try:
+            return ("value", fn(flt, doc))
+        except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+            return ("error", type(exc).__name__, str(exc))
+
+    assert outcome(shortcut) == outcome(shortcut.original), (flt, doc)
+
+
 def test_faithful_clients_use_the_installed_walk():
     """Made once per process: a filter's and a written document's datetime
     reach the storage as mongomock's own walk leaves them."""
