@@ -48,12 +48,17 @@ on every document of the collection (see :func:`_read_by_key`); a server
 reads it through its ``_id`` index the same way.  Every other filter is
 scanned as mongomock does.
 
-And two to how mongomock walks a value, not to what it gives: the walk
+And three to how mongomock works, not to what it gives, installed for
+the whole process when the first :class:`FaithfulClient` is made: the walk
 over every filter and written document that turns a ``datetime`` into a
-BSON date, and the copy of every document it returns, are replaced, for
-the whole process, by walks that leave strings and numbers alone without
-testing several types on each (see :func:`_install_datetime_walk` and
-:func:`_install_copy_walk`).
+BSON date, and the copy of every document it returns, leave strings and
+numbers alone without testing several types on each (see
+:func:`_install_datetime_walk` and :func:`_install_copy_walk`); and the
+commonest filters (plain values and one numeric range on paths through
+plain dicts) are tested without mongomock's general matcher, with its
+answers (see :func:`_install_filter_shortcut`).  Each is compared with
+mongomock's own function on generated values in
+``tests/test_mongo_faithful.py``.
 
 Transactions, emulated
 ----------------------
@@ -363,11 +368,14 @@ def _read_by_key(collection: Any) -> None:
     update by ``_id``, to read the result).  A document matching
     ``{"_id": s, ...}`` with ``s`` a string has ``_id == s``, and mongomock
     keeps it under exactly that key, so looking it up and testing the whole
-    filter on it alone finds the same documents: mongomock still decides
-    every match.  Any other filter (no ``_id``, an operator or a non-string
+    filter on it alone finds the same documents, each match decided as
+    mongomock decides it (by its matcher, or the shortcut of
+    :func:`_install_filter_shortcut`).  Any other filter (no ``_id``, an operator or a non-string
     value under it) is scanned as before.
     """
-    from mongomock.collection import filter_applies  # the shortcut, once installed
+    import mongomock.collection
+
+    filter_applies: Any = vars(mongomock.collection)["filter_applies"]  # the shortcut, once installed
 
     scan = collection._iter_documents
 
@@ -381,9 +389,9 @@ def _read_by_key(collection: Any) -> None:
         # mongomock tests the filter on an empty document when there is none
         # (so a malformed filter is refused either way)
         if doc is None:
-            filter_applies(filter, {})  # type: ignore[no-untyped-call]
+            filter_applies(filter, {})
             return iter(())
-        return iter((doc,)) if filter_applies(filter, doc) else iter(())  # type: ignore[no-untyped-call]
+        return iter((doc,)) if filter_applies(filter, doc) else iter(())
 
     collection._iter_documents = iter_documents
 
@@ -413,7 +421,7 @@ def _install_datetime_walk() -> None:
         return
     from mongomock import helpers
 
-    original = helpers.patch_datetime_awareness_in_document
+    original: Any = helpers.patch_datetime_awareness_in_document
 
     def walk(value: Any) -> Any:
         t = type(value)
@@ -446,9 +454,10 @@ def _install_copy_walk() -> None:
     mongomock's own function.  About 3 % of a Mongo certification's
     samples went to that copy."""
     global _COPY_WALK
-    from mongomock import collection as module
+    from mongomock import collection
 
-    original = module._copy_field
+    module: Any = collection
+    original: Any = module._copy_field
 
     def copy_field(obj: Any, container: Any) -> Any:
         t = type(obj)
@@ -503,10 +512,11 @@ def _install_filter_shortcut() -> None:
     global _FILTER_SHORTCUT
     import operator
 
-    from mongomock import collection as module
-    from mongomock.filtering import NOTHING
+    from mongomock import collection, filtering
 
-    original = module.filter_applies
+    module: Any = collection
+    NOTHING: Any = vars(filtering)["NOTHING"]
+    original: Any = module.filter_applies
     ranges = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
     scalars = (str, int, float, bool, type(None))
     outside = (str, type(None), bool, dict)  # never in a numeric range
