@@ -430,3 +430,33 @@ def test_hop_admission_is_all_or_nothing(pair):
     assert mongo.get_conversation(c, conv.id) == conv  # hops_used and participants as before
     assert mongo.list_messages(c) == []
     assert mongo.record_message(c, make_envelope(conv.id)).hops == 1
+
+
+def test_driver_errors_become_the_contracts_and_a_closed_store_refuses_first():
+    """A store call's driver work runs in one context (``_guard``): a
+    duplicate key comes out as AlreadyExists and any other driver error as
+    StoreError, each with the driver's error as its cause; the contract's
+    own errors and others pass as they are; a closed store refuses before
+    any work."""
+    from pymongo.errors import DuplicateKeyError, PyMongoError
+
+    store = MongoStore(FaithfulClient()["cortex"], ManualClock())
+    raised = {}
+    for name, error in (("duplicate", DuplicateKeyError("E11000")), ("driver", PyMongoError("the disk is full")),
+                        ("contract", RunNotFound("gone")), ("other", KeyError("k"))):
+        try:
+            with store._guard():
+                raise error
+        except BaseException as exc:  # noqa: BLE001 - what came out is what is checked
+            raised[name] = (type(exc), exc.__cause__)
+    assert raised == {"duplicate": (AlreadyExists, raised["duplicate"][1]),
+                      "driver": (StoreError, raised["driver"][1]),
+                      "contract": (RunNotFound, None), "other": (KeyError, None)}, raised
+    assert isinstance(raised["duplicate"][1], DuplicateKeyError)
+    assert isinstance(raised["driver"][1], PyMongoError)
+    with store._guard():
+        pass  # nothing raised: nothing comes out
+    store.close()
+    with pytest.raises(StoreClosed):
+        with store._guard():
+            raise AssertionError("a closed store ran the block")

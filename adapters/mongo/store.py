@@ -194,6 +194,35 @@ def scope_filter(path: str, scope: Scope, *, exact: bool = False) -> dict[str, A
 # -- the base ------------------------------------------------------------------------
 
 
+class _DriverErrors:
+    """The context of every store call's driver work: a driver error out of
+    it becomes the contract's (a duplicate key ``AlreadyExists``, any other
+    ``StoreError``); the contract's own errors and everything else pass.
+    One object serves every call (a class, not a generator: a store call
+    enters it once or twice)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        # (None: the error, if any, goes on as it is)
+        if kind is None or issubclass(kind, CortexError):
+            return
+        try:
+            from pymongo.errors import DuplicateKeyError, PyMongoError
+        except ImportError:  # pragma: no cover - the mongo extra is missing
+            raise StoreError("pymongo is not installed (pip install 'cortex-spec[mongo]')") from exc
+        if issubclass(kind, DuplicateKeyError):
+            raise AlreadyExists("a unique key is already taken") from exc
+        if issubclass(kind, PyMongoError):
+            raise StoreError(f"MongoDB error: {exc}") from exc
+
+
+_DRIVER_ERRORS = _DriverErrors()
+
+
 class MongoStoreBase:
     """Database handle, clock, collections and error translation.
 
@@ -334,11 +363,10 @@ class MongoStoreBase:
 
     # -- the guard ---------------------------------------------------------------------
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> _DriverErrors:
         """Refuse a closed store and a database of another layout version
         (ADMIN-MIG-3/4: read again, in case another store migrated it);
-        translate driver errors (never leak them raw)."""
+        the ``with`` block's driver errors are translated (never leaked raw)."""
         if self._closed:
             raise StoreClosed("the store is closed")
         if self._schema_found != SCHEMA_VERSION:
@@ -348,26 +376,14 @@ class MongoStoreBase:
                 from cortex_spec.admin import schema_mismatch
 
                 raise schema_mismatch(self._schema_found, SCHEMA_VERSION)
-        with self._driver_guard():
-            yield
+        return _DRIVER_ERRORS
 
-    @contextmanager
-    def _driver_guard(self) -> Iterator[None]:
-        """Refuse a closed store; translate driver errors (never leak them raw)."""
+    def _driver_guard(self) -> _DriverErrors:
+        """Refuse a closed store; the ``with`` block's driver errors are
+        translated (never leaked raw)."""
         if self._closed:
             raise StoreClosed("the store is closed")
-        try:
-            from pymongo.errors import DuplicateKeyError, PyMongoError
-        except ImportError as exc:  # pragma: no cover - the mongo extra is missing
-            raise StoreError("pymongo is not installed (pip install 'cortex-spec[mongo]')") from exc
-        try:
-            yield
-        except CortexError:
-            raise
-        except DuplicateKeyError as exc:
-            raise AlreadyExists("a unique key is already taken") from exc
-        except PyMongoError as exc:
-            raise StoreError(f"MongoDB error: {exc}") from exc
+        return _DRIVER_ERRORS
 
     def _now(self) -> datetime:
         """Clock now, truncated to ms: read once per call (RSC-GEN-1)."""
