@@ -259,8 +259,12 @@ _PATHS = st.sampled_from(["a", "a.b"]) | st.sampled_from(["b", "a.c", "a.b.c", "
 _WANTED = (st.text(alphabet="xy", max_size=2) | st.integers(-2, 2) | st.sampled_from([None, True, False, 1.0, 1.5])
            | st.builds(lambda op, bound: {op: bound}, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
                        st.integers(-2, 2) | st.sampled_from([1.5, "x", None, True]))
-           | st.sampled_from([{"$ne": "x"}, {"$exists": False}, {"$exists": True}, {"$in": ["x", 1]},
-                              {"$gte": 0, "$lt": 2}, {}, {"$bogus": 1}, {"b": 1}]))
+           | st.sampled_from([{"$ne": "x"}, {"$ne": None}, {"$ne": 1}, {"$nin": ["x"]}, {"$exists": False},
+                              {"$exists": 0}, {"$exists": True}, {"$in": ["x", 1]}, {"$in": [None]}, {"$in": "x"},
+                              {"$eq": 1}, {"$eq": None}, {"$gte": 0, "$lt": 2}, {"$ne": None, "$lte": 1},
+                              {"$ne": None, "$lte": datetime(2026, 1, 1)}, {"$lt": datetime(2027, 1, 1)},
+                              {"$ne": 1, "b": 2}, {"$all": ["x"]}, {"$all": ["x"], "b": 1}, {"$regex": "x"}, {"$not": {"$eq": 1}},
+                              {}, {"$bogus": 1}, {"b": 1}, {"b": "x"}]))
 _FOUND = (st.text(alphabet="xy", max_size=2) | st.integers(-2, 2)
           | st.sampled_from([None, True, False, 0.5, 1.0, datetime(2026, 1, 1), b"x"]))
 

@@ -54,9 +54,9 @@ over every filter and written document that turns a ``datetime`` into a
 BSON date, and the copy of every document it returns, leave strings and
 numbers alone without testing several types on each (see
 :func:`_install_datetime_walk` and :func:`_install_copy_walk`); and the
-commonest filters (plain values and one numeric range on paths through
-plain dicts) are tested without mongomock's general matcher, with its
-answers (see :func:`_install_filter_shortcut`).  Each is compared with
+commonest filters (plain values and the comparison operators on paths
+through plain dicts) are tested without mongomock's general matcher, with
+its answers (see :func:`_install_filter_shortcut`).  Each is compared with
 mongomock's own function on generated values in
 ``tests/test_mongo_faithful.py``.
 
@@ -489,57 +489,56 @@ def _install_filter_shortcut() -> None:
     deciding exactly what the matcher decides.
 
     mongomock tests a filter on a document with ``filter_applies``, which
-    for every key resolves the dotted path, classifies the wanted value and
-    walks a chain of wrapped operators: 8–9 % of a Mongo certification's
-    samples, most of them on the store's scope filters (``{"_id": …,
-    "run.scope.n": {"$gte": 2}, "run.scope.k0": "ws", …}``).  The shortcut
-    goes through the filter's keys in order, as the matcher does, and
-    decides a key itself only when
+    for every key resolves the dotted path into a list of candidates,
+    classifies the wanted value and walks a chain of checks around its
+    operators: 8–9 % of a Mongo certification's samples, most of them on
+    the store's scope filters (``{"_id": …, "run.scope.n": {"$gte": 2},
+    "run.scope.k0": "ws", …}``).  The shortcut goes through the filter's
+    keys in order, as the matcher does, and decides a key itself only when
+    the key has no ``$`` and no empty part and its path goes through plain
+    dicts, and the wanted value is not a regular expression, has no
+    ``$all`` and, if it is a dict of operators, uses only ``$eq``, ``$ne``,
+    ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin`` and
+    ``$exists``.  Then:
 
-    * the key has no ``$`` and no empty part, and its path goes through
-      plain dicts (a list, a ``dict`` subclass or any other value on the
-      way is the matcher's, except ``None`` or a string, number or boolean,
-      where the path ends with nothing to match);
-    * the value found is not a list or tuple; and
-    * the wanted value is a ``str``, ``int``, ``float``, ``bool`` or
-      ``None`` (equal, or ``None`` for a missing field: the matcher's own
-      expression), or a dict of one of ``$gt``, ``$gte``, ``$lt``, ``$lte``
-      with an ``int`` and the value found an ``int`` or ``float`` (compared),
-      or ``None``, a string, a boolean, a dict or nothing (false: another
-      type in BSON's order, which a range never matches).
+    * the path ends at one value that is not a list or tuple (``NOTHING``
+      for a missing field): the matcher's verdict on one candidate is its
+      own expression — the operators' functions from its own table, in the
+      filter's order, or ``==`` with ``None`` also matching a missing
+      field — and the shortcut computes exactly that;
+    * the path meets ``None``, a string, a number or a boolean on the way
+      (no candidate): a plain value, or a dict with a key other than
+      ``$ne`` and ``$nin``, does not match; ``{"$exists": False}``, ``{}``
+      and ``$ne``/``$nin`` alone do, as in the matcher.
 
     A key decided false ends the test (the matcher stops there too); any
-    other key hands the whole filter to the matcher, which decides the
-    keys already seen as the shortcut did.  ``tests/test_mongo_faithful.py``
-    compares both on generated filters and documents."""
+    other key (a list on the way or at the end, a ``dict`` subclass, a
+    ``$`` key, another operator) hands the whole filter to the matcher,
+    which decides the keys already seen as the shortcut did.
+    ``tests/test_mongo_faithful.py`` compares both, answers and errors, on
+    generated filters and documents."""
     global _FILTER_SHORTCUT
-    import operator
-
     from mongomock import collection, filtering
 
     module: Any = collection
-    NOTHING: Any = vars(filtering)["NOTHING"]
+    matcher: Any = filtering
+    NOTHING: Any = matcher.NOTHING
+    regexes: Any = matcher._RE_TYPES
     original: Any = module.filter_applies
-    ranges = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
-    scalars = (str, int, float, bool, type(None))
-    outside = (str, type(None), bool, dict)  # never in a numeric range
+    operators: dict[str, Any] = {name: matcher._filterer_inst._operator_map[name] for name in (
+        "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")}
+    negative = frozenset({"$ne", "$nin"})
+    ends = (str, int, float, bool, type(None))  # a path meeting one of these has no candidate
 
     def filter_applies(search_filter: Any, document: Any) -> Any:
         if type(search_filter) is not dict or type(document) is not dict:
             return original(search_filter, document)
         for key, wanted in search_filter.items():
-            kind = type(wanted)
-            compare = None
-            if kind is dict:
-                if len(wanted) != 1:
-                    return original(search_filter, document)
-                (name, bound), = wanted.items()
-                compare = ranges.get(name)
-                if compare is None or type(bound) is not int:
-                    return original(search_filter, document)
-            elif kind not in scalars:
+            if not key or key[0] == "$" or isinstance(wanted, regexes):
                 return original(search_filter, document)
-            if not key or key[0] == "$":
+            keyed = type(wanted) is dict
+            ops = keyed and wanted and all(name[:1] == "$" for name in wanted)
+            if ops and not all(name in operators for name in wanted) or keyed and "$all" in wanted:
                 return original(search_filter, document)
             parts = key.split(".")
             if "" in parts:
@@ -548,22 +547,21 @@ def _install_filter_shortcut() -> None:
             for part in parts[:-1]:
                 at = at.get(part, {})
                 if type(at) is not dict:
-                    if type(at) in scalars:
-                        return False  # nothing at the path: this key does not match
+                    break
+            if type(at) is not dict:  # the path ended on the way
+                if type(at) not in ends:
                     return original(search_filter, document)
+                if not keyed or wanted != {"$exists": False} and set(wanted) - negative:
+                    return False  # wanting something there (the matcher's "positive" match)
+                continue
             found = at.get(parts[-1], NOTHING)
             if isinstance(found, (list, tuple)):
                 return original(search_filter, document)
-            if compare is None:  # a plain value: the matcher's own expression
-                if not (found == wanted or (wanted is None and found is NOTHING)):
+            if ops:
+                if not all(operators[name](found, value) for name, value in wanted.items()):
                     return False
-            elif found is NOTHING or type(found) in outside:
-                return False  # nothing, or a type a numeric range never matches
-            elif type(found) is int or type(found) is float:
-                if not compare(found, bound):
-                    return False
-            else:
-                return original(search_filter, document)
+            elif not (found == wanted or (wanted is None and found is NOTHING)):
+                return False
         return True
 
     filter_applies.original = original  # type: ignore[attr-defined]
