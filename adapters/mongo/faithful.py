@@ -518,6 +518,8 @@ def _install_filter_shortcut() -> None:
     ``tests/test_mongo_faithful.py`` compares both, answers and errors, on
     generated filters and documents."""
     global _FILTER_SHORTCUT
+    import operator
+
     from mongomock import collection, filtering
 
     module: Any = collection
@@ -528,6 +530,7 @@ def _install_filter_shortcut() -> None:
     operators: dict[str, Any] = {name: matcher._filterer_inst._operator_map[name] for name in (
         "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")}
     negative = frozenset({"$ne", "$nin"})
+    ranges = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
     ends = (str, int, float, bool, type(None))  # a path meeting one of these has no candidate
 
     def filter_applies(search_filter: Any, document: Any) -> Any:
@@ -537,9 +540,22 @@ def _install_filter_shortcut() -> None:
             if not key or key[0] == "$" or isinstance(wanted, regexes):
                 return original(search_filter, document)
             keyed = type(wanted) is dict
-            ops = keyed and wanted and all(name[:1] == "$" for name in wanted)
-            if ops and not all(name in operators for name in wanted) or keyed and "$all" in wanted:
-                return original(search_filter, document)
+            compare = None
+            if not keyed:
+                ops = False
+            elif len(wanted) == 1:
+                name = next(iter(wanted))
+                ops = name[:1] == "$"
+                if ops:
+                    if name not in operators:
+                        return original(search_filter, document)  # $all among them
+                    # one numeric range (the scopes' depth): its comparison
+                    # itself, where the matcher's comes to the same (below)
+                    compare = ranges.get(name)
+            else:
+                ops = bool(wanted) and all(name[:1] == "$" for name in wanted)
+                if ops and not all(name in operators for name in wanted) or "$all" in wanted:
+                    return original(search_filter, document)
             parts = key.split(".")
             if "" in parts:
                 return original(search_filter, document)
@@ -557,7 +573,11 @@ def _install_filter_shortcut() -> None:
             found = at.get(parts[-1], NOTHING)
             if isinstance(found, (list, tuple)):
                 return original(search_filter, document)
-            if ops:
+            if compare is not None and (type(found) is int or type(found) is float) \
+                    and type(bound := next(iter(wanted.values()))) is int:
+                if not compare(found, bound):  # two numbers: BSON compares them as Python does
+                    return False
+            elif ops:
                 if not all(operators[name](found, value) for name, value in wanted.items()):
                     return False
             elif not (found == wanted or (wanted is None and found is NOTHING)):
