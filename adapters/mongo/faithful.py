@@ -553,8 +553,10 @@ def _install_filter_shortcut() -> None:
                     # itself, where the matcher's comes to the same (below)
                     compare = ranges.get(name)
             else:
-                ops = bool(wanted) and all(name[:1] == "$" for name in wanted)
-                if ops and not all(name in operators for name in wanted) or "$all" in wanted:
+                # ({}: the matcher lets a missing field match it, wanting
+                # neither something there nor something else)
+                ops = all(name[:1] == "$" for name in wanted)
+                if not wanted or ops and not all(name in operators for name in wanted) or "$all" in wanted:
                     return original(search_filter, document)
             parts = key.split(".")
             if "" in parts:
