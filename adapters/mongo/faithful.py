@@ -395,6 +395,23 @@ def _read_by_key(collection: Any) -> None:
     collection._iter_documents = iter_documents
 
 
+def _install_replacements() -> None:
+    """Put the three replacements below into mongomock, once per process
+    (when the first :class:`FaithfulClient` is made)."""
+    global _INSTALLED
+    with _INSTALLING:
+        if _INSTALLED:
+            return
+        _install_datetime_walk()
+        _install_copy_walk()
+        _install_filter_shortcut()
+        _INSTALLED = True
+
+
+_INSTALLING = threading.Lock()
+_INSTALLED = False
+
+
 def _install_datetime_walk() -> None:
     """Make mongomock's walk over every filter and stored document (its
     ``helpers.patch_datetime_awareness_in_document``) cheaper on the values
@@ -412,12 +429,9 @@ def _install_datetime_walk() -> None:
     every other value (a ``datetime``, an ``OrderedDict``, a ``tuple``, a
     ``Timestamp``, a ``dict`` or ``list`` subclass …) to mongomock's own
     function, whose recursion comes back to this one by the module's name.
-    Installed once per process, when the first :class:`FaithfulClient` is
-    made; ``tests/test_mongo_faithful.py`` checks that both give equal
-    values of the same types."""
+    ``tests/test_mongo_faithful.py`` checks that both give equal values of
+    the same types."""
     global _DATETIME_WALK
-    if _DATETIME_WALK is not None:
-        return
     from mongomock import helpers
 
     original: Any = helpers.patch_datetime_awareness_in_document
@@ -435,8 +449,6 @@ def _install_datetime_walk() -> None:
     walk.original = original  # type: ignore[attr-defined]
     helpers.patch_datetime_awareness_in_document = walk
     _DATETIME_WALK = walk
-    _install_copy_walk()
-    _install_filter_shortcut()
 
 
 #: the walk :func:`_install_datetime_walk` put in mongomock, once installed
@@ -729,7 +741,7 @@ class FaithfulClient:
         import mongomock
         from mongomock.store import ServerStore
 
-        _install_datetime_walk()
+        _install_replacements()
         # mongomock.store has no annotations
         self._storage = _storage if _storage is not None else ServerStore()  # type: ignore[no-untyped-call]
         self._gate = _gate if _gate is not None else _Gate(yield_between_calls)
