@@ -147,13 +147,13 @@ def _draw_direct(data: Any, strategy: st.SearchStrategy[Any]) -> Any:
       integer choice of the branch, then the branch (its filtered choice
       never rejects a branch that is not empty, and ``element_strategies``
       holds none that is).
+    * the records of :func:`.world.record` (an entity's fields): each field,
+      in order, then the record made of them (``tuples(...).map(...)``
+      draws nothing else).
 
     These are Hypothesis' internals (6.155 to 6.170 measured): the test of
     this (``tests/test_machine_costs.py``) replays generated examples
     through them under whichever Hypothesis is installed.
-    * the records of :func:`.world.record` (an entity's fields): each field,
-      in order, then the record made of them (``tuples(...).map(...)``
-      draws nothing else).
     """
     kind = type(strategy)
     if kind is _SampledFrom:

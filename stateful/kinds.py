@@ -87,10 +87,11 @@ def _kind_strategy(kind: k.FieldKind, name: str, refs: tuple[tuple[str, tuple[st
 def entities(cls: type, refs: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Any:
     """Entities (or nested records) of a described class with every data
     field drawn; the key and stamps are the caller's (``attrs.evolve``)."""
-    data = [(name, spec) for name, spec in k.specs(cls).items() if spec.role == k.DATA]
+    specs = k.specs(cls)
+    data = [(name, spec) for name, spec in specs.items() if spec.role == k.DATA]
     names = tuple(name for name, _ in data)
     # a placeholder key (an entity's id is required), made once per class
-    key = k.specs(cls).get("id")
+    key = specs.get("id")
     placeholder = {"id": fixed_id(key.kind.prefix, 0)} if key is not None and key.role == k.KEY else {}
     return record((_kind_strategy(spec.kind, name, refs) for name, spec in data),
                   lambda values: cls(**dict(zip(names, values)), **placeholder))

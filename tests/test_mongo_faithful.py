@@ -148,24 +148,26 @@ def test_reads_by_id_find_what_mongomock_finds(docs, ops):
     assert list(faithful.find({}, sort=[("_id", 1)])) == list(raw.find({}, sort=[("_id", 1)]))
 
 
+def _installed(module, name):
+    """The function the wrapper put in mongomock at ``module.name``, and
+    mongomock's own (recursing into itself, as before the install)."""
+    FaithfulClient()  # installs it
+    made = getattr(module, name)
+
+    def original(*args):
+        setattr(module, name, made.original)
+        try:
+            return made.original(*args)
+        finally:
+            setattr(module, name, made)
+
+    return made, original
+
+
 def _datetime_walks():
-    """The walk the wrapper installs in mongomock, and mongomock's own
-    (recursing into itself, as it did before the install)."""
     from mongomock import helpers
 
-    from cortex_spec.adapters.mongo import faithful
-
-    FaithfulClient()  # installs it
-    walk = faithful._DATETIME_WALK
-
-    def original(value):
-        helpers.patch_datetime_awareness_in_document = walk.original
-        try:
-            return walk.original(value)
-        finally:
-            helpers.patch_datetime_awareness_in_document = walk
-
-    return walk, original
+    return _installed(helpers, "patch_datetime_awareness_in_document")
 
 
 def _same(a, b) -> bool:
@@ -202,7 +204,7 @@ def _containers(children):
 def test_the_datetime_walk_gives_what_mongomocks_own_gives(value):
     """mongomock turns every filter and written document's datetimes into
     naive UTC ones of millisecond precision; the walk the wrapper installs
-    in its place (``faithful._install_datetime_walk``) gives an equal value
+    in its place (``faithful._datetime_walk``) gives an equal value
     of the same types at every level, for plain and ordered dicts, SON,
     lists, tuples, naive and aware datetimes, timestamps and scalars."""
     walk, original = _datetime_walks()
@@ -211,22 +213,9 @@ def test_the_datetime_walk_gives_what_mongomocks_own_gives(value):
 
 
 def _copy_walks():
-    """The copy the wrapper installs in mongomock, and mongomock's own."""
-    from mongomock import collection as module
+    from mongomock import collection
 
-    from cortex_spec.adapters.mongo import faithful
-
-    FaithfulClient()  # installs it
-    walk = faithful._COPY_WALK
-
-    def original(value, container):
-        module._copy_field = walk.original
-        try:
-            return walk.original(value, container)
-        finally:
-            module._copy_field = walk
-
-    return walk, original
+    return _installed(collection, "_copy_field")
 
 
 def _shares_a_container(a, b) -> bool:
@@ -245,7 +234,7 @@ def _shares_a_container(a, b) -> bool:
 @given(value=st.recursive(_LEAVES, _containers, max_leaves=12), ordered=st.booleans())
 def test_the_copy_walk_gives_what_mongomocks_own_gives(value, ordered):
     """mongomock copies every document it returns; the copy the wrapper
-    installs (``faithful._install_copy_walk``) gives an equal value of the
+    installs (``faithful._copy_walk``) gives an equal value of the
     same types at every level, into the container asked for, and shares no
     dict or list with the stored document."""
     walk, original = _copy_walks()
@@ -281,7 +270,7 @@ def _found_docs(children):
                                  optional={"b": _FOUND, "_id": _FOUND}))
 def test_the_filter_shortcut_decides_what_mongomocks_matcher_decides(flt, doc):
     """The shortcut the wrapper installs for mongomock's matcher
-    (``faithful._install_filter_shortcut``) gives the matcher's answer, or
+    (``faithful._filter_shortcut``) gives the matcher's answer, or
     raises its error, on filters of plain values, ranges, other operators
     and malformed keys, against documents with nested dicts, ordered dicts,
     lists, tuples, missing fields and values of every type on the path."""
@@ -305,13 +294,15 @@ def test_the_filter_shortcut_decides_what_mongomocks_matcher_decides(flt, doc):
 def test_faithful_clients_use_the_installed_walk():
     """Made once per process: a filter's and a written document's datetime
     reach the storage as mongomock's own walk leaves them."""
+    from mongomock import collection as module
     from mongomock import helpers
 
-    from mongomock import collection as module
+    from cortex_spec.adapters.mongo import faithful
 
-    walk, _ = _datetime_walks()
-    assert helpers.patch_datetime_awareness_in_document is walk
-    assert module._copy_field is _copy_walks()[0]
+    FaithfulClient()
+    installed = (helpers.patch_datetime_awareness_in_document, module._copy_field, module.filter_applies)
+    assert installed == (faithful._DATETIME_WALK, faithful._COPY_WALK, faithful._FILTER_SHORTCUT)
+    assert None not in installed and all(hasattr(f, "original") for f in installed)
     collection = FaithfulClient()["db"]["c"]
     aware = datetime(2026, 12, 5, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
     collection.insert_one({"_id": "a", "at": aware, "list": [aware]})

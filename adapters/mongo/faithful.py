@@ -53,10 +53,10 @@ the whole process when the first :class:`FaithfulClient` is made: the walk
 over every filter and written document that turns a ``datetime`` into a
 BSON date, and the copy of every document it returns, leave strings and
 numbers alone without testing several types on each (see
-:func:`_install_datetime_walk` and :func:`_install_copy_walk`); and the
+:func:`_datetime_walk` and :func:`_copy_walk`); and the
 commonest filters (plain values and the comparison operators on paths
 through plain dicts) are tested without mongomock's general matcher, with
-its answers (see :func:`_install_filter_shortcut`).  Each is compared with
+its answers (see :func:`_filter_shortcut`).  Each is compared with
 mongomock's own function on generated values in
 ``tests/test_mongo_faithful.py``.
 
@@ -112,7 +112,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 __all__ = [
     "FaithfulClient",
@@ -305,7 +305,7 @@ class FaithfulSession:
             raise NotImplementedError("a snapshot session only reads (as on a server)")
         name = collection.full_name
         if name not in self._copies:
-            # mongomock's find gives copies already (see _install_copy_walk)
+            # mongomock's find gives copies already (see _copy_walk)
             self._copies[name] = (collection, list(collection.find({})))
 
     def _end(self) -> None:
@@ -369,7 +369,7 @@ def _read_by_key(collection: Any) -> None:
     keeps it under exactly that key, so looking it up and testing the whole
     filter on it alone finds the same documents, each match decided as
     mongomock decides it (by its matcher, or the shortcut of
-    :func:`_install_filter_shortcut`).  Any other filter (no ``_id``, an operator or a non-string
+    :func:`_filter_shortcut`).  Any other filter (no ``_id``, an operator or a non-string
     value under it) is scanned as before.
     """
     import mongomock.collection
@@ -398,21 +398,40 @@ def _read_by_key(collection: Any) -> None:
 def _install_replacements() -> None:
     """Put the three replacements below into mongomock, once per process
     (when the first :class:`FaithfulClient` is made)."""
-    global _INSTALLED
+    global _DATETIME_WALK, _COPY_WALK, _FILTER_SHORTCUT
+    from mongomock import collection, helpers
+
     with _INSTALLING:
-        if _INSTALLED:
+        if _FILTER_SHORTCUT is not None:
             return
-        _install_datetime_walk()
-        _install_copy_walk()
-        _install_filter_shortcut()
-        _INSTALLED = True
+        _DATETIME_WALK = _replace(helpers, "patch_datetime_awareness_in_document", _datetime_walk)
+        _COPY_WALK = _replace(collection, "_copy_field", _copy_walk)
+        _FILTER_SHORTCUT = _replace(collection, "filter_applies", _filter_shortcut)
 
 
 _INSTALLING = threading.Lock()
-_INSTALLED = False
+#: what :func:`_install_replacements` put in mongomock, once installed
+#: (each keeps mongomock's function as its ``original``)
+_DATETIME_WALK: Any = None
+_COPY_WALK: Any = None
+_FILTER_SHORTCUT: Any = None
+
+#: the immutable values mongomock's walks give back as they are, and that a
+#: dotted path cannot go through
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
-def _install_datetime_walk() -> None:
+def _replace(module: Any, name: str, make: Callable[[Any], Any]) -> Any:
+    """``module.name`` replaced by ``make(original)``, which keeps the
+    original as its ``original``."""
+    original = getattr(module, name)
+    made = make(original)
+    made.original = original
+    setattr(module, name, made)
+    return made
+
+
+def _datetime_walk(original: Any) -> Any:
     """Make mongomock's walk over every filter and stored document (its
     ``helpers.patch_datetime_awareness_in_document``) cheaper on the values
     a store keeps, without changing one value it gives.
@@ -431,31 +450,20 @@ def _install_datetime_walk() -> None:
     function, whose recursion comes back to this one by the module's name.
     ``tests/test_mongo_faithful.py`` checks that both give equal values of
     the same types."""
-    global _DATETIME_WALK
-    from mongomock import helpers
-
-    original: Any = helpers.patch_datetime_awareness_in_document
-
     def walk(value: Any) -> Any:
         t = type(value)
         if t is dict:
             return {k: walk(v) for k, v in value.items()}
-        if t is str or t is int or value is None or t is bool or t is float:
+        if t in _PLAIN:
             return value
         if t is list:
             return [walk(v) for v in value]
         return original(value)
 
-    walk.original = original  # type: ignore[attr-defined]
-    helpers.patch_datetime_awareness_in_document = walk
-    _DATETIME_WALK = walk
+    return walk
 
 
-#: the walk :func:`_install_datetime_walk` put in mongomock, once installed
-_DATETIME_WALK: Any = None
-
-
-def _install_copy_walk() -> None:
+def _copy_walk(original: Any) -> Any:
     """The same for the copy mongomock makes of every document it returns
     (``collection._copy_field``, so that a caller's changes never reach the
     storage): a plain ``dict`` becomes a new ``container()`` filled in the
@@ -466,17 +474,13 @@ def _install_copy_walk() -> None:
     same value, immutable, another object); anything else goes to
     mongomock's own function.  About 3 % of a Mongo certification's
     samples went to that copy."""
-    global _COPY_WALK
     from datetime import datetime
 
-    from mongomock import collection
-
-    module: Any = collection
-    original: Any = module._copy_field
+    kept = _PLAIN | {datetime}
 
     def copy_field(obj: Any, container: Any) -> Any:
         t = type(obj)
-        if t is str or t is int or obj is None or t is bool or t is float or t is datetime:
+        if t in kept:
             return obj
         if t is dict:
             new = container()
@@ -487,16 +491,10 @@ def _install_copy_walk() -> None:
             return [copy_field(item, container) for item in obj]
         return original(obj, container)
 
-    copy_field.original = original  # type: ignore[attr-defined]
-    module._copy_field = copy_field
-    _COPY_WALK = copy_field
+    return copy_field
 
 
-#: the copy :func:`_install_copy_walk` put in mongomock, once installed
-_COPY_WALK: Any = None
-
-
-def _install_filter_shortcut() -> None:
+def _filter_shortcut(original: Any) -> Any:
     """Let mongomock test the commonest filters without its general matcher,
     deciding exactly what the matcher decides.
 
@@ -529,21 +527,17 @@ def _install_filter_shortcut() -> None:
     which decides the keys already seen as the shortcut did.
     ``tests/test_mongo_faithful.py`` compares both, answers and errors, on
     generated filters and documents."""
-    global _FILTER_SHORTCUT
     import operator
 
-    from mongomock import collection, filtering
+    from mongomock import filtering
 
-    module: Any = collection
     matcher: Any = filtering
     NOTHING: Any = matcher.NOTHING
     regexes: Any = matcher._RE_TYPES
-    original: Any = module.filter_applies
     operators: dict[str, Any] = {name: matcher._filterer_inst._operator_map[name] for name in (
         "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")}
     negative = frozenset({"$ne", "$nin"})
     ranges = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
-    ends = (str, int, float, bool, type(None))  # a path meeting one of these has no candidate
 
     def filter_applies(search_filter: Any, document: Any) -> Any:
         if type(search_filter) is not dict or type(document) is not dict:
@@ -579,7 +573,7 @@ def _install_filter_shortcut() -> None:
                 if type(at) is not dict:
                     break
             if type(at) is not dict:  # the path ended on the way
-                if type(at) not in ends:
+                if type(at) not in _PLAIN:  # (a path meeting one has no candidate)
                     return original(search_filter, document)
                 if not keyed or wanted != {"$exists": False} and set(wanted) - negative:
                     return False  # wanting something there (the matcher's "positive" match)
@@ -598,13 +592,7 @@ def _install_filter_shortcut() -> None:
                 return False
         return True
 
-    filter_applies.original = original  # type: ignore[attr-defined]
-    module.filter_applies = filter_applies
-    _FILTER_SHORTCUT = filter_applies
-
-
-#: the matcher :func:`_install_filter_shortcut` put in mongomock, once installed
-_FILTER_SHORTCUT: Any = None
+    return filter_applies
 
 
 class FaithfulCollection:

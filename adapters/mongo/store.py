@@ -367,16 +367,15 @@ class MongoStoreBase:
         """Refuse a closed store and a database of another layout version
         (ADMIN-MIG-3/4: read again, in case another store migrated it);
         the ``with`` block's driver errors are translated (never leaked raw)."""
-        if self._closed:
-            raise StoreClosed("the store is closed")
+        errors = self._driver_guard()  # a closed store first
         if self._schema_found != SCHEMA_VERSION:
-            with self._driver_guard():
+            with errors:
                 self._schema_found = self._read_version()
             if self._schema_found != SCHEMA_VERSION:
                 from cortex_spec.admin import schema_mismatch
 
                 raise schema_mismatch(self._schema_found, SCHEMA_VERSION)
-        return _DRIVER_ERRORS
+        return errors
 
     def _driver_guard(self) -> _DriverErrors:
         """Refuse a closed store; the ``with`` block's driver errors are
