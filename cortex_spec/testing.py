@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import math
 import operator
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -55,6 +56,7 @@ __all__ = [
     "ZERO",
     "Outcome",
     "race",
+    "interleaved",
     "strict_equal",
     "assert_strict_equal",
     "FAR_FUTURE",
@@ -345,8 +347,39 @@ class Outcome:
         return self.error is None
 
 
+#: The interpreter's switch interval while threads race (seconds): the
+#: longest a thread keeps the interpreter while another waits for it.
+RACE_SWITCH_INTERVAL = 5e-5
+
+
+@contextmanager
+def interleaved() -> Iterator[None]:
+    """Make racing threads take turns often: the interpreter's switch
+    interval is :data:`RACE_SWITCH_INTERVAL` inside, and what it was after.
+
+    At the default 5 ms a thread runs up to 5 ms of Python before a waiting
+    thread gets the interpreter.  A store whose calls never release it (an
+    in-memory store, mongomock) then finishes a read and the write that
+    depends on it inside one slice more often the faster it is, and its race
+    goes unseen: measured on the faithful mongomock, a charge-then-insert
+    mutant's race showed in 47 % of 4-thread rounds at 5 ms, 87 % at 0.1 ms
+    and 99 % at 0.05 ms.  Stores whose calls wait on a database release the
+    interpreter in every call and lose nothing.  The interval is
+    process-wide: a test process races one set of threads at a time."""
+    before = sys.getswitchinterval()
+    if before <= RACE_SWITCH_INTERVAL:  # already as fine (or finer): left alone
+        yield
+        return
+    sys.setswitchinterval(RACE_SWITCH_INTERVAL)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
 def race(calls: Sequence[Callable[[], Any]], timeout: float = 60.0) -> list[Outcome]:
-    """Run each call in its own thread, all released by one barrier.
+    """Run each call in its own thread, all released by one barrier, the
+    threads :func:`interleaved`.
 
     Returns one :class:`Outcome` per call, in the order given.  A thread that
     does not finish within ``timeout`` seconds fails the race loudly (a hung
@@ -366,11 +399,12 @@ def race(calls: Sequence[Callable[[], Any]], timeout: float = 60.0) -> list[Outc
         threading.Thread(target=worker, args=(i, c), name=f"cortex-race-{i}", daemon=True)
         for i, c in enumerate(calls)
     ]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + timeout
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    with interleaved():
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
     hung = [t.name for t in threads if t.is_alive()]
     if hung:
         raise AssertionError(f"{len(hung)} racing call(s) did not return within {timeout}s")

@@ -146,6 +146,40 @@ def test_manual_clock_is_thread_safe():
     assert c.now() == EPOCH + timedelta(milliseconds=8000)
 
 
+def test_race_runs_its_threads_interleaved_and_restores_the_switch_interval():
+    """Racing threads run at RACE_SWITCH_INTERVAL (a store whose calls never
+    release the interpreter finishes a read and its write inside one 5 ms
+    slice otherwise); the interval is put back after, also when a call
+    fails; every outcome comes back in the order of the calls."""
+    import sys
+
+    from cortex_spec import testing
+
+    before = sys.getswitchinterval()
+    assert before > testing.RACE_SWITCH_INTERVAL  # the default (5 ms) is what the race lowers
+
+    def fails():
+        raise ValueError("boom")
+
+    outcomes = testing.race([sys.getswitchinterval, fails, lambda: threading.current_thread().name])
+    assert outcomes[0].value == pytest.approx(testing.RACE_SWITCH_INTERVAL)  # kept in microseconds
+    assert isinstance(outcomes[1].error, ValueError) and not outcomes[1].ok
+    assert outcomes[2].value == "cortex-race-2"
+    assert sys.getswitchinterval() == before
+    with pytest.raises(RuntimeError), testing.interleaved():
+        assert sys.getswitchinterval() == pytest.approx(testing.RACE_SWITCH_INTERVAL)
+        raise RuntimeError("inside")
+    assert sys.getswitchinterval() == before
+    sys.setswitchinterval(testing.RACE_SWITCH_INTERVAL / 2)  # a finer interval is kept
+    try:
+        finer = sys.getswitchinterval()
+        with testing.interleaved():
+            assert sys.getswitchinterval() == finer
+        assert sys.getswitchinterval() == finer
+    finally:
+        sys.setswitchinterval(before)
+
+
 # -- errors --------------------------------------------------------------------------
 
 
