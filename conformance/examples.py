@@ -570,7 +570,8 @@ def table_examples(table: k.Table) -> Examples:
     def read_back(store: Any, c: Any, key: str) -> None:
         if "get" in table.ops:
             with clause("SCOPE-IMM-3", what=f"the scope a {table.singular} reads back at after a by-id call"):
-                assert m("get")(store)(c, key).scope == c.scope
+                scope = m("get")(store)(c, key).scope
+                assert scope == c.scope, f"read back at {scope}, expected {c.scope}"
 
     def observe(store: Any, key: str, scopes: Sequence[Any]) -> dict:
         return _table_view(store, table, scopes, [key])
@@ -585,7 +586,9 @@ def table_examples(table: k.Table) -> Examples:
         def updated(store: Any, c: Any, key: str) -> None:
             with clause("SCOPE-IMM-3", what=f"a {table.singular} updated from its scope or an ancestor"):
                 row = m("get")(store)(c, key)
-                assert getattr(row, field) == changed and row.scope == c.scope, row
+                assert getattr(row, field) == changed and row.scope == c.scope, (
+                    f"read back {field}={getattr(row, field)!r:.80} at {row.scope}, "
+                    f"expected {field}={changed!r:.80} at {c.scope}")
 
         byid.append(ByIdOp(
             table.method("update"), table.cls, table.not_found, setup,
@@ -645,14 +648,19 @@ def table_examples(table: k.Table) -> Examples:
                     got = m("get")(store)(home, kept.id)
                     assert_scope(got.scope, Scope.parse(row))
                     if updates:
-                        assert getattr(got, field) == last, (getattr(got, field), last)
+                        assert getattr(got, field) == last, (
+                            f"{field} reads back {getattr(got, field)!r:.80}, expected the last write {last!r:.80}")
                     if dropped is not None:
                         raises(lambda: m("get")(store)(home, dropped.id), table.not_found)
                 for caller in callers:
                     for listing in table.listings:
                         seen = call_listing(store, table, listing, ctx(caller))
-                        assert [r.scope for r in seen if r.id == kept.id] == [Scope.parse(row)], listing.method
-                        assert dropped is None or dropped.id not in {r.id for r in seen}, listing.method
+                        found = [r.scope for r in seen if r.id == kept.id]
+                        assert found == [Scope.parse(row)], (
+                            f"{listing.method} from {caller}: {kept.id} listed at {[str(f) for f in found]}, "
+                            f"expected once at {row}")
+                        assert dropped is None or dropped.id not in {r.id for r in seen}, (
+                            f"{listing.method} from {caller}: the deleted {dropped.id} is still listed")
             keys = [kept.id] + ([dropped.id] if dropped is not None else [])
             return SimpleNamespace(**{keys_of: keys}), check
 

@@ -70,9 +70,11 @@ def assert_scope(actual: object, expected: Scope, what: str = "scope") -> None:
     """The stored scope reads back as an equal `Scope`, level for level, as `str`s."""
     assert isinstance(actual, Scope), f"{what} is a {type(actual).__name__}, not a Scope"
     assert actual == expected, f"{what}: got {actual!r}, expected {expected!r}"
-    assert actual.levels == expected.levels
-    assert all(type(k) is str and type(v) is str for k, v in actual.levels)
-    assert actual.canonical() == expected.canonical()
+    assert actual.levels == expected.levels, f"{what}: levels {actual.levels!r}, expected {expected.levels!r}"
+    assert all(type(k) is str and type(v) is str for k, v in actual.levels), (
+        f"{what}: levels of types {[(type(k).__name__, type(v).__name__) for k, v in actual.levels]}, expected str")
+    assert actual.canonical() == expected.canonical(), (
+        f"{what}: canonical {actual.canonical()!r}, expected {expected.canonical()!r}")
 
 
 class RawClock:
@@ -131,8 +133,8 @@ CRAFTED_SUFFIXES = [
 def crafted(prefix: str) -> list[str]:
     """Valid ids of ``prefix`` with :data:`CRAFTED_SUFFIXES`, not in code-point order."""
     out = [f"{prefix}_{s}" for s in CRAFTED_SUFFIXES]
-    assert all(ids.is_id(i, prefix) for i in out)
-    assert out != sorted(out)
+    assert all(ids.is_id(i, prefix) for i in out), f"crafted ids of {prefix!r} are not all valid: {out}"
+    assert out != sorted(out), "the crafted ids must not be in code-point order"
     return out
 
 

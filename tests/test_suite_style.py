@@ -124,3 +124,51 @@ def test_the_checks_that_replace_asserts_fail_as_the_asserts_did():
         pass
     else:
         raise AssertionError("expect_op took an unknown operator")
+
+
+# -- the helpers' asserts explain themselves --------------------------------------------------
+
+#: The certification's other modules: helpers the suites call inside
+#: ``clause(...)``, where a failing ``assert`` becomes a ClauseViolation
+#: whose detail is the assert's own message.  `cortex-spec certify` and the
+#: tox envs run without pytest's assertion rewriting (``--assert=plain``),
+#: so an assert without a message would report nothing it saw.
+HELPERS = sorted(p for p in [*SUITES.glob("*.py"), *(ROOT / "stateful").glob("*.py")]
+                 if not p.name.startswith("test_"))
+
+
+def unexplained_asserts(source: str, filename: str = "<module>") -> list[int]:
+    """The line of each ``assert`` without a message, other than a type
+    narrowing (``x is not None``, ``isinstance(...)``) that states an
+    invariant of the code rather than checking a store."""
+    def narrowing(test: ast.expr) -> bool:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
+            return isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+        return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+
+    tree = ast.parse(source, filename=filename)
+    return sorted(node.lineno for node in ast.walk(tree)
+                  if isinstance(node, ast.Assert) and node.msg is None and not narrowing(node.test))
+
+
+def test_unexplained_asserts_are_found():
+    source = "\n".join([
+        "assert a == b",                       # 1: no message
+        "assert a == b, f'{a} != {b}'",        # 2
+        "assert x is not None",                # 3: narrowing
+        "assert isinstance(x, str)",           # 4: narrowing
+        "assert x is not y",                   # 5: not a narrowing
+        "def f():",                            # 6
+        "    with clause('X-1'):",             # 7
+        "        assert all(v for v in w)",    # 8
+    ])
+    assert unexplained_asserts(source) == [1, 5, 8]
+
+
+@pytest.mark.parametrize("path", HELPERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_helpers_assert_says_what_it_saw(path: Path):
+    lines = unexplained_asserts(path.read_text(encoding="utf-8"), str(path))
+    where = ", ".join(f"{path.relative_to(ROOT)}:{n}" for n in lines)
+    assert not lines, (
+        f"{len(lines)} assert(s) without a message in {path.name}: under --assert=plain (how "
+        f"`cortex-spec certify` runs) a failure would say nothing of what it saw: {where}")
