@@ -39,7 +39,7 @@ def certify_mutant(mutant: Any, workdir: Path, mode: str | None = None) -> dict[
                CORTEX_SPEC_PROFILE="quick", CORTEX_SPEC_SHRINK="0")
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_XDIST_TESTRUNUID", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--assert=plain",
                "--pyargs", "cortex_spec.conformance", "cortex_spec.stateful",
                "--cortex-store", f"mutants:{mutant.harness.__name__}", "--cortex-report", str(report)]
     if mode == "quick":
