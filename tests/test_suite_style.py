@@ -28,10 +28,14 @@ SUITES = ROOT / "conformance"
 KNOWN_REMAINDER: dict[str, int] = {}
 
 
+def _asserts(source: str, filename: str) -> list[ast.Assert]:
+    """Every ``assert`` statement in ``source``."""
+    return [node for node in ast.walk(ast.parse(source, filename=filename)) if isinstance(node, ast.Assert)]
+
+
 def bare_asserts(source: str, filename: str = "<suite>") -> list[int]:
     """The line of each ``assert`` statement in ``source``, in order."""
-    tree = ast.parse(source, filename=filename)
-    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert))
+    return sorted(node.lineno for node in _asserts(source, filename))
 
 
 def _suites() -> list[Path]:
@@ -146,9 +150,8 @@ def unexplained_asserts(source: str, filename: str = "<module>") -> list[int]:
             return isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
         return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
 
-    tree = ast.parse(source, filename=filename)
-    return sorted(node.lineno for node in ast.walk(tree)
-                  if isinstance(node, ast.Assert) and node.msg is None and not narrowing(node.test))
+    return sorted(node.lineno for node in _asserts(source, filename)
+                  if node.msg is None and not narrowing(node.test))
 
 
 def test_unexplained_asserts_are_found():
