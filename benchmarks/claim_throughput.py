@@ -16,7 +16,9 @@ Each is measured through the store and through the driver (``sqlite3`` /
 ``psycopg``) running the **same statements** with hand-written control flow
 and parameters: the SQL text is the adapter's own Core statements compiled
 once (so both paths do the same database work), the driver path then does
-only what a hand-written caller would — execute, fetch, decide, retry.  The
+only what a hand-written caller would — execute, fetch, decide, retry — in
+the adapter's order (on SQLite a claim's classifying read first, and its
+UPDATE only when the read finds it possible: ``Dialect.probe_first``).  The
 adapter's SQLite connection settings are the driver's too (WAL,
 ``synchronous=FULL``, busy timeout 5 s); PostgreSQL runs single statements
 in autocommit and the gateway's transaction explicitly, as the store does.
@@ -246,6 +248,8 @@ class _Statements:
         from cortex_spec.adapters.sql.dialect import POSTGRES, SQLITE
 
         ops = POSTGRES if dialect_name == "postgresql" else SQLITE
+        #: the adapter's order of a claim's two statements (Dialect.probe_first)
+        self.probe_first = ops.probe_first
         claim, probe = suspensions._claim_statements(1, "resume", ops)
         table = a2a.a2a_deliveries.name
         read = a2a._classify_read(table, 1, "claim")
@@ -290,29 +294,43 @@ def _driver_workers(stmts: _Statements, execute: Callable[[str, dict[str, Any]],
     runs one statement outside a transaction; ``transaction()`` is a context
     manager whose body is one write transaction, ending it with COMMIT, and
     whose value runs a statement in it, fetching its rows unless told not to)."""
+    probe_first = stmts.probe_first
+
+    def contended(write: Callable[[], list[tuple]], probe: Callable[[], list[tuple]],
+                  possible: Callable[[list[tuple]], bool]) -> bool:
+        """A claim in the adapter's order (``SqlStoreBase._contended``): on
+        SQLite the probe first and the write only if it may win; a lost
+        write is probed, and tried again while the probe finds it possible."""
+        while True:
+            if probe_first and not possible(probe()):
+                return False
+            if write():
+                return True
+            if not possible(probe()):
+                return False
+
     (claim_sql, claim_consts), (probe_sql, probe_consts) = stmts.claim, stmts.probe
+
+    def claimable(rows: list[tuple]) -> bool:
+        has_s, eligible, paused = rows[0]
+        return bool(has_s and eligible and paused)
 
     def suspension(run_id: str) -> bool:
         values = {"w_run": run_id, "w_now": now_ms, "w_clock": now_ms, **SCOPE_PARAMS}
-        while True:
-            if execute(claim_sql, {**claim_consts, **values}):
-                return True
-            has_s, eligible, paused = execute(probe_sql, {**probe_consts, **values})[0]
-            if not (has_s and eligible and paused):
-                return False  # refused; else claimable now: try again
+        claim, probe = {**claim_consts, **values}, {**probe_consts, **values}
+        return contended(lambda: execute(claim_sql, claim), lambda: execute(probe_sql, probe), claimable)
 
     (deliver_sql, deliver_consts), (reread_sql, reread_consts) = stmts.deliver, stmts.reread
     state_at = stmts.state_at
 
+    def queued(rows: list[tuple]) -> bool:
+        return bool(rows) and rows[0][state_at] == "queued"
+
     def delivery(delivery_id: str) -> bool:
-        while True:
-            values = {"w_id": delivery_id, "w_part": SCOPE.partition, "w_now": now_ms,
-                      "w_token": secrets.token_hex(16), **SCOPE_PARAMS}
-            if execute(deliver_sql, {**deliver_consts, **values}):
-                return True
-            rows = execute(reread_sql, {**reread_consts, **values})
-            if not rows or rows[0][state_at] != "queued":
-                return False
+        values = {"w_id": delivery_id, "w_part": SCOPE.partition, "w_now": now_ms,
+                  "w_token": secrets.token_hex(16), **SCOPE_PARAMS}
+        deliver, reread = {**deliver_consts, **values}, {**reread_consts, **values}
+        return contended(lambda: execute(deliver_sql, deliver), lambda: execute(reread_sql, reread), queued)
 
     (accept_sql, accept_consts), (bump_sql, bump_consts) = stmts.accept, stmts.bump
 
@@ -615,7 +633,7 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 FAIRNESS = """\
 the comparison: both paths run the adapter's own statements (SQL text checked
-equal below), on connections with the adapter's settings (SQLite: WAL,
+equal below) in the adapter's order (SQLite: a claim reads first), on connections with the adapter's settings (SQLite: WAL,
 synchronous=FULL, 5 s busy timeout, autocommit, BEGIN IMMEDIATE for the
 gateway's transaction; PostgreSQL: READ COMMITTED, autocommit for one
 statement), and wait for locks the same way (SQLite's busy handler; past the

@@ -103,7 +103,6 @@ from cortex_spec.validation import (
 from .dialect import Dialect
 from .schema import a2a_asks, a2a_conversations, a2a_deliveries, a2a_messages, runs, suspensions
 from .store import (
-    WRITE1,
     Members,
     SqlStoreBase,
     db_int,
@@ -693,19 +692,18 @@ class A2AMixin(SqlStoreBase):
         no explicit transaction); on a win return the row as written; on a
         loss ``classify(row or None)``, with the row read afresh (raw
         columns: a refusal decodes nothing), returns ``_REPEAT`` (give the
-        row back decoded), raises the refusal, or returns ``_Again``."""
+        row back decoded), raises the refusal, or returns ``_Again``.  On
+        SQLite the read comes first, and the UPDATE only on ``_Again``
+        (:meth:`.store.SqlStoreBase._contended`)."""
         update = _conditional_update(table.name, ctx.scope.depth, what)
         read = _classify_read(table.name, ctx.scope.depth, what)
         params = self._a2a_params(ctx, w_id=key, **params)
 
-        def attempt(conn: sa.Connection) -> tuple[bool, Any]:
-            row = conn.execute(update, params).one_or_none()
-            if row is not None:
-                return True, row
-            return False, conn.execute(read, params).one_or_none()  # a loss wrote nothing
+        def possible(row: Any) -> bool:
+            return classify(row) is _Again  # a refusal raises
 
         for _ in range(_ATTEMPTS):
-            won, row = self._call(attempt, WRITE1)  # _write1, one frame fewer
+            won, row = self._contended(update, read, params, possible)
             if won:
                 return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
             verdict = classify(row)

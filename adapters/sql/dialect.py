@@ -12,8 +12,9 @@ SQLAlchemy Core.  What they cannot say portably lives here:
   the store's driver path (:mod:`.driver`);
 * the column type of ids and other ordered text (binary collation:
   ``COLLATE "C"`` on PostgreSQL, SQLite's default ``BINARY``);
-* the lock a schema creation takes, and the one statement that claims a
-  run and returns its suspension (:meth:`Dialect.claim_returning`);
+* the lock a schema creation takes, the one statement that claims a run
+  and returns its suspension (:meth:`Dialect.claim_returning`), and whether
+  a claim reads before it writes (:attr:`Dialect.probe_first`);
 * classifying driver errors: unique violation, lock contention to retry,
   lost connection.
 
@@ -122,6 +123,17 @@ class Dialect:
     #: statements all see one snapshot and take no locks (class preparation).
     begin_sql = "BEGIN"
     snapshot_sql = "BEGIN"
+
+    #: Whether a claim reads before it writes (:meth:`.store.SqlStoreBase._contended`):
+    #: the read that classifies a lost claim runs first, and the conditional
+    #: write only when that read finds the claim possible.  The write alone
+    #: still decides a win.  Worth it where a losing write costs every other
+    #: writer: on SQLite a writing statement takes the database's one write
+    #: lock even when it matches no row, so in a race the losers (all callers
+    #: but one) would each make the others wait; a read takes no lock in WAL.
+    #: Not on PostgreSQL, where a losing UPDATE locks nothing and the read
+    #: would cost every winner a round trip.
+    probe_first = False
 
     def driver_usable(self, dbapi_conn: Any) -> bool:
         """Whether an idle connection kept checked out may serve a call (what
@@ -235,6 +247,7 @@ class _Sqlite(Dialect):
     #: blocks no writer
     begin_sql = "BEGIN IMMEDIATE"
     snapshot_sql = "BEGIN"
+    probe_first = True  # see Dialect.probe_first
 
     def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one

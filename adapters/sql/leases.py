@@ -17,7 +17,9 @@ and re-evaluates the WHERE on the row the winner committed, so of racing
 holds exactly one matches (LEASE-HOLD-8).  A hold that matched nothing is
 classified by one more read on the same connection; if that read finds the
 hold would now succeed (the row changed between the two statements), the
-UPDATE simply runs again.
+UPDATE simply runs again.  On SQLite the read comes first, and the UPDATE
+only when the read finds the hold possible
+(:meth:`.store.SqlStoreBase._contended`).
 
 A mark is one conditional UPDATE too (``notified_at IS NULL OR notified_at
 < :at``); the two listings are one SELECT each, the continuable one with the
@@ -132,16 +134,9 @@ class LeasesMixin(SqlStoreBase):
                   "v_expires": ms(lease.expires_at), **scope_params(scope)}
         hold, probe = _hold(scope.depth), _probe(scope.depth)
 
-        def attempt(conn: Any) -> Any:
-            if conn.execute(hold, params).rowcount == 1:
-                return None
-            return conn.execute(probe, params).one_or_none() or False  # a loss wrote nothing
-
-        for _ in range(_ATTEMPTS):
-            loss = self._write1(attempt)
+        def holdable(loss: Any) -> bool:
+            """The probe's verdict: True (the hold can succeed), or its refusal raised."""
             if loss is None:
-                return
-            if loss is False:
                 raise RunNotFound(f"run {run_id} not found")  # LEASE-HOLD-2
             if loss.state != _RUNNING:
                 raise InvalidState(f"run {run_id} is {loss.state}, not running")  # LEASE-HOLD-3
@@ -149,7 +144,13 @@ class LeasesMixin(SqlStoreBase):
                                                                   expires_at=from_millis(loss.lease_expires_at))
             if hold_decision(current, lease.owner, now) is Hold.HELD:
                 raise LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
-            # holdable now: the row changed between the two statements
+            return True
+
+        for _ in range(_ATTEMPTS):
+            won, loss = self._contended(hold, probe, params, holdable)
+            if won:
+                return
+            holdable(loss)  # a refusal raises; else the row changed between the two statements
         raise StoreError(f"the hold on run {run_id} kept racing concurrent writes")
 
     def mark_notified(self, ctx: Context, run_id: str, at: datetime) -> None:

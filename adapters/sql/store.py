@@ -310,9 +310,45 @@ class SqlStoreBase:
         A lost connection during or after the writing statement is *not*
         retried (unless the statement changed no row): it may have committed
         before the connection died, so the call raises ``StoreError`` and the
-        write happened entirely or not at all.
+        write happened entirely or not at all.  Reads before the writing
+        statement may be retried (:meth:`_contended`).
         """
         return self._call(fn, WRITE1)
+
+    def _contended(self, write: Any, probe: Any, params: dict[str, Any],
+                   possible: Callable[[Any], bool]) -> tuple[bool, Any]:
+        """One attempt of a claim, :meth:`_write1`: ``write`` is the
+        conditional statement that decides it (many callers may race for
+        it, all but one lose), ``probe`` the read that tells a loss apart.
+        ``(True, row)``: ``write`` changed a row (``row``: what it returned,
+        None if it returns nothing); ``(False, seen)``: it did not, or did not
+        run, and ``seen`` is the probe's row (None: no row).  The caller
+        classifies ``seen``: a refusal, or possible after all (the rows
+        changed between the statements), and then it attempts again.
+        ``possible(seen)``: whether the claim can still be won; it may raise
+        the refusal itself (it runs inside the call, which wrote nothing).
+
+        Where the dialect says :attr:`.dialect.Dialect.probe_first` (SQLite),
+        the probe runs first and the write only when ``possible(seen)``; a
+        claim plainly lost, most attempts of a race, then takes no write
+        lock.  A refusal is decided on a read either way (after a losing
+        write, or instead of one): the outcome the reference gives at that
+        read's instant.  Measured with ``benchmarks/claim_throughput.py``
+        (``benchmarks/README.md``, issue 14).
+        """
+        probe_first = self._dialect.probe_first
+
+        def attempt(conn: Any) -> tuple[bool, Any]:
+            if probe_first:
+                seen = conn.execute(probe, params).one_or_none()
+                if not possible(seen):
+                    return False, seen
+            result = conn.execute(write, params)
+            if result.rowcount > 0:  # a claim is of one row, by its key
+                return True, result.one_or_none()
+            return False, conn.execute(probe, params).one_or_none()  # a loss wrote nothing
+
+        return self._call(attempt, WRITE1)
 
     def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs several statements in one transaction that takes the

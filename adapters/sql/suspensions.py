@@ -10,7 +10,8 @@ holds every condition of the claim, the suspension's included::
                       AND (s.expires_at IS NULL OR s.expires_at > :now))
 
 (the sweep claim has ``s.expires_at IS NOT NULL AND s.expires_at <= :now``).
-The deadline is never checked in a separate, earlier read (SUSP-CLAIM-9).
+A win is never decided by a separate, earlier read: the deadline is checked
+in the UPDATE itself (SUSP-CLAIM-9).
 
 The UPDATE and the read of the suspension a winner returns are **one
 statement**, run without an explicit transaction
@@ -29,8 +30,11 @@ the deadline → ``SuspensionExpired`` for the resume claim (at or past it),
 ``NotSuspended`` for the sweep claim; otherwise, if the run is not visible
 and paused → ``NotSuspended``.  If that read finds the claim *would* now
 succeed (rows changed between the two statements), the claim statement is
-simply run again.  Every outcome is therefore the one the reference gives at
-one instant inside the call.
+simply run again.  On SQLite that SELECT runs *first*, and the UPDATE only
+when it finds the claim possible (:meth:`.store.SqlStoreBase._contended`):
+an UPDATE takes SQLite's one write lock even when it matches nothing, and in
+a race nearly every attempt loses.  Every outcome is therefore the one the
+reference gives at one instant inside the call.
 
 Measured (benchmarks/claim_throughput.py, issue 14): the former shape — a
 transaction of UPDATE, then the read, then COMMIT — cost four round trips on
@@ -67,7 +71,6 @@ from cortex_spec.validation import check_instant, check_page
 from .dialect import Dialect
 from .schema import runs, suspensions
 from .store import (
-    WRITE1,
     SqlStoreBase,
     db_int,
     decode,
@@ -223,16 +226,8 @@ class SuspensionsMixin(SqlStoreBase):
         claimed, probe = _claim_statements(scope.depth, side, self._dialect)
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms, **scope_binds(scope)}
 
-        def attempt(conn: Any) -> tuple[Any, Any]:
-            row = conn.execute(claimed, params).one_or_none()
-            if row is not None:
-                return row, None
-            return None, conn.execute(probe, params).one()  # a loss wrote nothing
-
-        for _ in range(_CLAIM_ATTEMPTS):
-            row, verdict = self._call(attempt, WRITE1)  # _write1, one frame fewer
-            if row is not None:
-                return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
+        def claimable(verdict: Any) -> bool:
+            """The probe's verdict: True (the claim can be won), or its refusal raised."""
             if not verdict.has_s:
                 raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
             if not verdict.eligible:
@@ -241,7 +236,13 @@ class SuspensionsMixin(SqlStoreBase):
                 raise NotSuspended(f"the suspension of run {run_id} is not expired")
             if not verdict.paused:
                 raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
-            # claimable now: the rows changed between the two statements
+            return True
+
+        for _ in range(_CLAIM_ATTEMPTS):
+            won, row = self._contended(claimed, probe, params, claimable)
+            if won:
+                return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
+            claimable(row)  # a refusal raises; else the rows changed between the statements
         raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
 
     def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
