@@ -521,13 +521,20 @@ def _classify_read(table_name: str, depth: int, what: str) -> sa.Select[Any]:
     return sa.select(t.c[column]).where(key == sa.bindparam("w_id"), _seen(t, depth))
 
 
+@cache
+def _transition(table_name: str, depth: int, what: str) -> tuple[sa.Update, sa.Select[Any]]:
+    """The two statements of a claim ``what`` (one cache lookup a call)."""
+    return _conditional_update(table_name, depth, what), _classify_read(table_name, depth, what)
+
+
 def _rowcount(stmt: sa.Executable, params: dict[str, Any], conn: sa.Connection) -> int:
     """How many rows ``stmt`` changed (one re-checking step of a reclaim)."""
     return int(conn.execute(stmt, params).rowcount)
 
 
-class _Again(Exception):
-    """Internal: a claim's classifying read found it possible after all."""
+def _new_token() -> dict[str, str]:
+    """A2A-DLV-6: the parameters of a claim's fresh, random token."""
+    return {"w_token": secrets.token_hex(16)}
 
 
 #: Internal: a claim's classifying read found the call a repeat; the row is the answer.
@@ -687,29 +694,24 @@ class A2AMixin(SqlStoreBase):
                               decode_row, lambda: not_found(f"{what} {key} not found"))
 
     def _a2a_claim(self, table: sa.Table, ctx: Context, key: str, what: str, params: dict[str, Any],
-                   decode_row: Callable[[Any], T], classify: Callable[[Any], object]) -> T:
+                   decode_row: Callable[[Any], T], classify: Callable[[Any], object],
+                   fresh: Callable[[], dict[str, Any]] | None = None) -> T:
         """Run the conditional ``UPDATE ... RETURNING`` ``what`` (one statement,
-        no explicit transaction); on a win return the row as written; on a
-        loss ``classify(row or None)``, with the row read afresh (raw
-        columns: a refusal decodes nothing), returns ``_REPEAT`` (give the
-        row back decoded), raises the refusal, or returns ``_Again``.  On
-        SQLite the read comes first, and the UPDATE only on ``_Again``
-        (:meth:`.store.SqlStoreBase._contended`)."""
-        update = _conditional_update(table.name, ctx.scope.depth, what)
-        read = _classify_read(table.name, ctx.scope.depth, what)
+        no explicit transaction); on a win return the row as written.  A loss
+        is ``classify(row or None)`` of the row read afresh (raw columns: a
+        refusal decodes nothing): the refusal to raise, ``_REPEAT`` (give the
+        row back decoded), or None (possible after all: attempt again).  On
+        SQLite the read comes first, and the UPDATE only on None
+        (:meth:`.store.SqlStoreBase._contended`, which also takes ``fresh``)."""
+        update, read = _transition(table.name, ctx.scope.depth, what)
         params = self._a2a_params(ctx, w_id=key, **params)
-
-        def possible(row: Any) -> bool:
-            return classify(row) is _Again  # a refusal raises
-
         for _ in range(_ATTEMPTS):
-            won, row = self._contended(update, read, params, possible)
-            if won:
-                return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it
-            verdict = classify(row)
-            if verdict is _REPEAT:
-                return decode_row(row)
-            if verdict is not _Again:
+            won, row, verdict = self._contended(update, read, params, classify, fresh)
+            if won or verdict is _REPEAT:
+                return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it; or the repeat's
+            if isinstance(verdict, CortexError):
+                raise verdict
+            if verdict is not None:
                 raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
         raise StoreError(f"the {what} of {key} kept racing concurrent writes")
 
@@ -867,14 +869,14 @@ class A2AMixin(SqlStoreBase):
 
         def classify(d: Any) -> object:
             if d is None:
-                raise DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
+                return DeliveryNotFound(f"delivery {delivery_id} not found")  # A2A-DLV-8
             if d.state != _QUEUED:
-                raise DeliveryAlreadyClaimed(f"delivery {delivery_id} is not queued")  # A2A-DLV-7
-            return _Again
+                return DeliveryAlreadyClaimed(f"delivery {delivery_id} is not queued")  # A2A-DLV-7
+            return None
 
-        # A2A-DLV-6: a fresh, random token for every claim
-        return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "claim",
-                           {"w_now": now, "w_token": secrets.token_hex(16)}, _delivery_from_row, classify)
+        # A2A-DLV-6: a fresh, random token for every claim (made only to write it)
+        return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "claim", {"w_now": now}, _delivery_from_row,
+                               classify, _new_token)
 
     def bind_delivery_run(self, ctx: Context, delivery_id: str, claim_token: str, run_id: str) -> Delivery:
         require_scope(ctx)
@@ -885,14 +887,14 @@ class A2AMixin(SqlStoreBase):
 
         def classify(d: Any) -> object:
             if d is None:
-                raise DeliveryNotFound(f"delivery {delivery_id} not found")
+                return DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERING or d.claim_token != claim_token:
-                raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-BIND-3
+                return DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-BIND-3
             if d.run_id == run_id:
                 return _REPEAT  # A2A-BIND-4: a repeat
             if d.run_id is not None:
-                raise DeliveryAlreadyBound(f"delivery {delivery_id} is bound to another run")
-            return _Again
+                return DeliveryAlreadyBound(f"delivery {delivery_id} is bound to another run")
+            return None
 
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "bind",
                            {"w_now": now, "w_token": claim_token, "w_run": run_id}, _delivery_from_row,
@@ -915,12 +917,12 @@ class A2AMixin(SqlStoreBase):
 
         def classify(d: Any) -> object:
             if d is None:
-                raise DeliveryNotFound(f"delivery {delivery_id} not found")
+                return DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.claim_token == claim_token and d.state == state.value and d.error == error:
                 return _REPEAT  # A2A-DLV-12: a repeat
             if d.state != _DELIVERING or d.claim_token != claim_token:
-                raise DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-DLV-13
-            return _Again
+                return DeliveryClaimLost(f"the claim on delivery {delivery_id} is lost")  # A2A-DLV-13
+            return None
 
         params = {"w_now": now, "w_token": claim_token, "w_state": state.value, "w_error": error,
                   "w_delivered": now if state == DeliveryState.DELIVERED else None}
@@ -955,12 +957,12 @@ class A2AMixin(SqlStoreBase):
 
         def classify(d: Any) -> object:
             if d is None:
-                raise DeliveryNotFound(f"delivery {delivery_id} not found")
+                return DeliveryNotFound(f"delivery {delivery_id} not found")
             if d.state != _DELIVERED:
-                raise InvalidState(f"delivery {delivery_id} is {d.state}, not delivered")
+                return InvalidState(f"delivery {delivery_id} is {d.state}, not delivered")
             if d.read_at is not None:
                 return _REPEAT  # A2A-READ-2: the first read time stays
-            return _Again
+            return None
 
         return self._a2a_claim(a2a_deliveries, ctx, delivery_id, "read", {"w_now": now}, _delivery_from_row,
                            classify)
@@ -1025,10 +1027,10 @@ class A2AMixin(SqlStoreBase):
 
         def classify(a: Any) -> object:
             if a is None:
-                raise AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
+                return AskNotFound(f"pending ask {reply_with} not found")  # A2A-ASK-5
             if a.claimed_at is not None:
-                raise AskAlreadyClaimed(f"the ask {reply_with} is already claimed")  # A2A-ASK-4
-            return _Again
+                return AskAlreadyClaimed(f"the ask {reply_with} is already claimed")  # A2A-ASK-4
+            return None
 
         return self._a2a_claim(a2a_asks, ctx, reply_with, "ask", {"w_now": now}, _ask_from_row, classify)
 

@@ -35,7 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cortex_spec.context import Context, require_context, require_scope
-from cortex_spec.errors import InvalidState, LeaseHeld, RunNotFound, StoreError
+from cortex_spec.errors import CortexError, InvalidState, LeaseHeld, RunNotFound, StoreError
 from cortex_spec.leases import Hold, check_lease, check_run_id, hold_decision
 from cortex_spec.runs import Lease, Run, RunState
 from cortex_spec.validation import check_instant, check_page
@@ -134,23 +134,25 @@ class LeasesMixin(SqlStoreBase):
                   "v_expires": ms(lease.expires_at), **scope_params(scope)}
         hold, probe = _hold(scope.depth), _probe(scope.depth)
 
-        def holdable(loss: Any) -> bool:
-            """The probe's verdict: True (the hold can succeed), or its refusal raised."""
+        def judge(loss: Any) -> CortexError | None:
+            """The probe's verdict: the hold's refusal, or None (it can succeed)."""
             if loss is None:
-                raise RunNotFound(f"run {run_id} not found")  # LEASE-HOLD-2
+                return RunNotFound(f"run {run_id} not found")  # LEASE-HOLD-2
             if loss.state != _RUNNING:
-                raise InvalidState(f"run {run_id} is {loss.state}, not running")  # LEASE-HOLD-3
+                return InvalidState(f"run {run_id} is {loss.state}, not running")  # LEASE-HOLD-3
             current = None if loss.lease_owner is None else Lease(owner=loss.lease_owner,
                                                                   expires_at=from_millis(loss.lease_expires_at))
             if hold_decision(current, lease.owner, now) is Hold.HELD:
-                raise LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
-            return True
+                return LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
+            return None
 
         for _ in range(_ATTEMPTS):
-            won, loss = self._contended(hold, probe, params, holdable)
+            won, _row, refusal = self._contended(hold, probe, params, judge)
             if won:
                 return
-            holdable(loss)  # a refusal raises; else the row changed between the two statements
+            if refusal is not None:
+                raise refusal
+            # holdable now: the row changed between the two statements
         raise StoreError(f"the hold on run {run_id} kept racing concurrent writes")
 
     def mark_notified(self, ctx: Context, run_id: str, at: datetime) -> None:

@@ -315,38 +315,46 @@ class SqlStoreBase:
         """
         return self._call(fn, WRITE1)
 
-    def _contended(self, write: Any, probe: Any, params: dict[str, Any],
-                   possible: Callable[[Any], bool]) -> tuple[bool, Any]:
+    def _contended(self, write: Any, probe: Any, params: dict[str, Any], judge: Callable[[Any], Any],
+                   fresh: Callable[[], dict[str, Any]] | None = None) -> tuple[bool, Any, Any]:
         """One attempt of a claim, :meth:`_write1`: ``write`` is the
         conditional statement that decides it (many callers may race for
-        it, all but one lose), ``probe`` the read that tells a loss apart.
-        ``(True, row)``: ``write`` changed a row (``row``: what it returned,
-        None if it returns nothing); ``(False, seen)``: it did not, or did not
-        run, and ``seen`` is the probe's row (None: no row).  The caller
-        classifies ``seen``: a refusal, or possible after all (the rows
-        changed between the statements), and then it attempts again.
-        ``possible(seen)``: whether the claim can still be won; it may raise
-        the refusal itself (it runs inside the call, which wrote nothing).
+        it, all but one lose), ``probe`` the read that tells a loss apart,
+        and ``judge(seen)`` the caller's verdict on the probe's row (None: no
+        row): None while the claim can still be won, else the refusal to
+        raise (or the caller's own answer, such as a repeat).
+
+        Returns ``(True, row, None)``: ``write`` changed a row (``row``: what
+        it returned, None if it returns nothing); or ``(False, seen,
+        verdict)``: it did not, or did not run, ``seen`` is the probe's row
+        and ``verdict`` the judge's (None: possible after all, the rows
+        changed between the statements: the caller attempts again).  The
+        judge returns its refusal rather than raising it: the caller raises
+        it, outside the database call.  ``fresh()``: parameters only
+        ``write`` binds, made each time it runs (a claim's new token: none is
+        made for a claim plainly lost).
 
         Where the dialect says :attr:`.dialect.Dialect.probe_first` (SQLite),
-        the probe runs first and the write only when ``possible(seen)``; a
-        claim plainly lost, most attempts of a race, then takes no write
-        lock.  A refusal is decided on a read either way (after a losing
-        write, or instead of one): the outcome the reference gives at that
-        read's instant.  Measured with ``benchmarks/claim_throughput.py``
-        (``benchmarks/README.md``, issue 14).
+        the probe runs first and the write only when the judge finds the
+        claim possible; a claim plainly lost, most attempts of a race, then
+        takes no write lock.  A refusal is decided on a read either way
+        (after a losing write, or instead of one): the outcome the reference
+        gives at that read's instant.  Measured with
+        ``benchmarks/claim_throughput.py`` (``benchmarks/README.md``, issue 14).
         """
         probe_first = self._dialect.probe_first
 
-        def attempt(conn: Any) -> tuple[bool, Any]:
+        def attempt(conn: Any) -> tuple[bool, Any, Any]:
             if probe_first:
                 seen = conn.execute(probe, params).one_or_none()
-                if not possible(seen):
-                    return False, seen
-            result = conn.execute(write, params)
+                verdict = judge(seen)
+                if verdict is not None:
+                    return False, seen, verdict
+            result = conn.execute(write, params if fresh is None else {**params, **fresh()})
             if result.rowcount > 0:  # a claim is of one row, by its key
-                return True, result.one_or_none()
-            return False, conn.execute(probe, params).one_or_none()  # a loss wrote nothing
+                return True, result.one_or_none(), None
+            seen = conn.execute(probe, params).one_or_none()  # a loss wrote nothing
+            return False, seen, judge(seen)
 
         return self._call(attempt, WRITE1)
 
@@ -396,6 +404,7 @@ class SqlStoreBase:
             conn: DriverConnection | None = None
             try:
                 conn = idle.get() if idle is not None else None
+                pooled = conn is None
                 if conn is None:
                     conn = self._checkout()
                 fairy = conn.fairy
@@ -407,11 +416,14 @@ class SqlStoreBase:
                 conn.log = log
                 conn.last_sql = conn.last_params = None
                 conn.changed = conn.writing = False
-                # the pool does not reset a connection given back to it: one
-                # given back inside a transaction (by another user of the
-                # engine) would run this call's statements in it, never
-                # committed.  A local check when there is none
-                conn.rollback()
+                if pooled:
+                    # the pool does not reset a connection given back to it:
+                    # one given back inside a transaction (by another user of
+                    # the engine) would run this call's statements in it,
+                    # never committed.  A local check when there is none.  An
+                    # idle connection needs none: only this loop gives one
+                    # back, with its transaction ended.
+                    conn.rollback()
                 if mode == WRITE1 or mode == READ:
                     # no BEGIN: the statement is its own transaction (SQLite
                     # outside BEGIN, PostgreSQL on an idle connection)

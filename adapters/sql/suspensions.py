@@ -57,7 +57,7 @@ from cortex_spec import ids
 from cortex_spec.clock import to_millis
 from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
-from cortex_spec.errors import NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.errors import CortexError, NotSuspended, StoreError, SuspensionExpired
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
@@ -226,23 +226,25 @@ class SuspensionsMixin(SqlStoreBase):
         claimed, probe = _claim_statements(scope.depth, side, self._dialect)
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms, **scope_binds(scope)}
 
-        def claimable(verdict: Any) -> bool:
-            """The probe's verdict: True (the claim can be won), or its refusal raised."""
+        def judge(verdict: Any) -> CortexError | None:
+            """The probe's verdict: the claim's refusal, or None (it can be won)."""
             if not verdict.has_s:
-                raise NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
+                return NotSuspended(f"run {run_id} has no suspension")  # SUSP-CLAIM-5
             if not verdict.eligible:
                 if side == "resume":  # SUSP-CLAIM-6, whatever the run's state
-                    raise SuspensionExpired(f"the suspension of run {run_id} has expired")
-                raise NotSuspended(f"the suspension of run {run_id} is not expired")
+                    return SuspensionExpired(f"the suspension of run {run_id} has expired")
+                return NotSuspended(f"the suspension of run {run_id} is not expired")
             if not verdict.paused:
-                raise NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
-            return True
+                return NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
+            return None
 
         for _ in range(_CLAIM_ATTEMPTS):
-            won, row = self._contended(claimed, probe, params, claimable)
+            won, row, refusal = self._contended(claimed, probe, params, judge)
             if won:
                 return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
-            claimable(row)  # a refusal raises; else the rows changed between the statements
+            if refusal is not None:
+                raise refusal
+            # claimable now: the rows changed between the two statements
         raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
 
     def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
