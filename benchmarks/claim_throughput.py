@@ -37,6 +37,9 @@ status 1 when one is not).  ``--contract`` adds a third path, not a target:
 the driver's statements with the contract's own Python around them (the
 store's entry checks, clock read and refusals), which tells how much of the
 store's extra latency is the contract's rather than the adapter's.
+``--spin US`` adds another path that is no target: the driver path with US
+microseconds of pure Python before each attempt, which shows how the p99
+under 8 threads grows with the Python an attempt runs (whatever it is).
 ``--serial`` runs no race: one thread tries each key as often as the race
 would (one win, the rest losses), so "CPU us" is each path's own work per
 attempt, without lock waits or GIL hand-offs — the figure that stays
@@ -85,6 +88,9 @@ from cortex_spec.suspensions import make_suspension
 SCOPE = ctx("ws=bench")
 SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}
 OPERATIONS = ("suspension claim", "delivery claim", "gateway accept")
+#: the paths a measurement races, in report order, with their labels: the
+#: adapter and the driver, and two that are no target (--contract, --spin)
+PATHS = {"adapter": "SqlStore", "driver": "driver", "contract": "+contract", "spin": "+spin"}
 RATIO_TARGET = 0.8
 P99_FACTOR = 3.0
 
@@ -395,6 +401,32 @@ def _with_contract(op: str, worker: Worker, clock: Any, messages: dict[str, Any]
     return claim
 
 
+def _with_spin(worker: Worker, seconds: float) -> Worker:
+    """``worker`` (a driver path) with ``seconds`` of pure Python before each
+    attempt.  Only for ``--spin``: it shows how the race's p99 grows with the
+    Python an attempt runs, whatever that Python is (threads wait for the
+    GIL, and a winner holds SQLite's write lock while it waits)."""
+    clock = time.perf_counter
+
+    def attempt(key: str) -> bool:
+        until = clock() + seconds
+        while clock() < until:
+            pass
+        return worker(key)
+
+    return attempt
+
+
+def _around(path: str, op: str, workers: list[Worker], clock: Any, messages: dict[str, Any],
+            spin: float) -> list[Worker]:
+    """The driver path's workers as ``path`` races them (driver, +contract, +spin)."""
+    if path == "contract":
+        return [_with_contract(op, w, clock, messages) for w in workers]
+    if path == "spin":
+        return [_with_spin(w, spin) for w in workers]
+    return workers
+
+
 def _sqlite_driver(path: str, stmts: _Statements, now_ms: int, messages: dict[str, Any],
                    retries: list[int]) -> dict[str, Worker]:
     """The driver path on SQLite: the adapter's connection settings (WAL,
@@ -493,7 +525,8 @@ def _adapter_extra(stmts: _Statements, store: SqlStore, gateway: Any) -> dict[st
 
 
 def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
-                 paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race) -> list[dict[str, Any]]:
+                 paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race,
+                 spin: float = 0.0) -> list[dict[str, Any]]:
     clock = ManualClock()
     now = clock.now()
     now_ms = to_millis(now)
@@ -532,7 +565,7 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
                     return [one() for _ in range(threads)]
                 target = os.path.join(base + ".gw", "gateway.db") if op == "gateway accept" else db
                 ws = [_sqlite_driver(target, stmts, now_ms, messages, retries)[op] for _ in range(threads)]
-                return ws if path == "driver" else [_with_contract(op, w, clock, messages) for w in ws]
+                return _around(path, op, ws, clock, messages, spin)
 
             def done() -> dict[str, Any]:
                 extra = _adapter_extra(stmts, store, gateway) if path == "adapter" else {"retries": retries[0]}
@@ -552,7 +585,8 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
 
 
 def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
-                   paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race) -> list[dict[str, Any]]:
+                   paths: tuple[str, ...] = ("adapter", "driver"), race: Any = _race,
+                   spin: float = 0.0) -> list[dict[str, Any]]:
     from cortex_spec.adapters.sql.harness import PostgresHarness
 
     harness = PostgresHarness()
@@ -591,7 +625,7 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
                            "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
                     return [one() for _ in range(threads)]
                 ws = [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
-                return ws if path == "driver" else [_with_contract(op, w, clock, messages) for w in ws]
+                return _around(path, op, ws, clock, messages, spin)
 
             def done() -> dict[str, Any]:
                 # PostgreSQL's lock waits are the server's; nothing is retried
@@ -627,7 +661,7 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in results:
         groups.setdefault((r["dialect"], r["operation"]), []).append(r)
     for (dialect, op), rs in groups.items():
-        paths = [p for p in ("adapter", "driver", "contract") if any(r["path"] == p for r in rs)]
+        paths = [p for p in PATHS if any(r["path"] == p for r in rs)]
         by = {p: sorted((r for r in rs if r["path"] == p), key=lambda r: r["repeat"]) for p in paths}
         ratios = [a["rate"] / d["rate"] for a, d in zip(by["adapter"], by["driver"])]
         row: dict[str, Any] = {"dialect": dialect, "operation": op, "repeats": len(ratios),
@@ -646,10 +680,10 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 FAIRNESS = """\
 the comparison: both paths run the adapter's own statements (SQL text checked
-equal below) in the adapter's order (SQLite: a claim reads first), on connections with the adapter's settings (SQLite: WAL,
-synchronous=FULL, 5 s busy timeout, autocommit, BEGIN IMMEDIATE for the
-gateway's transaction; PostgreSQL: READ COMMITTED, autocommit for one
-statement), and wait for locks the same way (SQLite's busy handler; past the
+equal below) in the adapter's order (SQLite: a claim reads first), on
+connections with the adapter's settings (SQLite: WAL, synchronous=FULL, 5 s
+busy timeout, autocommit, BEGIN IMMEDIATE for the gateway's transaction;
+PostgreSQL: READ COMMITTED, autocommit for one statement), and wait for locks the same way (SQLite's busy handler; past the
 busy timeout both try again, the counts are the "lock retries" column).
 What the driver path leaves out is the contract's own Python around the
 statements: argument validation, the clock, building the returned entity and
@@ -663,7 +697,8 @@ def _split(row: dict[str, Any], path: str) -> str:
 
 
 def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
-           load: tuple[tuple[float, ...], tuple[float, ...]] | None = None, serial: bool = False) -> bool:
+           load: tuple[tuple[float, ...], tuple[float, ...]] | None = None, serial: bool = False,
+           spin: float = 0.0) -> bool:
     if serial:
         print(f"claim cost, no race (--serial): one thread tries each of {runs} keys {threads} times "
               f"in a row ({threads * runs} attempts, {runs} must win); medians of {repeats} "
@@ -679,9 +714,8 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
     print(f"{'dialect':<11} {'operation':<17} {'path':<9} {'attempts/s':>10} {'p50 ms':>8} "
           f"{'p99 ms':>8} {'CPU us':>7}{split} {'lock retries':>12}  {'SqlStore/driver':>15}  per repeat")
     for row in rows:
-        for p, label in (("adapter", "SqlStore"), ("driver", "driver"), ("contract", "+contract")):
-            if p not in row["paths"]:
-                continue
+        for p in row["paths"]:
+            label = PATHS[p]
             tail = ""
             if p == "adapter":
                 tail = f"  {row['ratio']:>15.2f}  " + " ".join(f"{x:.2f}" for x in row["ratios"])
@@ -710,6 +744,10 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
             if "contract" in row["paths"]:
                 print(f"  {'':<11} {'':<17} (not a target: {row['adapter_p99'] / row['contract_p99']:.2f}x "
                       f"the p99 of the driver path with the contract's Python, +contract)")
+            if "spin" in row["paths"]:
+                print(f"  {'':<11} {'':<17} (not a target: the driver path with {spin * 1e6:g} us more "
+                      f"Python per attempt, +spin, has a p99 of {row['spin_p99'] * 1e3:.2f} ms = "
+                      f"{row['spin_p99'] / row['driver_p99']:.2f}x the driver's)")
     print("all targets met" if ok else "some targets NOT met")
     return ok
 
@@ -725,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contract", action="store_true",
                         help="also race the driver path with the contract's own Python around it "
                              "(+contract: validation, clock, refusals; not a target)")
+    parser.add_argument("--spin", type=float, default=0.0, metavar="US",
+                        help="also race the driver path with US microseconds of pure Python before each "
+                             "attempt (+spin; not a target): how the p99 grows with an attempt's Python")
     parser.add_argument("--serial", action="store_true",
                         help="no race: one thread tries each key --threads times in a row (the race's "
                              "mix of one win and losses); CPU us per attempt is each path's own cost")
@@ -735,18 +776,22 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown operation {o!r}")
     results: list[dict[str, Any]] = []
     load_before = os.getloadavg()
-    paths = ("adapter", "driver", "contract") if args.contract else ("adapter", "driver")
+    if args.spin < 0:
+        parser.error("--spin must be at least 0 microseconds")
+    spin = args.spin * 1e-6
+    paths = ("adapter", "driver") + (("contract",) if args.contract else ()) + (("spin",) if args.spin else ())
     race = _serial if args.serial else _race
     for d in args.dialects.split(","):
         d = d.strip()
         if d == "sqlite":
-            results += bench_sqlite(args.runs, args.threads, args.repeats, operations, paths, race)
+            results += bench_sqlite(args.runs, args.threads, args.repeats, operations, paths, race, spin)
         elif d in ("postgres", "postgresql"):
-            results += bench_postgres(args.runs, args.threads, args.repeats, operations, paths, race)
+            results += bench_postgres(args.runs, args.threads, args.repeats, operations, paths, race, spin)
         else:
             parser.error(f"unknown dialect {d!r}")
     rows = summarize(results)
-    ok = report(rows, args.runs, args.threads, args.repeats, (load_before, os.getloadavg()), args.serial)
+    ok = report(rows, args.runs, args.threads, args.repeats, (load_before, os.getloadavg()), args.serial,
+                spin)
     if not all(row["exact"] for row in rows):
         print("ERROR: some measurement did not have exactly one winner per key", file=sys.stderr)
         return 1
