@@ -44,6 +44,14 @@ other work, so single figures vary by ±50 %):
   in place of polling in the busy handler) measured worse: 8,300–8,600
   against 12,900–15,000 attempts/s, p50 0.6 against 0.02 ms, p99 6.3–8.3
   against 1.3–1.5 ms.  It was not kept (``benchmarks/README.md``, claims7).
+  Since 2026-12-06 a claim on SQLite reads before it writes
+  (:attr:`.dialect.Dialect.probe_first`), so a plainly lost claim takes no
+  write lock at all; what is left of the store's tail is mostly waiting to
+  take the GIL back as a ``sqlite3`` call returns, reads included (a timing
+  cursor and ``strace`` on the sleeps: 84–184 of 8,000 racing reads over
+  1 ms with no busy-handler sleep in them, against 6–56 through the
+  driver).  It grows steeply with the Python every attempt runs:
+  ``claim_throughput.py --spin US`` shows it on the driver path itself.
 
 Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
 repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
