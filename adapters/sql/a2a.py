@@ -21,8 +21,10 @@ the scope levels.  How each promise is kept:
   own); the row it returns is the row the claim wrote (A2A-DLV-5).  A claim
   that matched nothing wrote nothing and is classified by a read of the row
   (a later snapshot); if that read finds the claim possible after all (the
-  row changed between the two statements), the ``UPDATE`` runs again.
-  (Measured, issue 14: the former transaction — UPDATE, read, COMMIT — was
+  row changed between the two statements), the ``UPDATE`` runs again.  On
+  SQLite the read comes first and the ``UPDATE`` only when it finds the
+  claim possible (:meth:`.store.SqlStoreBase._contended`: a lost claim takes
+  no write lock).  (Measured, issue 14: the former transaction — UPDATE, read, COMMIT — was
   four round trips on PostgreSQL where this is one, and held SQLite's write
   lock across the Python between its statements.)
 * **Stale reclaim** (A2A-RCL-5) selects the candidates (id and claim token)
