@@ -24,9 +24,9 @@ the scope levels.  How each promise is kept:
   row changed between the two statements), the ``UPDATE`` runs again.  On
   SQLite the read comes first and the ``UPDATE`` only when it finds the
   claim possible (:meth:`.store.SqlStoreBase._contended`: a lost claim takes
-  no write lock).  (Measured, issue 14: the former transaction — UPDATE, read, COMMIT — was
-  four round trips on PostgreSQL where this is one, and held SQLite's write
-  lock across the Python between its statements.)
+  no write lock).  (Measured, issue 14: the former transaction — UPDATE,
+  read, COMMIT — was four round trips on PostgreSQL where this is one, and
+  held SQLite's write lock across the Python between its statements.)
 * **Stale reclaim** (A2A-RCL-5) selects the candidates (id and claim token)
   in one read, then moves each with its own ``UPDATE ... WHERE id = :id AND
   claim_token = :token AND state = 'delivering' AND run_id IS NULL AND
