@@ -623,6 +623,7 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
                     one = {"suspension claim": lambda: _adapter_claim(store),
                            "delivery claim": lambda: _adapter_delivery(store),
                            "gateway accept": lambda: _adapter_accept(gateway, messages, now)}[op]
+                    _warm(gateway if gateway is not None else store, threads)
                     return [one() for _ in range(threads)]
                 ws = [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
                 return _around(path, op, ws, clock, messages, spin)
@@ -683,8 +684,9 @@ the comparison: both paths run the adapter's own statements (SQL text checked
 equal below) in the adapter's order (SQLite: a claim reads first), on
 connections with the adapter's settings (SQLite: WAL, synchronous=FULL, 5 s
 busy timeout, autocommit, BEGIN IMMEDIATE for the gateway's transaction;
-PostgreSQL: READ COMMITTED, autocommit for one statement), and wait for locks the same way (SQLite's busy handler; past the
-busy timeout both try again, the counts are the "lock retries" column).
+PostgreSQL: READ COMMITTED, autocommit for one statement), opened before the
+race, and wait for locks the same way (SQLite's busy handler; past the busy
+timeout both try again, the counts are the "lock retries" column).
 What the driver path leaves out is the contract's own Python around the
 statements: argument validation, the clock, building the returned entity and
 the refusal; "CPU us" (process CPU time per attempt, all threads) shows it."""
