@@ -707,15 +707,13 @@ class A2AMixin(SqlStoreBase):
         (:meth:`.store.SqlStoreBase._contended`, which also takes ``fresh``)."""
         update, read = _transition(table.name, ctx.scope.depth, what)
         params = self._a2a_params(ctx, w_id=key, **params)
-        for _ in range(_ATTEMPTS):
-            won, row, verdict = self._contended(update, read, params, classify, fresh)
-            if won or verdict is _REPEAT:
-                return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it; or the repeat's
-            if isinstance(verdict, CortexError):
-                raise verdict
-            if verdict is not None:
-                raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
-        raise StoreError(f"the {what} of {key} kept racing concurrent writes")
+        won, row, verdict = self._contended(update, read, params, classify, f"the {what} of {{}}", key,
+                                            _ATTEMPTS, fresh)
+        if won or verdict is _REPEAT:
+            return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it; or the repeat's
+        if isinstance(verdict, CortexError):
+            raise verdict
+        raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------
 

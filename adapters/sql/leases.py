@@ -35,7 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cortex_spec.context import Context, require_context, require_scope
-from cortex_spec.errors import CortexError, InvalidState, LeaseHeld, RunNotFound, StoreError
+from cortex_spec.errors import CortexError, InvalidState, LeaseHeld, RunNotFound
 from cortex_spec.leases import Hold, check_lease, check_run_id, hold_decision
 from cortex_spec.runs import Lease, Run, RunState
 from cortex_spec.validation import check_instant, check_page
@@ -146,14 +146,10 @@ class LeasesMixin(SqlStoreBase):
                 return LeaseHeld(f"run {run_id} is leased to another owner")  # LEASE-HOLD-4
             return None
 
-        for _ in range(_ATTEMPTS):
-            won, _row, refusal = self._contended(hold, probe, params, judge)
-            if won:
-                return
-            if refusal is not None:
-                raise refusal
-            # holdable now: the row changed between the two statements
-        raise StoreError(f"the hold on run {run_id} kept racing concurrent writes")
+        won, _row, refusal = self._contended(hold, probe, params, judge, "the hold on run {}", run_id,
+                                             _ATTEMPTS)
+        if not won:
+            raise refusal
 
     def mark_notified(self, ctx: Context, run_id: str, at: datetime) -> None:
         scope = require_scope(ctx)

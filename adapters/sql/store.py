@@ -316,8 +316,9 @@ class SqlStoreBase:
         return self._call(fn, WRITE1)
 
     def _contended(self, write: Any, probe: Any, params: dict[str, Any], judge: Callable[[Any], Any],
+                   what: str, key: str, attempts: int,
                    fresh: Callable[[], dict[str, Any]] | None = None) -> tuple[bool, Any, Any]:
-        """One attempt of a claim, :meth:`_write1`: ``write`` is the
+        """A claim, each attempt a :meth:`_write1`: ``write`` is the
         conditional statement that decides it (many callers may race for
         it, all but one lose), ``probe`` the read that tells a loss apart,
         and ``judge(seen)`` the caller's verdict on the probe's row (None: no
@@ -327,8 +328,11 @@ class SqlStoreBase:
         Returns ``(True, row, None)``: ``write`` changed a row (``row``: what
         it returned, None if it returns nothing); or ``(False, seen,
         verdict)``: it did not, or did not run, ``seen`` is the probe's row
-        and ``verdict`` the judge's (None: possible after all, the rows
-        changed between the statements: the caller attempts again).  The
+        and ``verdict`` the judge's, not None.  A verdict of None after a
+        lost write (possible after all: the rows changed between the
+        statements) is another attempt; after ``attempts`` of them the claim
+        raises ``StoreError`` (``what.format(key)`` names it, e.g. "the claim
+        on run {}": formatted only then).  The
         judge returns its refusal rather than raising it: the caller raises
         it, outside the database call.  ``fresh()``: parameters only
         ``write`` binds, made each time it runs (a claim's new token: none is
@@ -356,7 +360,11 @@ class SqlStoreBase:
             seen = conn.execute(probe, params).one_or_none()  # a loss wrote nothing
             return False, seen, judge(seen)
 
-        return self._call(attempt, WRITE1)
+        for _ in range(attempts):
+            won, row, verdict = self._call(attempt, WRITE1)
+            if won or verdict is not None:
+                return won, row, verdict
+        raise StoreError(f"{what.format(key)} kept racing concurrent writes")
 
     def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs several statements in one transaction that takes the

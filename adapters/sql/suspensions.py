@@ -57,7 +57,7 @@ from cortex_spec import ids
 from cortex_spec.clock import to_millis
 from cortex_spec.context import Context, require_context, require_scope
 from cortex_spec.entities import detach
-from cortex_spec.errors import CortexError, NotSuspended, StoreError, SuspensionExpired
+from cortex_spec.errors import CortexError, NotSuspended, SuspensionExpired
 from cortex_spec.runs import RunState
 from cortex_spec.scope import Scope
 from cortex_spec.suspensions import (
@@ -238,14 +238,11 @@ class SuspensionsMixin(SqlStoreBase):
                 return NotSuspended(f"run {run_id} is not paused")  # SUSP-CLAIM-7
             return None
 
-        for _ in range(_CLAIM_ATTEMPTS):
-            won, row, refusal = self._contended(claimed, probe, params, judge)
-            if won:
-                return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
-            if refusal is not None:
-                raise refusal
-            # claimable now: the rows changed between the two statements
-        raise StoreError(f"the claim on run {run_id} kept racing concurrent writes")
+        won, row, refusal = self._contended(claimed, probe, params, judge, "the claim on run {}", run_id,
+                                            _CLAIM_ATTEMPTS)
+        if not won:
+            raise refusal
+        return _suspension_from_row(row)  # SUSP-CLAIM-3/4: S untouched
 
     def claim_suspension(self, ctx: Context, run_id: str) -> Suspension:
         scope = require_scope(ctx)
