@@ -58,10 +58,11 @@ class Scope:
     ``Scope(("workspace", "w1"), ("project", "p1"))`` has depth 2.
     """
 
-    __slots__ = ("_levels", "_canonical")
+    __slots__ = ("_levels", "_canonical", "_hash")
 
     _levels: tuple[tuple[str, str], ...]
     _canonical: str
+    _hash: int  # of the levels, computed once: scopes key the stores' caches
 
     def __init__(self, *levels: tuple[str, str]) -> None:
         if len(levels) > MAX_DEPTH:
@@ -80,6 +81,7 @@ class Scope:
         object.__setattr__(
             self, "_canonical", "/".join(f"{k}={v}" for k, v in self._levels)
         )
+        object.__setattr__(self, "_hash", hash(("Scope", self._levels)))
 
     # -- construction helpers -------------------------------------------------
 
@@ -180,7 +182,7 @@ class Scope:
         return self._levels == other._levels
 
     def __hash__(self) -> int:
-        return hash(("Scope", self._levels))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"Scope.parse({self._canonical!r})"
