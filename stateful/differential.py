@@ -397,9 +397,15 @@ class DifferentialMachineBase(RuleBasedStateMachine):
         comparing two images is mostly identity checks), and the state of
         the store and of the objects it opened (closed or not)."""
         ref = self.ref.store
-        tables = tuple((name, tuple(table.items())) for name, table in ref.medium.tables().items())
+        tables = ref.medium.tables()
+        # the rows by identity: a changed row is a new object, and it may
+        # compare equal to the one it replaced (a value of another JSON type:
+        # 1 == 1.0 == True), which a comparison of the rows themselves would
+        # take for no change, and keep a view read before it
+        rows = tuple((name, tuple(table), tuple(map(id, table.values()))) for name, table in tables.items())
+        kept = tuple(tuple(table.values()) for table in tables.values())  # (no id reused while kept)
         opened = tuple((name, tuple(vars(handle.obj).items())) for name, handle in self.ref.handles.items())
-        return self.clock.now(), tuple(vars(ref).items()), opened, tables
+        return self.clock.now(), tuple(vars(ref).items()), opened, rows, kept
 
     def teardown(self) -> None:
         # the last view check, unless the example is already failing: its

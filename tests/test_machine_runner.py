@@ -109,3 +109,30 @@ def test_the_replay_note_names_a_later_round_and_its_seed():
     both = replay_note(41, 1, 2)
     assert "round 2" in both and "after 2 start(s) again" in both and "Hypothesis seed 2042" in both, (
         f"round 2 after two starts again (seed 41 + 1 + 2000) is not described: {both!r}")
+
+
+def test_the_differential_reference_image_sees_a_row_replaced_by_an_equal_value():
+    """MACH-DIFF-2 reads the reference's side of a view again only when the
+    reference's image changed.  A working value saved as 1.0 over 1 is a new
+    row equal to the old one (1 == 1.0): the image must still change, or the
+    view read before the save is compared with the backend's new value (a
+    PostgreSQL certification failed on this at seed 1317647516, the
+    reference store as well)."""
+    from cortex_spec.harness import FactoryHarness
+    from cortex_spec.reference import MemoryStore
+    from cortex_spec.stateful.differential import build_differential
+    from cortex_spec.stateful.ops import Op
+    from cortex_spec.testing import ctx
+
+    machine = build_differential(FactoryHarness(lambda clock: MemoryStore(clock)), ["memory"])()
+    try:
+        c, run = ctx("ws=w1"), "arun_00000000000000000000000001"
+        images = []
+        for value in (1, 1.0, True, 1):
+            machine.both(Op("save_working", c, (run, "k", value)))
+            images.append(machine._reference_image())
+            machine.whole_state_views_agree()
+        for before, after in zip(images, images[1:]):
+            assert before != after, "a replaced row that compares equal left the reference image unchanged"
+    finally:
+        machine.teardown()
