@@ -784,10 +784,10 @@ def _double_open_rounds(harness: Harness, profile: Profile, contenders: int, sta
                     f"GW-OPEN-2: {contenders} threads opened one location at once and {len(winners)} "
                     f"of them got the store (round {round_}); exactly one may hold it", "GW-OPEN-2",
                     "GW-RACE-9")
-            wrong = [type(e).__name__ for e in losers if not isinstance(e, StoreLocked)]
+            wrong = [f"{type(e).__name__} ({e})" for e in losers if not isinstance(e, StoreLocked)]
             if wrong:
                 raise CrashViolation(
-                    f"GW-OPEN-3: the opens that lost the race raised {', '.join(wrong)} instead of "
+                    f"GW-OPEN-3: the opens that lost the race raised {'; '.join(wrong)} instead of "
                     f"StoreLocked (round {round_})", "GW-OPEN-3", "GW-RACE-9")
     finally:
         opener.close()
