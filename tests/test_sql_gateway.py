@@ -222,3 +222,34 @@ def test_postgres_lock_sessions_are_kept_only_holding_nothing(postgres_harness):
         store.close()
         postgres_harness.discard_gateway_location(where)
         postgres_harness.discard(loc)
+
+
+def test_postgres_gateway_opens_on_pool_connections_given_back_inside_a_transaction(postgres_harness):
+    """The pool does not reset a connection given back to it: another user of
+    the engine may leave one inside a transaction.  The lock session taken
+    from the pool ends it (as the store's call loop does) instead of failing
+    the open with StoreError ("can't change 'autocommit' now")."""
+    from cortex_spec.adapters.sql.gateway import _idle_sessions
+
+    store, loc = _opener(postgres_harness)
+    where = postgres_harness.new_gateway_location()
+    try:
+        engine = store.gateway_engine if store.gateway_engine is not None else store.engine
+        for session in list(_idle_sessions(engine)):  # no kept lock session: one from the pool
+            _idle_sessions(engine).remove(session)
+            session.close()
+        given_back = [engine.raw_connection() for _ in range(3)]
+        for fairy in given_back:
+            fairy.dbapi_connection.pgconn.exec_(b"BEGIN")
+            fairy.close()  # back to the pool inside its transaction
+        gw = store.open_gateway(where)
+        try:
+            assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH) is True
+            with pytest.raises(StoreLocked):
+                store.open_gateway(where)
+        finally:
+            gw.close()
+    finally:
+        store.close()
+        postgres_harness.discard_gateway_location(where)
+        postgres_harness.discard(loc)

@@ -100,6 +100,7 @@ from cortex_spec.gateway import (
 
 from . import dialect as dialects
 from .dialect import id_type
+from .driver import Libpq
 from .store import READ, TX, WRITE1, Members, SqlStoreBase, db_int, instant, ms
 
 __all__ = [
@@ -428,6 +429,14 @@ class _AdvisoryLock:
         fresh: Any = fairy.dbapi_connection
         if fresh is None:
             raise StoreError("the gateway's lock connection has no driver connection")
+        try:
+            # the pool does not reset a connection given back to it (see the
+            # store's call loop): one given back inside a transaction by
+            # another user of the engine would refuse autocommit below
+            Libpq.of(fresh).rollback()
+        except BaseException:
+            fresh.close()
+            raise
         return fresh, False
 
     def _try(self) -> Any:
