@@ -229,6 +229,8 @@ def test_postgres_gateway_opens_on_pool_connections_given_back_inside_a_transact
     the engine may leave one inside a transaction.  The lock session taken
     from the pool ends it (as the store's call loop does) instead of failing
     the open with StoreError ("can't change 'autocommit' now")."""
+    from psycopg.pq import TransactionStatus
+
     from cortex_spec.adapters.sql.gateway import _idle_sessions
 
     store, loc = _opener(postgres_harness)
@@ -239,16 +241,22 @@ def test_postgres_gateway_opens_on_pool_connections_given_back_inside_a_transact
             _idle_sessions(engine).remove(session)
             session.close()
         given_back = [engine.raw_connection() for _ in range(3)]
+        left_open = [fairy.dbapi_connection for fairy in given_back]
         for fairy in given_back:
             fairy.dbapi_connection.pgconn.exec_(b"BEGIN")
             fairy.close()  # back to the pool inside its transaction
-        gw = store.open_gateway(where)
         try:
-            assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH) is True
-            with pytest.raises(StoreLocked):
-                store.open_gateway(where)
+            gw = store.open_gateway(where)
+            try:
+                assert gw.accept(ZERO, make_message("tg", "m1"), EPOCH) is True
+                with pytest.raises(StoreLocked):
+                    store.open_gateway(where)
+            finally:
+                gw.close()
         finally:
-            gw.close()
+            for dbapi in left_open:  # the ones still in the pool: end their transactions
+                if not dbapi.closed and dbapi.pgconn.transaction_status != TransactionStatus.IDLE:
+                    dbapi.pgconn.exec_(b"ROLLBACK")
     finally:
         store.close()
         postgres_harness.discard_gateway_location(where)
