@@ -46,12 +46,14 @@ other work, so single figures vary by ±50 %):
   against 1.3–1.5 ms.  It was not kept (``benchmarks/README.md``, claims7).
   Since 2026-12-06 a claim on SQLite reads before it writes
   (:attr:`.dialect.Dialect.probe_first`), so a plainly lost claim takes no
-  write lock at all; what is left of the store's tail is mostly waiting to
-  take the GIL back as a ``sqlite3`` call returns, reads included (a timing
-  cursor and ``strace`` on the sleeps: 84–184 of 8,000 racing reads over
-  1 ms with no busy-handler sleep in them, against 6–56 through the
-  driver).  It grows steeply with the Python every attempt runs:
-  ``claim_throughput.py --spin US`` shows it on the driver path itself.
+  write lock at all.  What is left of the store's tail is mostly the busy
+  handler's sleeps of the claims that do write (wins, and UPDATEs that lose
+  the race while they wait): 87–95 % of the slowest 1 %'s time is inside
+  UPDATEs, and the reads that wait to take the GIL back as a ``sqlite3``
+  call returns decide where its last attempts fall (``benchmarks/README.md``,
+  "what the SQLite tail is made of").  Both grow steeply with the Python
+  every attempt runs: ``claim_throughput.py --spin US`` shows it on the
+  driver path itself.
 
 Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
 repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
