@@ -200,7 +200,10 @@ class SuspensionsMixin(RunsMixin):
             slot = self._runs.find_one({"_id": run_id})
             error = classify(slot)
             if error is not None:
-                raise error
+                try:
+                    raise error
+                finally:
+                    del error  # no cycle through this frame: the traceback keeps it
         raise StoreError(f"the claim of run {run_id} kept racing concurrent writes")
 
     @staticmethod

@@ -712,7 +712,10 @@ class A2AMixin(SqlStoreBase):
         if won or verdict is _REPEAT:
             return decode_row(row)  # A2A-DLV-5: the row as the claim wrote it; or the repeat's
         if isinstance(verdict, CortexError):
-            raise verdict
+            try:
+                raise verdict
+            finally:
+                del verdict  # no cycle through this frame (see store.SqlStoreBase._contended)
         raise StoreError(f"the {what} of {key} was classified as {verdict!r}")
 
     # -- messages (A2A-ENV, A2A-HOP) -----------------------------------------------------------

@@ -149,7 +149,10 @@ class LeasesMixin(SqlStoreBase):
         won, _row, refusal = self._contended(hold, probe, params, judge, "the hold on run {}", run_id,
                                              _ATTEMPTS)
         if not won:
-            raise refusal
+            try:
+                raise refusal
+            finally:
+                del refusal  # no cycle through this frame (see store.SqlStoreBase._contended)
 
     def mark_notified(self, ctx: Context, run_id: str, at: datetime) -> None:
         scope = require_scope(ctx)

@@ -227,7 +227,10 @@ class SuspensionsMixin(SqlStoreBase):
         suspension, or the refusal for the public method to raise: an
         exception raised here would unwind one frame more, about 0.6 µs of a
         refused claim's 12 (``benchmarks/README.md``, issue 14; races are
-        mostly refusals)."""
+        mostly refusals).  The public method drops its reference as it
+        raises: a frame that keeps the exception it raised in a local is a
+        reference cycle (exception, traceback, frame), left to the cyclic
+        collector with everything the frame holds (``SqlStoreBase._contended``)."""
         claimed, probe = _claim_statements(scope.depth, side, self._dialect)
         params = {"w_run": run_id, "w_now": cutoff_ms, "w_clock": clock_now_ms, **scope_binds(scope)}
 
@@ -253,7 +256,10 @@ class SuspensionsMixin(SqlStoreBase):
         now_ms = self._now_ms()
         claimed = self._claim(scope, run_id, "resume", now_ms, now_ms)
         if isinstance(claimed, CortexError):
-            raise claimed
+            try:
+                raise claimed
+            finally:
+                del claimed  # no cycle through this frame (see _claim)
         return claimed
 
     def claim_expired_suspension(self, ctx: Context, run_id: str, now: datetime) -> Suspension:
@@ -263,7 +269,10 @@ class SuspensionsMixin(SqlStoreBase):
         clock_now_ms = self._now_ms()  # SUSP-XCLAIM-2: updated_at is clock now
         claimed = self._claim(scope, run_id, "sweep", cutoff, clock_now_ms)
         if isinstance(claimed, CortexError):
-            raise claimed
+            try:
+                raise claimed
+            finally:
+                del claimed  # no cycle through this frame (see _claim)
         return claimed
 
     # -- the rest -----------------------------------------------------------------------
