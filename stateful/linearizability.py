@@ -75,7 +75,7 @@ import time
 from collections import deque
 from collections.abc import Generator, Hashable, Sequence
 from itertools import islice
-from operator import attrgetter, gt, le, lt
+from operator import attrgetter, le, lt
 from typing import Any, Protocol
 
 import attrs
@@ -233,6 +233,16 @@ def _zobrist(n: int) -> list[int]:
     return _ZOBRIST
 
 
+#: ``1 << i`` per call index ``i`` (the bit of a call in a set of linearized calls)
+_BITS: list[int] = []
+
+
+def _bits(n: int) -> list[int]:
+    while len(_BITS) < n:
+        _BITS.append(1 << len(_BITS))
+    return _BITS
+
+
 @attrs.define
 class _Result:
     """How the search of one sub-history ended."""
@@ -271,15 +281,15 @@ class _Search:
         # Each field is read once, by a comprehension (on Python 3.11 an
         # attribute read there is specialised: half the cost of map(attrgetter)).
         times = [c.start for c in calls]
-        if any(map(gt, times, islice(times, 1, None))):  # not in invocation order
+        if sorted(times) != times:  # not in invocation order (sorting sorted ints is one pass at C speed)
             calls = sorted(calls, key=_start)
             times = [c.start for c in calls]
         self.calls = calls
         ends = [c.end for c in calls]
-        self.ops = [c.op for c in calls]
-        self.observed = observed = [c.outcome for c in calls]
+        # (no lists of the operations and outcomes: the searches read them
+        # from the calls, at model steps only)
         #: calls that never completed (in call order)
-        self.open = [i for i, o in enumerate(observed) if ends[i] is None or o.kind == "unknown"]
+        self.open = [i for i, c in enumerate(calls) if c.end is None or c.outcome.kind == "unknown"]
         if self.open:
             # +∞: a time after every other one, of the same type (a sort
             # compares keys of one type faster than ints against a float)
@@ -292,7 +302,7 @@ class _Search:
                 ends[i] = infinity
         self.times, self.ends = times, ends
         is_split = getattr(model, "is_split", None)
-        self.split = is_split is not None and any(map(is_split, self.ops))
+        self.split = is_split is not None and any(map(is_split, [c.op for c in calls]))
         #: no two calls overlap: each returned before the next was invoked
         #: (a call never completed can only be the last; the test that fails
         #: soonest where calls overlap goes first)
@@ -304,22 +314,16 @@ class _Search:
     def _entries(self) -> None:
         """Make the time-ordered entry list (see the class docstring), with
         the twins of a search without split calls (``twin``, ``inv``)."""
-        n, starts, ends = len(self.calls), self.times, self.ends
+        n, starts = len(self.calls), self.times
         m = 2 * n
         self.head, self.tail = head, tail = m, m + 1
         self.twin = twin = [-1] * n if self.split else self._twins()
         self.inv = inv = list(range(n))
-        if twin.count(-1) == n:
-            size, nodes, times = m + 2, range(m), starts + ends
-        else:  # twin invocation nodes, timed as the invocations they stand for
-            size = m + 2 + n
-            for i in self.open:  # (only calls never completed have twins)
-                if twin[i] >= 0:
-                    inv[i] = m + 2 + i
-            nodes, times = inv + list(range(n, m)), starts + ends + [0, 0] + starts
+        twinned = twin.count(-1) != n
+        size = m + 2 + n if twinned else m + 2
         # A stable sort of invocations-then-responses by time breaks ties as
         # required: invocations first, each kind in call order.
-        order = sorted(nodes, key=times.__getitem__)
+        order = sorted(range(m), key=(starts + self.ends).__getitem__)
         nxt, prv = [-1] * size, [-1] * size
         a = head
         for b in order:
@@ -328,6 +332,14 @@ class _Search:
             a = b
         nxt[a] = tail
         prv[tail] = a
+        if twinned:  # a twin's invocation node takes the place of the call's own
+            for i in self.open:  # (only calls never completed have twins)
+                if twin[i] >= 0:
+                    inv[i] = b = m + 2 + i
+                    a, c = prv[i], nxt[i]
+                    nxt[a] = prv[c] = b
+                    prv[b], nxt[b] = a, c
+                    nxt[i] = prv[i] = -1
         self.nxt, self.prv = nxt, prv
 
     def run(self) -> Generator[None, None, None]:
@@ -363,12 +375,12 @@ class _Search:
         refused call with the expected outcome are the ones it would find.
         Leaves ``result`` unset when a refusal does not decide (calls overlap).
         """
-        step, ops, observed = self.model.step, self.ops, self.observed
+        step = self.model.step
         state = self.model.init()
         steps = 0
         turn = _SLICE
-        for x in range(len(ops)):
-            accepted, state, expected = step(state, ops[x], observed[x])
+        for x, call in enumerate(self.calls):
+            accepted, state, expected = step(state, call.op, call.outcome)
             steps += 1
             if not accepted:
                 self.steps += steps
@@ -402,24 +414,20 @@ class _Search:
         # outcome's compared fields, then their operations are compared in
         # full within a group.
         alike: dict[tuple[Any, ...], list[int]] = {}
-        ops, observed = self.ops, self.observed
+        calls = self.calls
         for i in self.open:
-            op, outcome = ops[i], observed[i]
-            key = (op.method, op.args, outcome.kind, outcome.value)
-            try:
-                group = alike.get(key)
+            call = calls[i]
+            op, outcome = call.op, call.outcome
+            try:  # (one lookup, which hashes the key once: a tuple keeps no hash)
+                group = alike.setdefault((op.method, op.args, outcome.kind, outcome.value), [])
             except TypeError:  # unhashable arguments or value: no twins
                 continue
-            if group is None:
-                alike[key] = [i]
-                continue
-            earlier = -1
-            for j in reversed(group):  # most often the first one is equal
-                if ops[j] == op:
-                    earlier = j
-                    break
+            if group:
+                for j in reversed(group):  # most often the first one is equal
+                    if calls[j].op == op:
+                        twin[i] = j
+                        break
             group.append(i)
-            twin[i] = earlier
         return twin
 
     def _violation(self, best: list[int], rejected: dict[int, Outcome]) -> _Result:
@@ -428,8 +436,10 @@ class _Search:
             "violation",
             tuple([calls[i].index for i in best]),
             tuple(
-                Unexplained(calls[j].index, calls[j].outcome.describe(), expected.describe())
-                for j, expected in rejected.items()
+                [
+                    Unexplained(calls[j].index, calls[j].outcome.describe(), expected.describe())
+                    for j, expected in rejected.items()
+                ]
             ),
         )
 
@@ -449,11 +459,12 @@ class _Search:
         the next state comes with it.  Rows cost ``n + 2`` slots a state
         (hence the bound on ``n``), and the cache is on from the first step:
         at a list store a question, it never costs more than it saves.  A
-        refusal keeps no outcome: where the deepest order's refusals are
-        recorded (rarely), the model is asked again for what it expected.
+        refusal keeps no outcome: where one read from a row is recorded among
+        the deepest order's refusals (rarely), the model is asked again for
+        what it expected.
         """
-        n = len(self.calls)
-        ops, observed = self.ops, self.observed
+        calls = self.calls
+        n = len(calls)
         step = self.model.step
         memo, own = n, n + 1  # a row's slots beyond its calls'
         unasked = [None] * n
@@ -465,12 +476,18 @@ class _Search:
         head, tail = self.head, self.tail
         m = 2 * n
         twins = m + 2  # the first twin's invocation node
+        bits = _bits(n)  # (a list index costs less than a shift that makes a new int)
         lin = 0
-        #: per linearized call: (the call, the row and lin before it)
-        stack: list[tuple[int, list[Any], int]] = []
+        #: per depth below the current one: the call linearized there, and the
+        #: row and lin before it (three lists indexed by depth rather than a
+        #: stack of tuples: no tuple made and freed, and no list method called,
+        #: per linearization)
+        order: list[int] = [0] * n
+        row_before: list[Any] = [None] * n
+        lin_before: list[int] = [0] * n
         depth = 0
         # The deepest point so far: its depth, its order (``best``, copied
-        # from the stack when the search first backtracks from it, ``stale``
+        # from ``order`` when the search first backtracks from it, ``stale``
         # until then: a new deepest point is reached at most n times, so the
         # copies cost at most n * n), and the calls refused at that depth with
         # what the model expected.
@@ -496,7 +513,7 @@ class _Search:
                     self.result = _Result("ok")
                     return
                 x = p - twins
-                if not lin >> twin[x] & 1:
+                if not lin & bits[twin[x]]:
                     p = nxt[p]
                     continue
             else:  # a response: its call should have been linearized by now
@@ -505,10 +522,12 @@ class _Search:
                     self.result = self._violation(best, rejected)
                     return
                 if stale:  # leaving the deepest point: keep its order
-                    best = [e[0] for e in stack]
+                    best = order[:depth]
                     stale = False
-                x, row, lin = stack.pop()  # backtrack
-                depth -= 1
+                depth -= 1  # backtrack
+                x = order[depth]
+                row = row_before[depth]
+                lin = lin_before[depth]
                 q = n + x
                 nxt[prv[q]] = q
                 prv[nxt[q]] = q
@@ -526,26 +545,30 @@ class _Search:
             if not after:  # not asked yet from this state (None), or refused (False)
                 if after is None:
                     steps += 1
-                    accepted, new_state, expected = step(row[own], ops[x], observed[x])
-                    if accepted:
-                        after = rows.get(new_state)
-                        if after is None:
-                            if len(rows) >= most:  # leave it to the general loop (see run)
-                                self.steps = steps - depth
-                                return
-                            after = rows[new_state] = [*unasked, set(), new_state]
-                    else:
-                        after = False
+                    call = calls[x]
+                    accepted, new_state, expected = step(row[own], call.op, call.outcome)
+                    if not accepted:
+                        row[x] = False
+                        # only the deepest order's refusals explain the violation (see _run_plain)
+                        if depth == best_len and (stale or not depth) and expected is not None:
+                            rejected[x] = expected
+                        p = nxt[p]
+                        continue
+                    after = rows.get(new_state)
+                    if after is None:
+                        if len(rows) >= most:  # leave it to the general loop (see run)
+                            self.steps = steps - depth
+                            return
+                        after = rows[new_state] = [*unasked, set(), new_state]
                     row[x] = after
-                if after is False:
-                    # only the deepest order's refusals explain the violation (see _run_plain)
+                else:  # refused before (False)
                     if depth == best_len and (stale or not depth):
-                        expected = step(row[own], ops[x], observed[x])[2]
+                        expected = step(row[own], calls[x].op, calls[x].outcome)[2]
                         if expected is not None:
                             rejected[x] = expected
                     p = nxt[p]
                     continue
-            new_lin = lin | (1 << x)
+            new_lin = lin | bits[x]
             bucket = after[memo]
             if new_lin in bucket:
                 p = nxt[p]
@@ -553,7 +576,9 @@ class _Search:
             bucket.add(new_lin)
             # a configuration not seen before: linearize x
             steps += 2
-            stack.append((x, row, lin))
+            order[depth] = x
+            row_before[depth] = row
+            lin_before[depth] = lin
             row, lin = after, new_lin
             depth += 1
             a, b = prv[p], nxt[p]
@@ -595,7 +620,8 @@ class _Search:
         that keep growing), it is dropped.
         """
         n = len(self.calls)
-        ops, observed = self.ops, self.observed
+        ops = [c.op for c in self.calls]
+        observed = [c.outcome for c in self.calls]
         step = self.model.step
         # one dict per call, made at its first step (until then a shared empty one)
         results: list[dict[Hashable, tuple[bool, Any, Outcome | None, Any]]] = [_NO_RESULTS] * n
@@ -875,10 +901,18 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     started = turn_started = time.monotonic()
     deadline = started + budget_s
     parts = partition(calls)
+    if len(parts) == 1:  # the common case: one search, no turns to share (nor a queue to keep)
+        search = _Search(model, parts[0])
+        for _ in search.run():
+            if time.monotonic() > deadline:
+                return _unknown(parts, search.steps, started, 1)
+        if search.result is not None and search.result.result == "violation":
+            return _violated(search, search.result, search.steps, started, 1)
+        return Verdict("ok", steps=search.steps, seconds=time.monotonic() - started)
     parts.sort(key=len)
     # one entry per undecided sub-history: [its calls, its search, the search's
     # turns]; the search is made when its first turn comes
-    running: deque[list[Any]] = deque([part, None, None] for part in parts)
+    running: deque[list[Any]] = deque([[part, None, None] for part in parts])
     finished = 0
     pauses = 0
     while running:
@@ -889,30 +923,15 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
         search = entry[1]
         if next(entry[2], _DONE) is _DONE:
             running.popleft()
-            pauses = 0
-            turn_started = time.monotonic()
             finished += search.steps
             if search.result is not None and search.result.result == "violation":
-                return Verdict(
-                    "violation",
-                    calls=tuple([c.index for c in search.calls]),
-                    best_order=search.result.best_order,
-                    unexplained=search.result.unexplained,
-                    steps=finished + _steps(running),
-                    seconds=time.monotonic() - started,
-                    partitions=len(parts),
-                )
+                return _violated(search, search.result, finished + _steps(running), started, len(parts))
+            pauses = 0
+            turn_started = time.monotonic()
             continue
         now = time.monotonic()
         if now > deadline:
-            undecided = sorted((c for e in running for c in e[0]), key=_start)
-            return Verdict(
-                "unknown",
-                calls=tuple(map(_index, undecided)),
-                steps=finished + _steps(running),
-                seconds=time.monotonic() - started,
-                partitions=len(parts),
-            )
+            return _unknown([e[0] for e in running], finished + _steps(running), started, len(parts))
         pauses += 1
         if pauses >= _TURN or (now - turn_started) * _TURN > budget_s:
             running.rotate(-1)
@@ -921,6 +940,32 @@ def check(model: Model, calls: Sequence[Call], budget_s: float = 10.0) -> Verdic
     return Verdict("ok", steps=finished, seconds=time.monotonic() - started, partitions=len(parts))
 
 
+def _violated(search: _Search, found: _Result, steps: int, started: float, partitions: int) -> Verdict:
+    """The verdict of a check ended by the violation ``search`` found (its ``result``)."""
+    return Verdict(
+        "violation",
+        calls=tuple([c.index for c in search.calls]),
+        best_order=found.best_order,
+        unexplained=found.unexplained,
+        steps=steps,
+        seconds=time.monotonic() - started,
+        partitions=partitions,
+    )
+
+
+def _unknown(undecided: list[list[Call]], steps: int, started: float, partitions: int) -> Verdict:
+    """The verdict of a check out of budget with sub-histories ``undecided``."""
+    return Verdict(
+        "unknown",
+        calls=tuple(map(_index, sorted((c for part in undecided for c in part), key=_start))),
+        steps=steps,
+        seconds=time.monotonic() - started,
+        partitions=partitions,
+    )
+
+
 def _steps(running: deque[list[Any]]) -> int:
     """Steps taken by the searches of undecided sub-histories."""
+    if not running:
+        return 0
     return sum(e[1].steps for e in running if e[1] is not None)

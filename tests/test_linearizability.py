@@ -407,6 +407,25 @@ def test_twins_are_open_calls_with_equal_operations_and_outcomes():
     assert check(Register(), calls[:3] + [R(5, 5, "x", 1, 6, 7)]).ok
 
 
+def test_the_entry_list_puts_a_twin_invocation_node_where_the_invocation_is():
+    # calls 0 and 2 are twins (equal writes that never returned) around a
+    # read; 2's invocation is node 2n + 2 + 2 in its place in time, its own
+    # node 2 is in no list, and the responses of the open calls come last
+    write = Op("write", ZERO, ("x", 1), keys=frozenset({"x"}))
+    calls = [Call(0, 0, write, 0, None, UNKNOWN), R(1, 1, "x", 1, 1, 3), Call(2, 2, write, 2, None, UNKNOWN)]
+    search = linearizability._Search(Register(), calls)
+    search._entries()
+    n, nxt, prv = 3, search.nxt, search.prv
+    walk, p = [], nxt[search.head]
+    while p != search.tail:
+        walk.append(p)
+        p = nxt[p]
+    assert walk == [0, 1, 2 * n + 2 + 2, n + 1, n + 0, n + 2]
+    assert search.inv == [0, 1, 2 * n + 2 + 2]
+    assert [prv[q] for q in walk] == [search.head, *walk[:-1]] and prv[search.tail] == walk[-1]
+    assert nxt[2] == prv[2] == -1
+
+
 # -- the replay in invocation order (the fast path) against the search -------------------
 
 
