@@ -25,7 +25,7 @@ import pytest
 
 from cortex_spec import ManualClock, errors, ids
 from cortex_spec.a2a import make_delivery
-from cortex_spec.reference import MemoryStore
+from cortex_spec.harness import resolve_harness
 from cortex_spec.runs import Lease, make_run
 from cortex_spec.suspensions import make_suspension
 from cortex_spec.testing import ctx
@@ -36,27 +36,25 @@ TIMES = 30
 
 @pytest.fixture(params=["reference", "sqlite", "postgres", "mongo"])
 def store(request: pytest.FixtureRequest) -> Iterator[tuple[Any, ManualClock]]:
-    clock = ManualClock()
-    if request.param == "reference":
-        yield MemoryStore(clock), clock
-    elif request.param == "mongo":
-        pytest.importorskip("mongomock", reason="the mongo extra is not installed")
-        from cortex_spec.adapters.mongo import MongoStore
-        from cortex_spec.adapters.mongo.faithful import FaithfulClient
-
-        client = FaithfulClient()
-        s = MongoStore(client["cortex"], clock)
-        yield s, clock
-        s.close()
-        client.close()
+    """A store of each built-in backend, opened by its harness (the SQL ones
+    are the session's, so PostgreSQL starts once)."""
+    if request.param in ("sqlite", "postgres"):
+        harness, own = request.getfixturevalue(f"{request.param}_harness"), False
     else:
-        pytest.importorskip("sqlalchemy", reason="the SQL adapter needs the 'sql' extra")
-        harness = request.getfixturevalue(f"{request.param}_harness")
-        location = harness.new_location()
-        s = harness.open(location, clock)
+        if request.param == "mongo":
+            pytest.importorskip("mongomock", reason="the mongo extra is not installed")
+        harness, own = resolve_harness(request.param), True
+        harness.start()
+    clock = ManualClock()
+    location = harness.new_location()
+    s = harness.open(location, clock)
+    try:
         yield s, clock
+    finally:
         s.close()
         harness.discard(location)
+        if own:
+            harness.stop()
 
 
 def _refusals(s: Any, clock: ManualClock) -> dict[str, tuple[Callable[[], Any], type[errors.CortexError]]]:
