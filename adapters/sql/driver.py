@@ -462,24 +462,34 @@ class Result:
     """The outcome of one statement: its rows (fetched at once, so the
     statement is finished and, outside a transaction, committed) and its
     row count.  The accessors are the few of SQLAlchemy's ``Result`` the
-    mixins use."""
+    mixins use.
 
-    __slots__ = ("_rows", "rowcount")
+    ``make``, when given, builds a row from the driver's tuple as it is
+    read: a statement's rows are built by what reads them, not all first in
+    a list of their own (most statements are read for one row, or none:
+    the list and its ``map`` were a tenth of a refused claim's Python)."""
 
-    def __init__(self, rows: list[Any], rowcount: int) -> None:
+    __slots__ = ("_make", "_rows", "rowcount")
+
+    def __init__(self, rows: list[Any], rowcount: int,
+                 make: Callable[[Any], Any] | None = None) -> None:
         self._rows = rows
         self.rowcount = rowcount
+        self._make = make
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._rows)
+        return iter(self._rows) if self._make is None else map(self._make, self._rows)
 
     def all(self) -> list[Any]:
-        return list(self._rows)
+        return list(self._rows) if self._make is None else list(map(self._make, self._rows))
 
     def one_or_none(self) -> Any:
-        if len(self._rows) > 1:
+        rows = self._rows
+        if len(rows) > 1:
             raise StoreError("a statement expected to find at most one row found several")
-        return self._rows[0] if self._rows else None
+        if not rows:
+            return None
+        return rows[0] if self._make is None else self._make(rows[0])
 
     def one(self) -> Any:
         row = self.one_or_none()
@@ -795,7 +805,7 @@ class DriverConnection:
         if not fetched:
             return _EMPTY
         if prepared.result_processors is None:
-            return Result(list(map(prepared.make_row, fetched)), len(fetched))
+            return Result(fetched, len(fetched), prepared.make_row)
         return Result(prepared.rows(fetched), len(fetched))
 
     def begin(self, sql: str) -> None:
