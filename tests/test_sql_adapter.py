@@ -842,6 +842,78 @@ def test_idle_connections_are_closed_when_the_engine_is_disposed(tmp_path, clock
     s.close()
 
 
+class _FailingCursor:
+    """A cursor whose next ``failures`` executes raise the driver's error."""
+
+    def __init__(self, cursor, failures):
+        self.cursor, self.failures, self.calls = cursor, failures, 0
+
+    def execute(self, sql, params=()):
+        self.calls += 1
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.cursor.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.cursor, name)
+
+
+def _idle_connection(s):
+    """The one idle connection of SQLite store ``s`` (after a call)."""
+    from cortex_spec.adapters.sql.driver import idle_of
+
+    s.count_runs(ctx("ws=w1"))
+    conns = idle_of(s.engine).conns
+    assert len(conns) == 1, conns
+    return conns[0]
+
+
+def test_a_claims_first_read_that_fails_is_read_again_through_the_call_loop(tmp_path, clock):
+    """SQLite reads a claim's probe on an idle connection without the call
+    loop (SqlStoreBase._peek).  A driver error there is never the answer:
+    the claim reads again through the loop, on another connection, and the
+    failed one is not kept idle."""
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run(state="paused"))
+    stored = s.create_suspension(c, make_suspension(run.id))
+    for call, expected in ((lambda: s.claim_suspension(c, run.id), stored),
+                           (lambda: s.claim_suspension(c, run.id), errors.NotSuspended)):
+        idle = _idle_connection(s)
+        idle._cursor = failing = _FailingCursor(idle.dbapi.cursor(), 1)
+        if expected is errors.NotSuspended:
+            with pytest.raises(errors.NotSuspended, match="not paused"):
+                call()
+        else:
+            assert call() == expected  # the win, after the fast read failed
+        assert failing.calls == 1, "the failed read was tried once, then read through the loop"
+        assert _idle_connection(s) is not idle
+    # a read that fails everywhere is the store's error, with the driver's chained
+    _raw(s, "DROP TABLE cortex_suspensions")
+    with pytest.raises(errors.StoreError) as info:
+        s.claim_suspension(c, run.id)
+    assert isinstance(info.value.__cause__, sa.exc.OperationalError)
+    s.close()
+
+
+def test_a_claims_first_read_is_logged_like_every_statement(tmp_path, clock, caplog):
+    import logging
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run(state="paused"))
+    s.create_suspension(c, make_suspension(run.id))
+    s.claim_suspension(c, run.id)
+    _idle_connection(s)  # so the next claim's first read is the short way
+    with caplog.at_level(logging.INFO, logger=s.engine.logger.name):
+        with pytest.raises(errors.NotSuspended):
+            s.claim_suspension(c, run.id)
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("cortex_suspensions" in m and "count" in m for m in logged), logged
+    s.close()
+
+
 # -- the harnesses' reused locations ---------------------------------------------------------
 
 

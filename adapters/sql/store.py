@@ -97,6 +97,9 @@ READ, WRITE1, TX, SNAPSHOT = "read", "write1", "tx", "snapshot"
 #: belongs to, so a reconnected record never reuses a stale one.
 _CONN = "cortex_driver_connection"
 
+#: :meth:`SqlStoreBase._peek`'s "not read": the caller reads through the call loop.
+_UNSEEN = object()
+
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
 
@@ -348,19 +351,32 @@ class SqlStoreBase:
         Where the dialect says :attr:`.dialect.Dialect.probe_first` (SQLite),
         the probe runs first and the write only when the judge finds the
         claim possible; a claim plainly lost, most attempts of a race, then
-        takes no write lock.  A refusal is decided on a read either way
-        (after a losing write, or instead of one): the outcome the reference
-        gives at that read's instant.  Measured with
+        takes no write lock.  That first probe is read the short way
+        (:meth:`_peek`) when an idle connection is at hand, and the first
+        attempt that follows a possible claim writes without probing again
+        (the write's own WHERE holds every condition).  A refusal is decided
+        on a read either way (after a losing write, or instead of one): the
+        outcome the reference gives at that read's instant.  Measured with
         ``benchmarks/claim_throughput.py`` (``benchmarks/README.md``, issue 14).
         """
         probe_first = self._dialect.probe_first
+        probed = False  # the first attempt's probe already ran (and found the claim possible)
+        if probe_first:
+            seen = self._peek(probe, params)
+            if seen is not _UNSEEN:
+                verdict = judge(seen)
+                if verdict is not None:
+                    return False, seen, verdict
+                probed = True
 
         def attempt(conn: Any) -> tuple[bool, Any, Any]:
-            if probe_first:
+            nonlocal probed
+            if probe_first and not probed:
                 seen = conn.execute(probe, params).one_or_none()
                 verdict = judge(seen)
                 if verdict is not None:
                     return False, seen, verdict
+            probed = False  # a retried attempt probes again
             result = conn.execute(write, params if fresh is None else {**params, **fresh()})
             if result.rowcount > 0:  # a claim is of one row, by its key
                 return True, result.one_or_none(), None
@@ -372,6 +388,40 @@ class SqlStoreBase:
             if won or verdict is not None:
                 return won, row, verdict
         raise StoreError(f"{what.format(key)} kept racing concurrent writes")
+
+    def _peek(self, stmt: Any, params: dict[str, Any]) -> Any:
+        """The row (None: no row) that the one-row SELECT ``stmt`` finds, read
+        on an idle connection without the call loop; or ``_UNSEEN`` when it
+        was not read so: no idle connection, the store closed or its schema
+        not checked yet, or the read failed (the connection is then given
+        back as the loop gives back a failed call's).  The caller then reads
+        through :meth:`_call`, which opens, retries and words errors as for
+        any call; a read writes nothing, so reading again is the same read.
+
+        For the probe of a claim that reads first (:meth:`_contended`): in a
+        race most claims are refused by that read alone, and the loop's
+        bookkeeping around it (the retry clock and counters, the
+        transaction mode, the attempt's closure) was a tenth of a refused
+        claim's Python (``benchmarks/README.md``, issue 14)."""
+        idle = idle_of(self._engine)
+        if idle is None or self._closed or not self._schema_ready:
+            return _UNSEEN
+        conn = idle.get()
+        if conn is None:
+            return _UNSEEN
+        reusable = False
+        try:
+            if conn.statements is not self._statements:
+                conn.use(self._statements)
+            logger = self._engine.logger
+            conn.log = logger if logger.isEnabledFor(logging.INFO) else None
+            row = conn.execute(stmt, params).one_or_none()
+            reusable = True
+        except Exception:  # noqa: BLE001 - read again through the call loop, which words it
+            return _UNSEEN
+        finally:
+            _give_back(conn, idle, reusable)
+        return row
 
     def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs several statements in one transaction that takes the
@@ -474,13 +524,7 @@ class SqlStoreBase:
                 self._failed(exc, fairy, conn, idle, mode, committing, started, tries)
             finally:
                 if conn is not None:
-                    # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
-                    if not reusable or fairy.dbapi_connection is None:
-                        conn.close()  # its cursor; the connection is not reused
-                        fairy.info.pop(_CONN, None)
-                        fairy.close()
-                    elif idle is None or not idle.put(conn):
-                        fairy.close()  # back to the pool, with its DriverConnection
+                    _give_back(conn, idle, reusable)
 
     def _failed(self, exc: Exception, fairy: Any, conn: DriverConnection | None, idle: IdleConnections | None,
                 mode: str, committing: bool, started: float, tries: list[int]) -> None:
@@ -600,6 +644,20 @@ class SqlStoreBase:
                 f"({tries[0]} attempts): {exc.orig}"
             ) from exc
         raise StoreError(f"database error: {exc.orig}") from exc
+
+
+def _give_back(conn: DriverConnection, idle: IdleConnections | None, reusable: bool) -> None:
+    """Return the connection a call ran on: to the idle list (or, when it is
+    full, to the pool, with its DriverConnection); a connection that is not
+    ``reusable`` (its call failed) goes back to the pool without it."""
+    fairy = conn.fairy
+    # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
+    if not reusable or fairy.dbapi_connection is None:
+        conn.close()  # its cursor; the connection is not reused
+        fairy.info.pop(_CONN, None)
+        fairy.close()
+    elif idle is None or not idle.put(conn):
+        fairy.close()  # back to the pool, with its DriverConnection
 
 
 def _rollback(conn: DriverConnection) -> None:
