@@ -843,16 +843,16 @@ def test_idle_connections_are_closed_when_the_engine_is_disposed(tmp_path, clock
 
 
 class _FailingCursor:
-    """A cursor whose next ``failures`` executes raise the driver's error."""
+    """A cursor whose executes numbered in ``failures`` (1: the first) raise
+    the driver's ``error`` instead of running."""
 
-    def __init__(self, cursor, failures):
-        self.cursor, self.failures, self.calls = cursor, failures, 0
+    def __init__(self, cursor, failures, error):
+        self.cursor, self.failures, self.error, self.calls = cursor, failures, error, 0
 
     def execute(self, sql, params=()):
         self.calls += 1
-        if self.failures:
-            self.failures -= 1
-            raise sqlite3.OperationalError("disk I/O error")
+        if self.calls in self.failures:
+            raise self.error
         return self.cursor.execute(sql, params)
 
     def __getattr__(self, name):
@@ -869,32 +869,90 @@ def _idle_connection(s):
     return conns[0]
 
 
-def test_a_claims_first_read_that_fails_is_read_again_through_the_call_loop(tmp_path, clock):
-    """SQLite reads a claim's probe on an idle connection without the call
-    loop (SqlStoreBase._peek).  A driver error there is never the answer:
-    the claim reads again through the loop, on another connection, and the
-    failed one is not kept idle."""
+@pytest.mark.parametrize("failing", [1, 2], ids=["probe", "write"])
+def test_a_claims_short_way_fails_as_the_call_loop_does(tmp_path, clock, failing):
+    """On SQLite a claim's first attempt runs on an idle connection without
+    the call loop (SqlStoreBase._idle_attempt), with the loop's rules for a
+    failure: a locked database is tried again, through the loop, on another
+    connection (the failed one is not kept idle); any other driver error is
+    StoreError with the driver's error chained, and the claim wrote nothing."""
     s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock)
     c = ctx("ws=w1")
+    runs = [s.create_run(c, make_run(state="paused")) for _ in range(2)]
+    stored = [s.create_suspension(c, make_suspension(run.id)) for run in runs]
+    s.claim_suspension(c, runs[1].id)  # the statements are prepared, as in a running store
+    s.create_suspension(c, make_suspension(s.create_run(c, make_run(state="paused")).id))
+
+    idle = _idle_connection(s)
+    idle._cursor = failing_cursor = _FailingCursor(idle.dbapi.cursor(), {failing},
+                                                   sqlite3.OperationalError("database is locked"))
+    retries = s.lock_retries
+    assert s.claim_suspension(c, runs[0].id) == stored[0]  # the win, through the loop
+    assert failing_cursor.calls == failing and s.lock_retries == retries + 1
+    assert _idle_connection(s) is not idle
+    with pytest.raises(errors.NotSuspended, match="not paused"):
+        s.claim_suspension(c, runs[0].id)
+
     run = s.create_run(c, make_run(state="paused"))
-    stored = s.create_suspension(c, make_suspension(run.id))
-    for call, expected in ((lambda: s.claim_suspension(c, run.id), stored),
-                           (lambda: s.claim_suspension(c, run.id), errors.NotSuspended)):
-        idle = _idle_connection(s)
-        idle._cursor = failing = _FailingCursor(idle.dbapi.cursor(), 1)
-        if expected is errors.NotSuspended:
-            with pytest.raises(errors.NotSuspended, match="not paused"):
-                call()
-        else:
-            assert call() == expected  # the win, after the fast read failed
-        assert failing.calls == 1, "the failed read was tried once, then read through the loop"
-        assert _idle_connection(s) is not idle
-    # a read that fails everywhere is the store's error, with the driver's chained
-    _raw(s, "DROP TABLE cortex_suspensions")
-    with pytest.raises(errors.StoreError) as info:
+    s.create_suspension(c, make_suspension(run.id))
+    idle = _idle_connection(s)
+    idle._cursor = _FailingCursor(idle.dbapi.cursor(), {failing}, sqlite3.OperationalError("disk I/O error"))
+    with pytest.raises(errors.StoreError, match="disk I/O error") as info:
         s.claim_suspension(c, run.id)
     assert isinstance(info.value.__cause__, sa.exc.OperationalError)
+    assert s.get_run(c, run.id).state.value == "paused"  # nothing written
+    assert _idle_connection(s) is not idle
     s.close()
+
+
+def test_first_answers_as_execute_does(store):
+    """DriverConnection.first, the claims' short way of running a statement,
+    gives execute's row count and one_or_none() on both dialects, the first
+    run (not yet prepared) and later ones alike."""
+    from cortex_spec.adapters.sql.store import WRITE1
+
+    c = ctx("ws=w1")
+    made = [store.create_run(c, make_run(state="paused")) for _ in range(2)]
+    t = sql_schema.runs
+    one = sa.select(t.c.id, t.c.state).where(t.c.id == sa.bindparam("w_id"))
+    every = sa.select(t.c.id).where(t.c.state == sa.bindparam("w_state"))
+    move = sa.update(t).where(t.c.id == sa.bindparam("w_id"), t.c.state == sa.bindparam("w_from")) \
+        .values(state=sa.bindparam("w_to"))
+    moved = move.returning(t.c.id)
+
+    def both(conn, stmt, params):
+        result = conn.execute(stmt, params)
+        try:
+            expected = (result.rowcount, result.one_or_none())
+        except errors.StoreError as exc:
+            expected = exc
+        try:
+            got = conn.first(stmt, params)
+        except errors.StoreError as exc:
+            got = exc
+        return expected, got
+
+    for _ in range(2):  # the first time prepares the statements
+        for stmt, params in ((one, {"w_id": made[0].id}), (one, {"w_id": "run_missing"}),
+                             (every, {"w_state": "paused"})):
+            expected, got = store._run(lambda conn: both(conn, stmt, params), WRITE1)
+            if isinstance(expected, errors.StoreError):
+                assert isinstance(got, errors.StoreError) and str(got) == str(expected)
+            else:
+                assert got == expected, (stmt, params)
+    for stmt in (move, moved):
+        for run in made:
+            # each writes once: from paused to running, then (first) from running to failed
+            def write(conn, run=run, stmt=stmt):
+                count, row = conn.first(stmt, {"w_id": run.id, "w_from": "paused", "w_to": "running"})
+                again = conn.execute(stmt, {"w_id": run.id, "w_from": "running", "w_to": "paused"})
+                return count, row, again.rowcount
+
+            count, row, again = store._run(write, WRITE1)
+            assert count == 1 and again == 1
+            assert row == (None if stmt is move else (run.id,))
+            assert store._run(lambda conn: conn.first(stmt, {"w_id": run.id, "w_from": "failed",
+                                                             "w_to": "paused"}), WRITE1) == (0, None)
 
 
 def test_a_claims_first_read_is_logged_like_every_statement(tmp_path, clock, caplog):

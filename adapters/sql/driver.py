@@ -808,6 +808,36 @@ class DriverConnection:
             return Result(fetched, len(fetched), prepared.make_row)
         return Result(prepared.rows(fetched), len(fetched))
 
+    def first(self, stmt: Any, params: dict[str, Any]) -> tuple[int, Any]:
+        """``(rowcount, row)`` of a statement that finds or changes at most
+        one row: ``execute(stmt, params)``'s row count and its
+        ``one_or_none()``.  On SQLite, for a statement that returns rows and
+        has run before (its columns checked), with nothing logged, it is run
+        without :class:`Result` and the general parameter handling of
+        :meth:`execute`: the short way of the claims' statements, whose
+        Python is what a race's tail follows (``SqlStoreBase._contended``)."""
+        prepared = self._plain.get(stmt)
+        cursor = self._cursor
+        if prepared is None or cursor is None or self.log is not None or not prepared.checked:
+            # (``checked`` is only ever set for a statement that returns rows)
+            result = self.execute(stmt, params)
+            return result.rowcount, result.one_or_none()
+        args = prepared.parameters(params)
+        self.last_sql = sql = prepared.sql
+        self.last_params = args
+        writing = self.writing = prepared.writes
+        fetched = cursor.execute(sql, args).fetchall()
+        self.writing = False
+        if not fetched:
+            return 0, None
+        if writing:
+            self.changed = True
+        if len(fetched) > 1:
+            raise StoreError("a statement expected to find at most one row found several")
+        if prepared.result_processors is None:
+            return 1, prepared.make_row(fetched[0])
+        return 1, prepared.rows(fetched)[0]
+
     def begin(self, sql: str) -> None:
         """Begin a transaction with ``sql`` (the dialect's ``BEGIN …``)."""
         if self.libpq is not None:

@@ -97,9 +97,6 @@ READ, WRITE1, TX, SNAPSHOT = "read", "write1", "tx", "snapshot"
 #: belongs to, so a reconnected record never reuses a stale one.
 _CONN = "cortex_driver_connection"
 
-#: :meth:`SqlStoreBase._peek`'s "not read": the caller reads through the call loop.
-_UNSEEN = object()
-
 #: How often a transaction that lost its connection is retried.
 _DISCONNECT_RETRIES = 2
 
@@ -351,37 +348,21 @@ class SqlStoreBase:
         Where the dialect says :attr:`.dialect.Dialect.probe_first` (SQLite),
         the probe runs first and the write only when the judge finds the
         claim possible; a claim plainly lost, most attempts of a race, then
-        takes no write lock.  That first probe is read the short way
-        (:meth:`_peek`) when an idle connection is at hand, and the first
-        attempt that follows a possible claim writes without probing again
-        (the write's own WHERE holds every condition).  A refusal is decided
-        on a read either way (after a losing write, or instead of one): the
-        outcome the reference gives at that read's instant.  Measured with
+        takes no write lock.  There, the first attempt is made the short way
+        when an idle connection is at hand (:meth:`_idle_attempt`, one more
+        than ``attempts``).  A refusal is decided on a read either way (after
+        a losing write, or instead of one): the outcome the reference gives
+        at that read's instant.  Measured with
         ``benchmarks/claim_throughput.py`` (``benchmarks/README.md``, issue 14).
         """
         probe_first = self._dialect.probe_first
-        probed = False  # the first attempt's probe already ran (and found the claim possible)
         if probe_first:
-            seen = self._peek(probe, params)
-            if seen is not _UNSEEN:
-                verdict = judge(seen)
-                if verdict is not None:
-                    return False, seen, verdict
-                probed = True
+            answer = self._idle_attempt(write, probe, params, judge, fresh)
+            if answer is not None:
+                return answer
 
         def attempt(conn: Any) -> tuple[bool, Any, Any]:
-            nonlocal probed
-            if probe_first and not probed:
-                seen = conn.execute(probe, params).one_or_none()
-                verdict = judge(seen)
-                if verdict is not None:
-                    return False, seen, verdict
-            probed = False  # a retried attempt probes again
-            result = conn.execute(write, params if fresh is None else {**params, **fresh()})
-            if result.rowcount > 0:  # a claim is of one row, by its key
-                return True, result.one_or_none(), None
-            seen = conn.execute(probe, params).one_or_none()  # a loss wrote nothing
-            return False, seen, judge(seen)
+            return _attempt(conn, write, probe, params, judge, fresh, probe_first)
 
         for _ in range(attempts):
             won, row, verdict = self._call(attempt, WRITE1)
@@ -389,39 +370,48 @@ class SqlStoreBase:
                 return won, row, verdict
         raise StoreError(f"{what.format(key)} kept racing concurrent writes")
 
-    def _peek(self, stmt: Any, params: dict[str, Any]) -> Any:
-        """The row (None: no row) that the one-row SELECT ``stmt`` finds, read
-        on an idle connection without the call loop; or ``_UNSEEN`` when it
-        was not read so: no idle connection, the store closed or its schema
-        not checked yet, or the read failed (the connection is then given
-        back as the loop gives back a failed call's).  The caller then reads
-        through :meth:`_call`, which opens, retries and words errors as for
-        any call; a read writes nothing, so reading again is the same read.
+    def _idle_attempt(self, write: Any, probe: Any, params: dict[str, Any], judge: Callable[[Any], Any],
+                      fresh: Callable[[], dict[str, Any]] | None) -> tuple[bool, Any, Any] | None:
+        """The first attempt of a probe-first claim (:meth:`_contended`) made
+        on an idle connection without the call loop, with the loop's rules
+        for a failure (:meth:`_failed`): its answer; or None, for the loop to
+        make the attempt (again): no idle connection, the store closed or its
+        schema not checked yet, a claim possible after all after a lost
+        write, or an error the rules say to try again after.
 
-        For the probe of a claim that reads first (:meth:`_contended`): in a
-        race most claims are refused by that read alone, and the loop's
-        bookkeeping around it (the retry clock and counters, the
-        transaction mode, the attempt's closure) was a tenth of a refused
-        claim's Python (``benchmarks/README.md``, issue 14)."""
+        Why: in a race most claims are refused by their first read, and the
+        loop's bookkeeping around it (the retry clock and counters, the
+        transaction mode, the connection's per-call reset, the closures and
+        frames between the claim and the statement) was a fifth of a
+        refused claim's Python; that Python, run with the GIL held by every
+        racing thread, is what the SQLite tail follows (``benchmarks/README.md``,
+        issue 14)."""
         idle = idle_of(self._engine)
         if idle is None or self._closed or not self._schema_ready:
-            return _UNSEEN
+            return None
         conn = idle.get()
         if conn is None:
-            return _UNSEEN
+            return None
         reusable = False
         try:
             if conn.statements is not self._statements:
                 conn.use(self._statements)
             logger = self._engine.logger
             conn.log = logger if logger.isEnabledFor(logging.INFO) else None
-            row = conn.execute(stmt, params).one_or_none()
+            conn.changed = conn.writing = False
+            answer = _attempt(conn, write, probe, params, judge, fresh, True)
             reusable = True
-        except Exception:  # noqa: BLE001 - read again through the call loop, which words it
-            return _UNSEEN
+        except (CortexError, ControlFlow):
+            reusable = True
+            raise
+        except Exception as exc:
+            # raised as the loop raises it, or (returning) made again by the loop
+            self._failed(exc, conn.fairy, conn, idle, WRITE1, conn.writing or conn.changed,
+                         time.monotonic(), [0, 0])
+            return None
         finally:
             _give_back(conn, idle, reusable)
-        return row
+        return answer if answer[0] or answer[2] is not None else None
 
     def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs several statements in one transaction that takes the
@@ -644,6 +634,23 @@ class SqlStoreBase:
                 f"({tries[0]} attempts): {exc.orig}"
             ) from exc
         raise StoreError(f"database error: {exc.orig}") from exc
+
+
+def _attempt(conn: DriverConnection, write: Any, probe: Any, params: dict[str, Any],
+             judge: Callable[[Any], Any], fresh: Callable[[], dict[str, Any]] | None,
+             probe_first: bool) -> tuple[bool, Any, Any]:
+    """One attempt of a claim on ``conn`` (:meth:`SqlStoreBase._contended`)."""
+    first = conn.first
+    if probe_first:
+        seen = first(probe, params)[1]
+        verdict = judge(seen)
+        if verdict is not None:
+            return False, seen, verdict
+    rowcount, row = first(write, params if fresh is None else {**params, **fresh()})
+    if rowcount > 0:  # a claim is of one row, by its key
+        return True, row, None
+    seen = first(probe, params)[1]  # a loss wrote nothing
+    return False, seen, judge(seen)
 
 
 def _give_back(conn: DriverConnection, idle: IdleConnections | None, reusable: bool) -> None:
