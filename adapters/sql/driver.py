@@ -696,8 +696,9 @@ def _import_libpq_constants() -> None:
 
 class DriverConnection:
     """What a store function gets for one call: ``execute(stmt, params)``
-    on the call's pooled DBAPI connection, and the call loop's ``begin``,
-    ``commit`` and ``rollback``.  Driver errors propagate raw;
+    (and its short form for one row, :meth:`first`) on the call's pooled
+    DBAPI connection, and the call loop's ``begin``, ``commit`` and
+    ``rollback``.  Driver errors propagate raw;
     :meth:`.store.SqlStoreBase._run` wraps and maps them.
 
     SQLite's statements run on a ``sqlite3`` cursor; PostgreSQL's on

@@ -30,6 +30,10 @@ The statements run as driver SQL on the pooled DBAPI connection (see
 ``busy_timeout``) does the waiting for its write lock; the Python back-off
 below only retries what SQLite still reports locked after that.
 
+A claim on SQLite makes its first attempt without the call loop, on an
+idle connection (:meth:`SqlStoreBase._idle_attempt`), with the same rules
+for a failure (:meth:`SqlStoreBase._failed`).
+
 There is no Python lock around database work: atomicity comes from the
 database (conditional statements and transactions).
 """
