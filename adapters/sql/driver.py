@@ -467,7 +467,7 @@ class Result:
     ``make``, when given, builds a row from the driver's tuple as it is
     read: a statement's rows are built by what reads them, not all first in
     a list of their own (most statements are read for one row, or none:
-    the list and its ``map`` were a tenth of a refused claim's Python)."""
+    the list and its ``map`` cost about 0.3 µs of a refused claim's 11)."""
 
     __slots__ = ("_make", "_rows", "rowcount")
 
