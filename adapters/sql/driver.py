@@ -454,6 +454,9 @@ def idle_of(engine: Engine) -> IdleConnections | None:
     return getattr(engine.pool, _IDLE, None)
 
 
+#: :meth:`Result.one_or_none`'s and :meth:`DriverConnection.first`'s complaint.
+_SEVERAL = "a statement expected to find at most one row found several"
+
 #: The rows of a statement that returns none (never changed: Result copies in ``all``).
 _NO_ROWS: list[Any] = []
 
@@ -486,7 +489,7 @@ class Result:
     def one_or_none(self) -> Any:
         rows = self._rows
         if len(rows) > 1:
-            raise StoreError("a statement expected to find at most one row found several")
+            raise StoreError(_SEVERAL)
         if not rows:
             return None
         return rows[0] if self._make is None else self._make(rows[0])
@@ -809,6 +812,18 @@ class DriverConnection:
             return Result(fetched, len(fetched), prepared.make_row)
         return Result(prepared.rows(fetched), len(fetched))
 
+    def start(self, statements: Statements, log: Any) -> None:
+        """A new call on this connection: ``statements`` are the engine's it
+        runs for (a pool, and so this connection, may serve engines of
+        several schema translations: a PostgreSQL gateway's namespaces),
+        ``log`` the engine's logger while it logs statements, else None;
+        nothing run, nothing changed yet."""
+        if self.statements is not statements:
+            self.use(statements)
+        self.log = log
+        self.last_sql = self.last_params = None
+        self.changed = self.writing = False
+
     def first(self, stmt: Any, params: dict[str, Any]) -> tuple[int, Any]:
         """``(rowcount, row)`` of a statement that finds or changes at most
         one row: ``execute(stmt, params)``'s row count and its
@@ -834,7 +849,7 @@ class DriverConnection:
         if writing:
             self.changed = True
         if len(fetched) > 1:
-            raise StoreError("a statement expected to find at most one row found several")
+            raise StoreError(_SEVERAL)
         if prepared.result_processors is None:
             return 1, prepared.make_row(fetched[0])
         return 1, prepared.rows(fetched)[0]

@@ -398,11 +398,7 @@ class SqlStoreBase:
             return None
         reusable = False
         try:
-            if conn.statements is not self._statements:
-                conn.use(self._statements)
-            logger = self._engine.logger
-            conn.log = logger if logger.isEnabledFor(logging.INFO) else None
-            conn.changed = conn.writing = False
+            conn.start(self._statements, self._statement_log())
             answer = _attempt(conn, write, probe, params, judge, fresh, True)
             reusable = True
         except (CortexError, ControlFlow):
@@ -454,7 +450,7 @@ class SqlStoreBase:
         tries = [0, 0]  # lock contention, lost connections
         ops = self._dialect
         engine = self._engine
-        log = engine.logger if engine.logger.isEnabledFor(logging.INFO) else None
+        log = self._statement_log()
         idle = idle_of(engine)
         while True:
             committing = False
@@ -467,14 +463,7 @@ class SqlStoreBase:
                 if conn is None:
                     conn = self._checkout()
                 fairy = conn.fairy
-                if conn.statements is not self._statements:
-                    # a pool is shared by engines of other schema translations
-                    # (a PostgreSQL gateway's namespaces): this store's SQL
-                    conn.use(self._statements)
-                # a new call: nothing run, nothing changed yet
-                conn.log = log
-                conn.last_sql = conn.last_params = None
-                conn.changed = conn.writing = False
+                conn.start(self._statements, log)
                 if pooled:
                     # the pool does not reset a connection given back to it:
                     # one given back inside a transaction (by another user of
@@ -519,6 +508,11 @@ class SqlStoreBase:
             finally:
                 if conn is not None:
                     _give_back(conn, idle, reusable)
+
+    def _statement_log(self) -> Any:
+        """The engine's logger while it logs statements (INFO), else None."""
+        logger = self._engine.logger
+        return logger if logger.isEnabledFor(logging.INFO) else None
 
     def _failed(self, exc: Exception, fairy: Any, conn: DriverConnection | None, idle: IdleConnections | None,
                 mode: str, committing: bool, started: float, tries: list[int]) -> None:
