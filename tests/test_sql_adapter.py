@@ -872,7 +872,7 @@ def _idle_connection(s):
 @pytest.mark.parametrize("failing", [1, 2], ids=["probe", "write"])
 def test_a_claims_short_way_fails_as_the_call_loop_does(tmp_path, clock, failing):
     """On SQLite a claim's first attempt runs on an idle connection without
-    the call loop (SqlStoreBase._idle_attempt), with the loop's rules for a
+    the call loop (SqlStoreBase._contended's short way), with the loop's rules for a
     failure: a locked database is tried again, through the loop, on another
     connection (the failed one is not kept idle); any other driver error is
     StoreError with the driver's error chained, and the claim wrote nothing."""
@@ -905,55 +905,83 @@ def test_a_claims_short_way_fails_as_the_call_loop_does(tmp_path, clock, failing
     s.close()
 
 
-def test_first_answers_as_execute_does(store):
-    """DriverConnection.first, the claims' short way of running a statement,
-    gives execute's row count and one_or_none() on both dialects, the first
-    run (not yet prepared) and later ones alike."""
+def test_an_attempt_answers_as_execute_does(store, monkeypatch):
+    """DriverConnection.attempt, one attempt of a claim, answers on both
+    dialects as its statements run through execute() say: a win, a refusal
+    by the probe before any write (probe first) or after a lost write, a
+    claim possible after all after a lost write (verdict None), and several
+    rows a StoreError.  The cases run twice: first on statements not yet
+    prepared (the first case runs them through execute()), then prepared,
+    which on SQLite is the short way (execute() is not called: checked
+    here)."""
+    from cortex_spec.adapters.sql.driver import DriverConnection
     from cortex_spec.adapters.sql.store import WRITE1
 
+    ran = []
+    plain_execute = DriverConnection.execute
+
+    def counted(self, *args):
+        ran.append(args)
+        return plain_execute(self, *args)
+
+    monkeypatch.setattr(DriverConnection, "execute", counted)
     c = ctx("ws=w1")
-    made = [store.create_run(c, make_run(state="paused")) for _ in range(2)]
     t = sql_schema.runs
-    one = sa.select(t.c.id, t.c.state).where(t.c.id == sa.bindparam("w_id"))
-    every = sa.select(t.c.id).where(t.c.state == sa.bindparam("w_state"))
+    probe = sa.select(t.c.id, t.c.state).where(t.c.id == sa.bindparam("w_id"))
+    every = sa.select(t.c.id, t.c.state).where(t.c.state == sa.bindparam("w_state"))
     move = sa.update(t).where(t.c.id == sa.bindparam("w_id"), t.c.state == sa.bindparam("w_from")) \
-        .values(state=sa.bindparam("w_to"))
-    moved = move.returning(t.c.id)
+        .values(state=sa.bindparam("w_to")).returning(t.c.id)
 
-    def both(conn, stmt, params):
-        try:
-            got = conn.first(stmt, params)  # (first, so that its first run is of an unprepared statement)
-        except errors.StoreError as exc:
-            got = exc
-        result = conn.execute(stmt, params)
-        try:
-            expected = (result.rowcount, result.one_or_none())
-        except errors.StoreError as exc:
-            expected = exc
-        return expected, got
+    def judge(seen):
+        if seen is None:
+            return "missing"
+        return None if seen.state == "paused" else f"taken ({seen.state})"
 
-    for _ in range(2):  # the first round prepares the statements (first() then runs execute), the second not
-        for stmt, params in ((one, {"w_id": made[0].id}), (one, {"w_id": "run_missing"}),
-                             (every, {"w_state": "paused"})):
-            expected, got = store._run(lambda conn: both(conn, stmt, params), WRITE1)
-            if isinstance(expected, errors.StoreError):
-                assert isinstance(got, errors.StoreError) and str(got) == str(expected)
-            else:
-                assert got == expected, (stmt, params)
-    for stmt in (move, moved):
-        for run in made:
-            # first() moves the run from paused to running, execute() moves it back;
-            # a move from a state the run is not in changes nothing
-            def write(conn, run=run, stmt=stmt):
-                count, row = conn.first(stmt, {"w_id": run.id, "w_from": "paused", "w_to": "running"})
-                again = conn.execute(stmt, {"w_id": run.id, "w_from": "running", "w_to": "paused"})
-                return count, row, again.rowcount
+    def attempt(params, probe_first, read=probe):
+        """(attempt's answer or StoreError, whether execute() ran, the
+        connection's ``changed`` after it)"""
+        def run(conn):
+            ran.clear()
+            try:
+                answer = conn.attempt(move, read, params, judge, None, probe_first)
+            except errors.StoreError as exc:
+                answer = exc
+            return answer, bool(ran), conn.changed
+        return store._run(run, WRITE1)
 
-            count, row, again = store._run(write, WRITE1)
-            assert count == 1 and again == 1
-            assert row == (None if stmt is move else (run.id,))
-            assert store._run(lambda conn: conn.first(stmt, {"w_id": run.id, "w_from": "failed",
-                                                             "w_to": "paused"}), WRITE1) == (0, None)
+    for round_ in ("unprepared", "prepared"):
+        made = [store.create_run(c, make_run(state="paused")) for _ in range(2)]
+        # execute() runs a statement not prepared yet, and every statement on PostgreSQL
+        by_execute = store.dialect_name != "sqlite"
+        cases = [
+            # a win: paused -> running, the write returns the run's id
+            (dict(w_id=made[0].id, w_from="paused", w_to="running"), True,
+             (True, (made[0].id,), None), True),
+            # refused by the probe, no write (the run is running now)
+            (dict(w_id=made[0].id, w_from="paused", w_to="running"), True,
+             (False, (made[0].id, "running"), "taken (running)"), False),
+            # the write first, lost, then the probe's refusal
+            (dict(w_id=made[0].id, w_from="paused", w_to="running"), False,
+             (False, (made[0].id, "running"), "taken (running)"), False),
+            (dict(w_id="run_missing", w_from="paused", w_to="running"), True,
+             (False, None, "missing"), False),
+            # the probe finds the claim possible, the write's condition does
+            # not hold: lost, and possible after all
+            (dict(w_id=made[1].id, w_from="failed", w_to="running"), True,
+             (False, (made[1].id, "paused"), None), False),
+        ]
+        for i, (params, probe_first, expected, changed) in enumerate(cases):
+            answer, executed, was_changed = attempt(params, probe_first)
+            assert answer == expected, (round_, params, probe_first, answer)
+            if round_ == "prepared" or i == 0:
+                assert executed == (by_execute or round_ == "unprepared"), (round_, params, executed)
+            assert was_changed == changed, (round_, params, was_changed)
+        # several rows found by a statement that may find one: StoreError
+        store.create_run(c, make_run(state="paused"))  # made[1] is paused too
+        several, executed, _ = attempt(dict(w_id=made[0].id, w_from="paused", w_to="running",
+                                            w_state="paused"), True, every)
+        assert isinstance(several, errors.StoreError) and "several" in str(several), several
+        store._run(lambda conn: conn.execute(sa.delete(t)), WRITE1)
 
 
 def test_a_claims_first_read_is_logged_like_every_statement(tmp_path, clock, caplog):

@@ -454,7 +454,7 @@ def idle_of(engine: Engine) -> IdleConnections | None:
     return getattr(engine.pool, _IDLE, None)
 
 
-#: :meth:`Result.one_or_none`'s and :meth:`DriverConnection.first`'s complaint.
+#: :meth:`Result.one_or_none`'s and :meth:`DriverConnection.attempt`'s complaint.
 _SEVERAL = "a statement expected to find at most one row found several"
 
 #: The rows of a statement that returns none (never changed: Result copies in ``all``).
@@ -699,7 +699,7 @@ def _import_libpq_constants() -> None:
 
 class DriverConnection:
     """What a store function gets for one call: ``execute(stmt, params)``
-    (and its short form for one row, :meth:`first`) on the call's pooled
+    (and a claim's attempt, :meth:`attempt`) on the call's pooled
     DBAPI connection, and the call loop's ``begin``, ``commit`` and
     ``rollback``.  Driver errors propagate raw;
     :meth:`.store.SqlStoreBase._run` wraps and maps them.
@@ -824,35 +824,75 @@ class DriverConnection:
         self.last_sql = self.last_params = None
         self.changed = self.writing = False
 
-    def first(self, stmt: Any, params: dict[str, Any]) -> tuple[int, Any]:
-        """``(rowcount, row)`` of a statement that finds or changes at most
-        one row: ``execute(stmt, params)``'s row count and its
-        ``one_or_none()``.  On SQLite, for a statement that returns rows and
-        has run before (its columns checked), with nothing logged, it is run
-        without :class:`Result` and the general parameter handling of
-        :meth:`execute`: the short way of the claims' statements, whose
-        Python is what a race's tail follows (``SqlStoreBase._contended``)."""
-        prepared = self._plain.get(stmt)
+    def attempt(self, write: Any, probe: Any, params: dict[str, Any], judge: Callable[[Any], Any],
+                fresh: Callable[[], dict[str, Any]] | None, probe_first: bool) -> tuple[bool, Any, Any]:
+        """One attempt of a claim (:meth:`.store.SqlStoreBase._contended`):
+        ``(True, row, None)`` when ``write`` changed a row (``row``: what it
+        returned), else ``(False, seen, verdict)`` with the probe's row and
+        ``judge(seen)``.
+
+        The probe runs first when ``probe_first`` (SQLite: a claim plainly
+        lost takes no write lock), and the write only when the judge finds
+        the claim possible (None); after a lost write the probe runs, and
+        its verdict is the answer (None: possible after all, for the caller
+        to try again).  ``fresh()`` adds the parameters only the write binds.
+
+        Each statement finds or changes at most one row (several are
+        ``StoreError``).  On SQLite a statement that returns rows and has
+        run before (its columns checked), with nothing logged, runs on the
+        cursor here, without :class:`Result` and :meth:`execute`'s general
+        parameter handling; any other runs through :meth:`execute`.  One
+        loop makes both statements' steps, so that short way is written
+        once: a race's tail follows the Python a claim runs, and this is
+        most of a refused claim's (``benchmarks/README.md``, issue 14)."""
+        plain = self._plain
         cursor = self._cursor
-        if prepared is None or cursor is None or self.log is not None or not prepared.checked:
-            # (``checked`` is only ever set for a statement that returns rows)
-            result = self.execute(stmt, params)
-            return result.rowcount, result.one_or_none()
-        args = prepared.parameters(params)
-        self.last_sql = sql = prepared.sql
-        self.last_params = args
-        writing = self.writing = prepared.writes
-        fetched = cursor.execute(sql, args).fetchall()
-        self.writing = False
-        if not fetched:
-            return 0, None
-        if writing:
-            self.changed = True
-        if len(fetched) > 1:
-            raise StoreError(_SEVERAL)
-        if prepared.result_processors is None:
-            return 1, prepared.make_row(fetched[0])
-        return 1, prepared.rows(fetched)[0]
+        stmt = probe if probe_first else write
+        lost = False
+        while True:
+            args = params if stmt is probe or fresh is None else {**params, **fresh()}
+            prepared = plain.get(stmt)
+            if prepared is None or cursor is None or self.log is not None or not prepared.checked:
+                # (``checked`` is only ever set for a statement that returns rows)
+                result = self.execute(stmt, args)
+                rowcount, row = result.rowcount, result.one_or_none()
+                cursor = self._cursor
+            else:
+                if prepared.passthrough:
+                    pass
+                elif prepared.merge_only:
+                    args = {**prepared.defaults, **args}
+                else:
+                    args = prepared.parameters(args)
+                self.last_sql = sql = prepared.sql
+                self.last_params = args
+                if prepared.writes:
+                    self.writing = True
+                    fetched = cursor.execute(sql, args).fetchall()
+                    self.writing = False
+                    if fetched:
+                        self.changed = True
+                else:  # (``writing`` is False between statements)
+                    fetched = cursor.execute(sql, args).fetchall()
+                rowcount = len(fetched)
+                if not fetched:
+                    row = None
+                elif rowcount > 1:
+                    raise StoreError(_SEVERAL)
+                elif prepared.result_processors is None:
+                    row = prepared.make_row(fetched[0])
+                else:
+                    row = prepared.rows(fetched)[0]
+            if stmt is write:
+                if rowcount > 0:  # a claim is of one row, by its key
+                    return True, row, None
+                stmt = probe  # a loss wrote nothing: the probe tells why
+                lost = True
+                continue
+            verdict = judge(row)
+            if lost or verdict is not None:
+                return False, row, verdict
+            stmt = write
 
     def begin(self, sql: str) -> None:
         """Begin a transaction with ``sql`` (the dialect's ``BEGIN …``)."""

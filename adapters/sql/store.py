@@ -31,7 +31,7 @@ The statements run as driver SQL on the pooled DBAPI connection (see
 below only retries what SQLite still reports locked after that.
 
 A claim on SQLite makes its first attempt without the call loop, on an
-idle connection (:meth:`SqlStoreBase._idle_attempt`), with the same rules
+idle connection (:meth:`SqlStoreBase._contended`), with the same rules
 for a failure (:meth:`SqlStoreBase._failed`).
 
 There is no Python lock around database work: atomicity comes from the
@@ -353,65 +353,55 @@ class SqlStoreBase:
         the probe runs first and the write only when the judge finds the
         claim possible; a claim plainly lost, most attempts of a race, then
         takes no write lock.  There, the first attempt is made the short way
-        when an idle connection is at hand (:meth:`_idle_attempt`, one more
-        than ``attempts``).  A refusal is decided on a read either way (after
-        a losing write, or instead of one): the outcome the reference gives
-        at that read's instant.  Measured with
+        when an idle connection is at hand (below: one more than
+        ``attempts``).  Each attempt is
+        :meth:`.driver.DriverConnection.attempt`.  A refusal is decided on
+        a read either way (after a losing write, or instead of one): the
+        outcome the reference gives at that read's instant.  Measured with
         ``benchmarks/claim_throughput.py`` (``benchmarks/README.md``, issue 14).
         """
         probe_first = self._dialect.probe_first
         if probe_first:
-            answer = self._idle_attempt(write, probe, params, judge, fresh)
-            if answer is not None:
-                return answer
+            # The first attempt the short way: on an idle connection, without
+            # the call loop, with the loop's rules for a failure (_failed).
+            # In a race most claims are refused by their first read, and the
+            # loop's bookkeeping around it (the retry clock and counters, the
+            # transaction mode, its closures and frames) is Python every
+            # racing thread runs with the GIL held, which is what the SQLite
+            # tail follows (benchmarks/README.md, issue 14).  The loop makes
+            # the attempt (again) when there is no idle connection, the store
+            # is closed or its schema not checked yet, a lost write finds the
+            # claim possible after all, or an error is one to try again after.
+            idle = idle_of(self._engine)
+            conn = idle.get() if idle is not None and not self._closed and self._schema_ready else None
+            if conn is not None and idle is not None:
+                reusable = False
+                try:
+                    conn.start(self._statements, self._statement_log())
+                    won, row, verdict = conn.attempt(write, probe, params, judge, fresh, True)
+                    reusable = True
+                except (CortexError, ControlFlow):
+                    reusable = True
+                    raise
+                except Exception as exc:
+                    # raised as the loop raises it, or (returning) made again by the loop
+                    self._failed(exc, conn.fairy, conn, idle, WRITE1, conn.writing or conn.changed,
+                                 time.monotonic(), [0, 0])
+                    won, verdict = False, None
+                finally:
+                    if not (reusable and idle.put(conn)):
+                        _give_back(conn, idle, reusable)
+                if won or verdict is not None:
+                    return won, row, verdict
 
         def attempt(conn: Any) -> tuple[bool, Any, Any]:
-            return _attempt(conn, write, probe, params, judge, fresh, probe_first)
+            return DriverConnection.attempt(conn, write, probe, params, judge, fresh, probe_first)
 
         for _ in range(attempts):
             won, row, verdict = self._call(attempt, WRITE1)
             if won or verdict is not None:
                 return won, row, verdict
         raise StoreError(f"{what.format(key)} kept racing concurrent writes")
-
-    def _idle_attempt(self, write: Any, probe: Any, params: dict[str, Any], judge: Callable[[Any], Any],
-                      fresh: Callable[[], dict[str, Any]] | None) -> tuple[bool, Any, Any] | None:
-        """The first attempt of a probe-first claim (:meth:`_contended`) made
-        on an idle connection without the call loop, with the loop's rules
-        for a failure (:meth:`_failed`): its answer; or None, for the loop to
-        make the attempt (again): no idle connection, the store closed or its
-        schema not checked yet, a claim possible after all after a lost
-        write, or an error the rules say to try again after.
-
-        Why: in a race most claims are refused by their first read, and the
-        loop's bookkeeping around it (the retry clock and counters, the
-        transaction mode, the connection's per-call reset, the closures and
-        frames between the claim and the statement) is Python that every
-        racing thread runs with the GIL held, which is what the SQLite tail
-        follows; with :meth:`.driver.DriverConnection.first` this way takes
-        0.7 µs off a refused claim's 11.4 (``benchmarks/README.md``, issue 14)."""
-        idle = idle_of(self._engine)
-        if idle is None or self._closed or not self._schema_ready:
-            return None
-        conn = idle.get()
-        if conn is None:
-            return None
-        reusable = False
-        try:
-            conn.start(self._statements, self._statement_log())
-            answer = _attempt(conn, write, probe, params, judge, fresh, True)
-            reusable = True
-        except (CortexError, ControlFlow):
-            reusable = True
-            raise
-        except Exception as exc:
-            # raised as the loop raises it, or (returning) made again by the loop
-            self._failed(exc, conn.fairy, conn, idle, WRITE1, conn.writing or conn.changed,
-                         time.monotonic(), [0, 0])
-            return None
-        finally:
-            _give_back(conn, idle, reusable)
-        return answer if answer[0] or answer[2] is not None else None
 
     def _tx(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn`` runs several statements in one transaction that takes the
@@ -632,23 +622,6 @@ class SqlStoreBase:
                 f"({tries[0]} attempts): {exc.orig}"
             ) from exc
         raise StoreError(f"database error: {exc.orig}") from exc
-
-
-def _attempt(conn: DriverConnection, write: Any, probe: Any, params: dict[str, Any],
-             judge: Callable[[Any], Any], fresh: Callable[[], dict[str, Any]] | None,
-             probe_first: bool) -> tuple[bool, Any, Any]:
-    """One attempt of a claim on ``conn`` (:meth:`SqlStoreBase._contended`)."""
-    first = conn.first
-    if probe_first:
-        seen = first(probe, params)[1]
-        verdict = judge(seen)
-        if verdict is not None:
-            return False, seen, verdict
-    rowcount, row = first(write, params if fresh is None else {**params, **fresh()})
-    if rowcount > 0:  # a claim is of one row, by its key
-        return True, row, None
-    seen = first(probe, params)[1]  # a loss wrote nothing
-    return False, seen, judge(seen)
 
 
 def _give_back(conn: DriverConnection, idle: IdleConnections | None, reusable: bool) -> None:
