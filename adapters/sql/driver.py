@@ -89,6 +89,7 @@ import contextlib
 import copy
 import functools
 import keyword
+import logging
 import re
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -379,24 +380,19 @@ class IdleConnections:
         self.conns: list[DriverConnection] = []
 
     def get(self) -> DriverConnection | None:
-        """An idle checked-out connection that is still usable, or None."""
+        """An idle checked-out connection that is still usable (its pool
+        connection still valid and usable), or None; one that is not is
+        discarded."""
         while True:
             try:
                 conn = self.conns.pop()
             except IndexError:
                 return None
-            if self.fit(conn):
+            # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
+            if conn.fairy.dbapi_connection is not None and (self.usable is None or self.usable(conn.dbapi)):
                 return conn
-
-    def fit(self, conn: DriverConnection) -> bool:
-        """Whether ``conn``, just taken from the list, may serve a call (its
-        pool connection still valid and usable); one that may not is
-        discarded."""
-        if conn.fairy.dbapi_connection is not None and (self.usable is None or self.usable(conn.dbapi)):
-            return True  # (``dbapi_connection is not None`` is the fairy's ``is_valid``)
-        conn.close()
-        _discard(conn.fairy)
-        return False
+            conn.close()
+            _discard(conn.fairy)
 
     def put(self, conn: DriverConnection) -> bool:
         """Keep ``conn`` for the next call; False: full, close it instead."""
@@ -812,15 +808,15 @@ class DriverConnection:
             return Result(fetched, len(fetched), prepared.make_row)
         return Result(prepared.rows(fetched), len(fetched))
 
-    def start(self, statements: Statements, log: Any) -> None:
+    def start(self, statements: Statements, logger: Any) -> None:
         """A new call on this connection: ``statements`` are the engine's it
         runs for (a pool, and so this connection, may serve engines of
         several schema translations: a PostgreSQL gateway's namespaces),
-        ``log`` the engine's logger while it logs statements, else None;
-        nothing run, nothing changed yet."""
+        ``logger`` the engine's, which logs each statement while it is
+        enabled for INFO; nothing run, nothing changed yet."""
         if self.statements is not statements:
             self.use(statements)
-        self.log = log
+        self.log = logger if logger.isEnabledFor(logging.INFO) else None
         self.last_sql = self.last_params = None
         self.changed = self.writing = False
 

@@ -41,7 +41,6 @@ database (conditional statements and transactions).
 from __future__ import annotations
 
 import json
-import logging
 import operator
 import random
 import time
@@ -377,7 +376,7 @@ class SqlStoreBase:
             if conn is not None and idle is not None:
                 reusable = False
                 try:
-                    conn.start(self._statements, self._statement_log())
+                    conn.start(self._statements, self._engine.logger)
                     won, row, verdict = conn.attempt(write, probe, params, judge, fresh, True)
                     reusable = True
                 except (CortexError, ControlFlow):
@@ -440,7 +439,7 @@ class SqlStoreBase:
         tries = [0, 0]  # lock contention, lost connections
         ops = self._dialect
         engine = self._engine
-        log = self._statement_log()
+        logger = self._engine.logger
         idle = idle_of(engine)
         while True:
             committing = False
@@ -453,7 +452,7 @@ class SqlStoreBase:
                 if conn is None:
                     conn = self._checkout()
                 fairy = conn.fairy
-                conn.start(self._statements, log)
+                conn.start(self._statements, logger)
                 if pooled:
                     # the pool does not reset a connection given back to it:
                     # one given back inside a transaction (by another user of
@@ -498,11 +497,6 @@ class SqlStoreBase:
             finally:
                 if conn is not None:
                     _give_back(conn, idle, reusable)
-
-    def _statement_log(self) -> Any:
-        """The engine's logger while it logs statements (INFO), else None."""
-        logger = self._engine.logger
-        return logger if logger.isEnabledFor(logging.INFO) else None
 
     def _failed(self, exc: Exception, fairy: Any, conn: DriverConnection | None, idle: IdleConnections | None,
                 mode: str, committing: bool, started: float, tries: list[int]) -> None:
