@@ -978,8 +978,8 @@ def test_an_attempt_answers_as_execute_does(store, monkeypatch):
             assert was_changed == changed, (round_, params, was_changed)
         # several rows found by a statement that may find one: StoreError
         store.create_run(c, make_run(state="paused"))  # made[1] is paused too
-        several, executed, _ = attempt(dict(w_id=made[0].id, w_from="paused", w_to="running",
-                                            w_state="paused"), True, every)
+        several, _, _ = attempt(dict(w_id=made[0].id, w_from="paused", w_to="running",
+                                     w_state="paused"), True, every)
         assert isinstance(several, errors.StoreError) and "several" in str(several), several
         store._run(lambda conn: conn.execute(sa.delete(t)), WRITE1)
 

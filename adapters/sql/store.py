@@ -372,8 +372,7 @@ class SqlStoreBase:
             # is closed or its schema not checked yet, a lost write finds the
             # claim possible after all, or an error is one to try again after.
             idle = idle_of(self._engine)
-            conn = idle.get() if idle is not None and not self._closed and self._schema_ready else None
-            if conn is not None and idle is not None:
+            if idle is not None and not self._closed and self._schema_ready and (conn := idle.get()) is not None:
                 reusable = False
                 try:
                     conn.start(self._statements, self._engine.logger)
@@ -388,6 +387,9 @@ class SqlStoreBase:
                                  time.monotonic(), [0, 0])
                     won, verdict = False, None
                 finally:
+                    # (the common case without _give_back's call: measured,
+                    # 0.1-0.3 us of a refused claim's 10; it puts again and
+                    # closes when the list is full)
                     if not (reusable and idle.put(conn)):
                         _give_back(conn, idle, reusable)
                 if won or verdict is not None:
