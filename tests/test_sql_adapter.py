@@ -1063,3 +1063,117 @@ def test_a_reused_location_is_empty(backend, clock, left):
             s.close()
     finally:
         harness.discard(second)
+
+
+# -- the call gate (driver.CallGate) ------------------------------------------------------------
+
+
+def test_sqlite_calls_take_turns_two_at_a_time_and_postgres_calls_do_not(tmp_path, clock):
+    """On SQLite at most two of the store's calls on an engine run at once
+    (the dialect's call_limit): a third waits for a turn, and takes it as
+    soon as one of the two ends.  PostgreSQL calls are not limited."""
+    from cortex_spec.adapters.sql import dialect
+    from cortex_spec.adapters.sql.driver import idle_of
+    from cortex_spec.adapters.sql.store import READ
+
+    assert idle_of(dialect.create_engine("postgresql+psycopg://nobody@localhost/none")).gate is None
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock)
+    s.count_runs(ctx("ws=w1"))  # the schema, before the calls below hold their turns
+    gate = idle_of(s.engine).gate
+    assert gate is not None and gate.limit == 2 and gate.free() == 2
+
+    lock, release = threading.Lock(), threading.Event()
+    inside, most, entered = [0], [0], []
+
+    def call(i):
+        def fn(conn):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                entered.append(i)
+            release.wait(10)
+            with lock:
+                inside[0] -= 1
+            return i
+        return s._run(fn, READ)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(entered) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # room for a third call to get in, if the gate let it
+    assert (len(entered), gate.free()) == (2, 0), "two calls in, the third waiting its turn"
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert len(entered) == 3 and most[0] == 2 and gate.free() == 2
+    s.close()
+
+
+def test_a_call_that_gets_no_turn_in_time_is_a_store_error(tmp_path, clock):
+    from cortex_spec.adapters.sql.driver import idle_of
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, lock_timeout=0.2)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run(state="paused"))
+    s.create_suspension(c, make_suspension(run.id))
+    gate = idle_of(s.engine).gate
+    for _ in range(gate.limit):
+        gate.enter(1)  # every turn held (as by calls stuck on a lock)
+    for call in (lambda: s.claim_suspension(c, run.id), lambda: s.get_run(c, run.id)):
+        with pytest.raises(errors.StoreError, match="no turn among the 2 store calls allowed at once"):
+            call()
+    for _ in range(gate.limit):
+        gate.leave()
+    assert s.claim_suspension(c, run.id).run_id == run.id
+    s.close()
+
+
+def test_a_call_gives_its_turn_back_however_it_ends(tmp_path, clock):
+    """A turn is given back after a win, a refusal (short way and loop),
+    a driver error and a retried lock: the gate is whole afterwards."""
+    from cortex_spec.adapters.sql.driver import idle_of
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, lock_timeout=1.0)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run(state="paused"))
+    s.create_suspension(c, make_suspension(run.id))
+    gate = idle_of(s.engine).gate  # (a turn not given back: "no turn ... came within 1s")
+    s.claim_suspension(c, run.id)
+    for _ in range(5):
+        with pytest.raises(errors.NotSuspended):
+            s.claim_suspension(c, run.id)  # refused by the short way's read
+        with pytest.raises(errors.NotFound):
+            s.get_run(c, "arun_01m95naj5bensbtbdmhhy94p57")  # refused through the loop
+    idle = _idle_connection(s)
+    idle._cursor = _FailingCursor(idle.dbapi.cursor(), {1}, sqlite3.OperationalError("disk I/O error"))
+    with pytest.raises(errors.StoreError, match="disk I/O error"):
+        s.claim_suspension(c, run.id)
+    assert gate.free() == gate.limit == 2
+    s.close()
+
+
+@pytest.mark.parametrize("limit, turns", [(None, 2), (0, None), (1, 1), (5, 5)])
+def test_the_call_limit_is_the_stores_to_choose(tmp_path, clock, limit, turns):
+    from cortex_spec.adapters.sql.driver import idle_of
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, call_limit=limit)
+    gate = idle_of(s.engine).gate
+    assert (None if gate is None else gate.limit) == turns
+    assert s.count_runs(ctx("ws=w1")) == 0
+    s.close()
+
+
+@pytest.mark.parametrize("limit", [-1, True, 2.0, "2"])
+def test_a_call_limit_that_is_not_a_number_of_calls_is_refused(tmp_path, clock, limit):
+    with pytest.raises(ValueError, match="call_limit"):
+        SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, call_limit=limit)
+
+
+def test_a_call_limit_with_an_engine_of_ones_own_is_refused(tmp_path, clock):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with pytest.raises(ValueError, match="call_limit is for an engine the store makes"):
+        SqlStore(engine, clock, call_limit=2)
+    engine.dispose()

@@ -90,6 +90,7 @@ import copy
 import functools
 import keyword
 import logging
+import queue
 import re
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -100,7 +101,7 @@ from sqlalchemy.engine import Engine
 
 from cortex_spec.errors import StoreError
 
-__all__ = ["Bound", "DriverConnection", "IdleConnections", "Libpq", "Prepared", "Result", "Statements", "idle_of",
+__all__ = ["Bound", "CallGate", "DriverConnection", "IdleConnections", "Libpq", "Prepared", "Result", "Statements", "idle_of",
            "install_idle", "named_dialect"]
 
 #: An engine's prepared statements stop growing past this many (a statement
@@ -352,6 +353,54 @@ def _columns_from_parameters(stmt: Any) -> bool:
             and getattr(stmt, "select", None) is None)
 
 
+class CallGate:
+    """At most ``limit`` of the store's calls on one engine run at a time;
+    a call past them waits its turn before it takes a connection (in
+    :class:`queue.SimpleQueue`, with the GIL released), and takes it when
+    one of them ends.  Installed on SQLite engines (the dialect's
+    ``call_limit``): only the number of *concurrent* calls changes, never
+    what one call does, so every claim is still decided by its one
+    conditional statement or transaction, and two calls still interleave
+    (the certification's races do not go away).
+
+    Why: SQLite has one writer, and Python runs one thread at a time.  Two
+    calls keep both busy (one in Python, one in SQLite); every call past
+    them only waits, and on SQLite it waits in the busy handler, whose
+    sleeps (1, 2, 5, 10 … 100 ms, each retried against a lock that the
+    running calls keep taking) a waiting writer can repeat for a tenth of a
+    second.  Measured under 8 racing threads, one race a process
+    (``benchmarks/README.md``, issue 14, "a gate of two calls"): the store's
+    p99 claim latency 0.7-3.7 ms ungated against 0.4-0.6 ms with the gate,
+    throughput the same."""
+
+    __slots__ = ("limit", "leave", "_turns", "_take")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a call limit is at least 1, got {limit!r}")
+        self._turns: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(limit):
+            self._turns.put(None)
+        self.limit = limit
+        self._take = self._turns.get
+        #: give the turn :meth:`enter` took back
+        self.leave: Callable[[], None] = functools.partial(self._turns.put, None)
+
+    def enter(self, timeout: float) -> None:
+        """Wait for a turn; ``StoreError`` when none comes within ``timeout``
+        seconds (the calls holding them are stuck, e.g. on another process's
+        lock)."""
+        try:
+            self._take(True, timeout)
+        except queue.Empty:
+            raise StoreError(f"no turn among the {self.limit} store calls allowed at once "
+                             f"came within {timeout:g}s") from None
+
+    def free(self) -> int:
+        """How many turns no call holds now (``limit`` when the store is idle)."""
+        return self._turns.qsize()
+
+
 class IdleConnections:
     """Pooled connections kept checked out between calls, last in first out,
     each as the :class:`DriverConnection` that ran its last call (its cursor
@@ -372,9 +421,12 @@ class IdleConnections:
     the pool).
     """
 
-    def __init__(self, limit: int, usable: Callable[[Any], bool] | None) -> None:
+    def __init__(self, limit: int, usable: Callable[[Any], bool] | None,
+                 gate: CallGate | None = None) -> None:
         self.limit = limit
         self.usable = usable
+        #: the engine's call gate (None: calls are not limited)
+        self.gate = gate
         #: the idle connections, the most recently used last (the store's
         #: call loop pops and appends here itself: see :meth:`get`, :meth:`put`)
         self.conns: list[DriverConnection] = []
@@ -425,13 +477,16 @@ def _discard(fairy: Any) -> None:
 _IDLE = "_cortex_idle_connections"
 
 
-def install_idle(engine: Engine, usable: Callable[[Any], bool] | None) -> None:
+def install_idle(engine: Engine, usable: Callable[[Any], bool] | None, call_limit: int | None = None) -> None:
     """Give ``engine``'s pool (now, and after every ``dispose``) an
-    :class:`IdleConnections`; a disposed pool's idle connections are closed."""
+    :class:`IdleConnections`, with a :class:`CallGate` of ``call_limit``
+    calls (None: none); a disposed pool's idle connections are closed."""
+    gate = None if call_limit is None else CallGate(call_limit)
+
     def attach() -> None:
         size = engine.pool.size() if isinstance(engine.pool, sa.pool.QueuePool) else 0
         if size > 0:
-            setattr(engine.pool, _IDLE, IdleConnections(size, usable))
+            setattr(engine.pool, _IDLE, IdleConnections(size, usable, gate))
 
     attach()
     old: list[Any] = [engine.pool]
