@@ -53,7 +53,17 @@ other work, so single figures vary by ±50 %):
   call returns decide where its last attempts fall (``benchmarks/README.md``,
   "what the SQLite tail is made of").  Both grow steeply with the Python
   every attempt runs: ``claim_throughput.py --spin US`` shows it on the
-  driver path itself.
+  driver path itself;
+* and what those sleeps are: in a race they chain.  A writer that finds
+  the lock taken sleeps 1 ms, then 2, 5, 10 … 100 ms, retrying each time
+  against a lock the running calls keep taking; one race had threads asleep
+  there for 100–430 ms at a stretch, and the attempts that slept at all
+  are the slowest 1 %.  A call past two (one in Python, one in SQLite) can
+  only wait, so since the sixth pass it waits for its turn in a queue
+  instead (:class:`CallGate`, two calls at once on SQLite), and the
+  store's p99 is the driver path's (``benchmarks/README.md``, issue 14,
+  sixth pass).  Unlike the writer queue above, the gate limits every call,
+  reads too, and never serialises: two claims still interleave.
 
 Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
 repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
@@ -369,7 +379,7 @@ class CallGate:
     sleeps (1, 2, 5, 10 … 100 ms, each retried against a lock that the
     running calls keep taking) a waiting writer can repeat for a tenth of a
     second.  Measured under 8 racing threads, one race a process
-    (``benchmarks/README.md``, issue 14, "a gate of two calls"): the store's
+    (``benchmarks/README.md``, issue 14, sixth pass): the store's
     p99 claim latency 0.7-3.7 ms ungated against 0.4-0.6 ms with the gate,
     throughput the same."""
 
