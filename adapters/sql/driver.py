@@ -379,9 +379,18 @@ class CallGate:
     sleeps (1, 2, 5, 10 … 100 ms, each retried against a lock that the
     running calls keep taking) a waiting writer can repeat for a tenth of a
     second.  Measured under 8 racing threads, one race a process
-    (``benchmarks/README.md``, issue 14, sixth pass): the store's
-    p99 claim latency 0.7-3.7 ms ungated against 0.4-0.6 ms with the gate,
-    throughput the same."""
+    (``benchmarks/README.md``, issue 14, sixth pass): the store's p99
+    claim latency 0.7-3.8 ms ungated against 0.4-0.6 ms with the gate.
+    The price is throughput where the store's own Python is largest: SQLite
+    suspension claims went from about 0.9 of the driver path's to about
+    0.83 (two threads work, so every microsecond of an attempt shows).
+
+    A turn goes to whichever call asks for it first, not to the one that
+    waited longest: under continuous load the threads holding the turns
+    tend to keep them, as the running threads keep the lock from a writer
+    in SQLite's busy handler (a race's longest attempt: 0.33-0.44 s on
+    the driver path, which has no gate; 0.51-0.58 s through the store).  A call
+    that gets no turn within the store's ``lock_timeout`` is ``StoreError``."""
 
     __slots__ = ("limit", "leave", "_turns", "_take")
 
