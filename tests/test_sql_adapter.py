@@ -12,6 +12,7 @@ package is not installed and no ``CORTEX_SPEC_POSTGRES_URL`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -1112,6 +1113,54 @@ def test_sqlite_calls_take_turns_two_at_a_time_and_postgres_calls_do_not(tmp_pat
     s.close()
 
 
+@contextlib.contextmanager
+def _turns_held_elsewhere(gate, n):
+    """``n`` turns of ``gate`` held by ``n`` other threads (as by calls stuck
+    on a lock) until the block ends."""
+    entered, done = threading.Barrier(n + 1), threading.Event()
+
+    def hold():
+        gate.enter(5)
+        entered.wait(5)
+        done.wait(10)
+        gate.leave()
+
+    threads = [threading.Thread(target=hold) for _ in range(n)]
+    for t in threads:
+        t.start()
+    entered.wait(5)
+    try:
+        yield
+    finally:
+        done.set()
+        for t in threads:
+            t.join(10)
+
+
+def test_a_call_made_inside_a_call_runs_on_its_turn(tmp_path, clock):
+    """A store call made on the thread of a call that holds a turn (a
+    callback of the store's calling the store, as a preparation capture's
+    collect may) takes no second turn: with every other turn held it would
+    wait for ever."""
+    from cortex_spec.adapters.sql.driver import idle_of
+    from cortex_spec.adapters.sql.store import READ
+
+    s = SqlStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}", clock, lock_timeout=0.5)
+    c = ctx("ws=w1")
+    run = s.create_run(c, make_run(state="paused"))
+    gate = idle_of(s.engine).gate
+
+    def outer(conn):
+        free = gate.free()
+        inner = s._run(lambda conn: s.get_run(c, run.id), READ)  # two and three calls deep
+        return inner, free, gate.free()
+
+    with _turns_held_elsewhere(gate, 1):
+        assert s._run(outer, READ) == (s.get_run(c, run.id), 0, 0)
+    assert gate.free() == 2
+    s.close()
+
+
 def test_a_call_that_gets_no_turn_in_time_is_a_store_error(tmp_path, clock):
     from cortex_spec.adapters.sql.driver import idle_of
 
@@ -1120,13 +1169,10 @@ def test_a_call_that_gets_no_turn_in_time_is_a_store_error(tmp_path, clock):
     run = s.create_run(c, make_run(state="paused"))
     s.create_suspension(c, make_suspension(run.id))
     gate = idle_of(s.engine).gate
-    for _ in range(gate.limit):
-        gate.enter(1)  # every turn held (as by calls stuck on a lock)
-    for call in (lambda: s.claim_suspension(c, run.id), lambda: s.get_run(c, run.id)):
-        with pytest.raises(errors.StoreError, match="no turn among the 2 store calls allowed at once"):
-            call()
-    for _ in range(gate.limit):
-        gate.leave()
+    with _turns_held_elsewhere(gate, gate.limit):
+        for call in (lambda: s.claim_suspension(c, run.id), lambda: s.get_run(c, run.id)):
+            with pytest.raises(errors.StoreError, match="no turn among the 2 store calls allowed at once"):
+                call()
     assert s.claim_suspension(c, run.id).run_id == run.id
     s.close()
 
@@ -1177,3 +1223,71 @@ def test_a_call_limit_with_an_engine_of_ones_own_is_refused(tmp_path, clock):
     with pytest.raises(ValueError, match="call_limit is for an engine the store makes"):
         SqlStore(engine, clock, call_limit=2)
     engine.dispose()
+
+
+def test_a_waiting_call_gets_a_turn_within_its_patience_however_busy_the_others_are():
+    """One thread makes call after call on the only turn; a call waiting
+    meanwhile is handed a turn once it has waited ``patience`` (a free turn
+    otherwise goes to whoever asks first: the busy thread, running while
+    the waiting one wakes)."""
+    from cortex_spec.adapters.sql.driver import CallGate
+
+    gate = CallGate(1, patience=0.05)
+    stop, got = threading.Event(), []
+
+    def busy():  # a call on the database (the GIL given up inside), then the next at once
+        while not stop.is_set():
+            gate.enter(5)
+            time.sleep(0.0002)
+            gate.leave()
+
+    def waiter():
+        started = time.monotonic()
+        gate.enter(5)
+        got.append(time.monotonic() - started)
+        gate.leave()
+
+    spinner = threading.Thread(target=busy)
+    spinner.start()
+    time.sleep(0.05)
+    late = threading.Thread(target=waiter)
+    late.start()
+    late.join(3)
+    stop.set()
+    spinner.join(5)
+    assert got and got[0] < 1.0, f"the waiting call got its turn after {got} s (patience 0.05 s)"
+    assert gate.free() == 1
+
+
+def test_turns_given_back_together_wake_as_many_waiting_calls(monkeypatch):
+    """Two turns given back one right after the other, before either waiting
+    call has woken, reach both: the second is not left asleep until its
+    timeout because the first was already woken."""
+    from cortex_spec.adapters.sql import driver
+
+    me, fake = threading.get_ident(), {}
+    monkeypatch.setattr(driver, "_thread_id", lambda: fake.get(threading.get_ident(), threading.get_ident()))
+    gate = driver.CallGate(2, patience=60)  # no handing over: only the waking is tested
+    for holder in (101, 102):  # this thread holds both turns, as two calls
+        fake[me] = holder
+        gate.enter(1)
+    waited: list[float] = []
+
+    def waiter():
+        started = time.monotonic()
+        gate.enter(5)
+        waited.append(time.monotonic() - started)
+
+    waiters = [threading.Thread(target=waiter) for _ in range(2)]
+    for t in waiters:
+        t.start()
+    deadline = time.monotonic() + 5
+    while len(gate._waiting) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for holder in (101, 102):  # back to back: the waiters cannot run in between
+        fake[me] = holder
+        gate.leave()
+    for t in waiters:
+        t.join(10)
+    assert len(waited) == 2 and max(waited) < 4, f"waited {waited} s (a waiter left asleep waits 5)"
+    assert gate.free() == 0  # each waiter holds a turn now

@@ -95,13 +95,15 @@ the prepared form is cached by the statement object itself.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import functools
 import keyword
 import logging
-import queue
 import re
+import threading
+import time
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -365,13 +367,12 @@ def _columns_from_parameters(stmt: Any) -> bool:
 
 class CallGate:
     """At most ``limit`` of the store's calls on one engine run at a time;
-    a call past them waits its turn before it takes a connection (in
-    :class:`queue.SimpleQueue`, with the GIL released), and takes it when
-    one of them ends.  Installed on SQLite engines (the dialect's
-    ``call_limit``): only the number of *concurrent* calls changes, never
-    what one call does, so every claim is still decided by its one
-    conditional statement or transaction, and two calls still interleave
-    (the certification's races do not go away).
+    a call past them waits its turn before it takes a connection (asleep,
+    with the GIL released), and takes it when one of them ends.  Installed
+    on SQLite engines (the dialect's ``call_limit``): only the number of
+    *concurrent* calls changes, never what one call does, so every claim
+    is still decided by its one conditional statement or transaction, and
+    two calls still interleave (the certification's races do not go away).
 
     Why: SQLite has one writer, and Python runs one thread at a time.  Two
     calls keep both busy (one in Python, one in SQLite); every call past
@@ -385,39 +386,126 @@ class CallGate:
     suspension claims went from about 0.9 of the driver path's to about
     0.83 (two threads work, so every microsecond of an attempt shows).
 
-    A turn goes to whichever call asks for it first, not to the one that
-    waited longest: under continuous load the threads holding the turns
-    tend to keep them, as the running threads keep the lock from a writer
-    in SQLite's busy handler (a race's longest attempt: 0.33-0.44 s on
-    the driver path, which has no gate; 0.51-0.58 s through the store).  A call
-    that gets no turn within the store's ``lock_timeout`` is ``StoreError``."""
+    A free turn goes to whichever call asks first (a turn handed to a
+    sleeping thread would be idle while it wakes), so under continuous load
+    the threads holding the turns tend to keep them, as the running
+    threads keep SQLite's lock from a writer in the busy handler.  A call
+    that has waited ``patience`` (0.5 s) is handed the next turn given
+    back, so none waits for ever: about as long as the busy handler keeps
+    a writer waiting without the gate (a race's longest attempt on the
+    driver path: 0.33-0.54 s).  Handing turns over sooner made a race's
+    slow attempts many (0.1 s: p99 1.3-1.9 ms).  A call that gets no turn
+    within the store's ``lock_timeout`` is ``StoreError``.
+    """
 
-    __slots__ = ("limit", "leave", "_turns", "_take")
+    __slots__ = ("limit", "patience", "_mutex", "_free", "_waiting", "_depths")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, patience: float = 0.5) -> None:
         if limit < 1:
             raise ValueError(f"a call limit is at least 1, got {limit!r}")
-        self._turns: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(limit):
-            self._turns.put(None)
         self.limit = limit
-        self._take = self._turns.get
-        #: give the turn :meth:`enter` took back
-        self.leave: Callable[[], None] = functools.partial(self._turns.put, None)
+        #: how long a waiting call lets newer calls go first (seconds)
+        self.patience = patience
+        self._mutex = threading.Lock()
+        self._free = limit
+        #: the waiting calls, the longest waiting first
+        self._waiting: collections.deque[_Waiter] = collections.deque()
+        #: the threads holding a turn, and how many calls deep each is in them
+        self._depths: dict[int, int] = {}
 
     def enter(self, timeout: float) -> None:
-        """Wait for a turn; ``StoreError`` when none comes within ``timeout``
-        seconds (the calls holding them are stuck, e.g. on another process's
-        lock)."""
-        try:
-            self._take(True, timeout)
-        except queue.Empty:
-            raise StoreError(f"no turn among the {self.limit} store calls allowed at once "
-                             f"came within {timeout:g}s") from None
+        """Take a turn, waiting for one if none is free; ``StoreError`` when
+        none comes within ``timeout`` seconds (the calls holding them are
+        stuck, e.g. on another process's lock).
+
+        A call made inside another on the same thread (a callback of the
+        store's that calls the store) runs on that call's turn: waiting for
+        a second one could wait for ever.  A free turn goes to whichever
+        call asks first, even with calls waiting (so a turn is not idle
+        while a woken thread gets going), except that a call that has
+        waited ``patience`` is handed the next turn given back: no call
+        waits longer than ``patience`` for each call waiting before it."""
+        thread = _thread_id()
+        depth = self._depths.get(thread)
+        if depth:
+            self._depths[thread] = depth + 1
+            return
+        with self._mutex:
+            if self._free:
+                self._free -= 1
+                self._depths[thread] = 1
+                return
+            waiter = _Waiter()
+            self._waiting.append(waiter)
+        deadline = waiter.since + timeout
+        while True:
+            woken = waiter.bell.acquire(True, max(0.0, deadline - time.monotonic()))
+            with self._mutex:
+                waiter.rung = False
+                if waiter.granted:  # handed a turn by leave
+                    break
+                if self._free:  # rung (or timed out) as a turn came free: take it
+                    self._free -= 1
+                    self._waiting.remove(waiter)
+                    break
+                if not woken:
+                    self._waiting.remove(waiter)
+                    raise StoreError(f"no turn among the {self.limit} store calls allowed at once "
+                                     f"came within {timeout:g}s")
+        self._depths[thread] = 1
+
+    def leave(self) -> None:
+        """Give back the turn :meth:`enter` took (the outermost call's)."""
+        thread = _thread_id()
+        depth = self._depths[thread]
+        if depth > 1:
+            self._depths[thread] = depth - 1
+            return
+        del self._depths[thread]
+        with self._mutex:
+            waiting = self._waiting
+            if not waiting:
+                self._free += 1
+                return
+            first = waiting[0]
+            if time.monotonic() - first.since >= self.patience:
+                waiting.popleft()
+                first.granted = True  # the turn goes to it, not back to the free ones
+                if not first.rung:
+                    first.rung = True
+                    first.bell.release()
+                    return
+                # it was rung already, for a free turn: that one is another's now
+            else:
+                self._free += 1
+            for waiter in waiting:  # wake one to ask again (the longest waiting not woken yet)
+                if not waiter.rung:
+                    waiter.rung = True
+                    waiter.bell.release()
+                    return
 
     def free(self) -> int:
         """How many turns no call holds now (``limit`` when the store is idle)."""
-        return self._turns.qsize()
+        with self._mutex:
+            return self._free
+
+
+class _Waiter:
+    """A call waiting for a :class:`CallGate` turn: ``bell`` is released to
+    wake it (``rung`` until it has woken), ``granted`` when a turn was
+    handed to it."""
+
+    __slots__ = ("since", "bell", "rung", "granted")
+
+    def __init__(self) -> None:
+        self.since = time.monotonic()
+        self.bell = threading.Lock()
+        self.bell.acquire()
+        self.rung = False
+        self.granted = False
+
+
+_thread_id = threading.get_ident
 
 
 class IdleConnections:
