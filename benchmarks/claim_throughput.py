@@ -43,9 +43,6 @@ store's extra latency is the contract's rather than the adapter's.
 ``--spin US`` adds another path that is no target: the driver path with US
 microseconds of pure Python before each attempt, which shows how the p99
 under 8 threads grows with the Python an attempt runs (whatever it is).
-``--gated`` adds a path that is no target either: the driver path taking
-turns through a gate like the one the store has on its SQLite engine (two
-calls at once), which shows what that limit does for hand-written code.
 ``--serial`` runs no race: one thread tries each key as often as the race
 would (one win, the rest losses), so "CPU us" is each path's own work per
 attempt, without lock waits or GIL hand-offs — the figure that stays
@@ -95,8 +92,8 @@ SCOPE = ctx("ws=bench")
 SCOPE_PARAMS = {"s_k1": "ws", "s_v1": "bench", "s_depth": 1}
 OPERATIONS = ("suspension claim", "delivery claim", "gateway accept")
 #: the paths a measurement races, in report order, with their labels: the
-#: adapter and the driver, and three that are no target (--contract, --spin, --gated)
-PATHS = {"adapter": "SqlStore", "driver": "driver", "contract": "+contract", "spin": "+spin", "gate": "+gate"}
+#: adapter and the driver, and two that are no target (--contract, --spin)
+PATHS = {"adapter": "SqlStore", "driver": "driver", "contract": "+contract", "spin": "+spin"}
 RATIO_TARGET = 0.8
 P99_FACTOR = 3.0
 
@@ -423,39 +420,13 @@ def _with_spin(worker: Worker, seconds: float) -> Worker:
     return attempt
 
 
-def _with_gate(worker: Worker, gate: Any) -> Worker:
-    """``worker`` (a driver path) taking its turns through ``gate``, a
-    :class:`~cortex_spec.adapters.sql.driver.CallGate` like the store's own
-    on its engine.  Only for ``--gated``: what the store's limit on calls at
-    once does for hand-written code."""
-    enter, leave = gate.enter, gate.leave
-
-    def attempt(key: str) -> bool:
-        enter(60.0)
-        try:
-            return worker(key)
-        finally:
-            leave()
-
-    return attempt
-
-
 def _around(path: str, op: str, workers: list[Worker], clock: Any, messages: dict[str, Any],
-            spin: float, store: SqlStore) -> list[Worker]:
-    """The driver path's workers as ``path`` races them (driver, +contract,
-    +spin, +gate: through a gate of as many turns as ``store``'s engine has)."""
+            spin: float) -> list[Worker]:
+    """The driver path's workers as ``path`` races them (driver, +contract, +spin)."""
     if path == "contract":
         return [_with_contract(op, w, clock, messages) for w in workers]
     if path == "spin":
         return [_with_spin(w, spin) for w in workers]
-    if path == "gate":
-        from cortex_spec.adapters.sql.driver import CallGate, idle_of
-
-        own = idle_of(store.engine)
-        if own is None or own.gate is None:
-            raise ValueError(f"--gated: the store on {store.dialect_name} limits no calls")
-        gate = CallGate(own.gate.limit)  # one for the race's threads, as the engine's is for the store's
-        return [_with_gate(w, gate) for w in workers]
     return workers
 
 
@@ -597,7 +568,7 @@ def bench_sqlite(n: int, threads: int, repeats: int, operations: list[str],
                     return [one() for _ in range(threads)]
                 target = os.path.join(base + ".gw", "gateway.db") if op == "gateway accept" else db
                 ws = [_sqlite_driver(target, stmts, now_ms, messages, retries)[op] for _ in range(threads)]
-                return _around(path, op, ws, clock, messages, spin, store)
+                return _around(path, op, ws, clock, messages, spin)
 
             def done() -> dict[str, Any]:
                 extra = _adapter_extra(stmts, store, gateway) if path == "adapter" else {"retries": retries[0]}
@@ -621,7 +592,6 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
                    spin: float = 0.0) -> list[dict[str, Any]]:
     from cortex_spec.adapters.sql.harness import PostgresHarness
 
-    paths = tuple(p for p in paths if p != "gate")  # PostgreSQL calls are not limited
     harness = PostgresHarness()
     harness.start()
     results = []
@@ -659,7 +629,7 @@ def bench_postgres(n: int, threads: int, repeats: int, operations: list[str],
                     _warm(gateway if gateway is not None else store, threads)
                     return [one() for _ in range(threads)]
                 ws = [_postgres_driver(url, gw_url, stmts, now_ms, messages)[op] for _ in range(threads)]
-                return _around(path, op, ws, clock, messages, spin, store)
+                return _around(path, op, ws, clock, messages, spin)
 
             def done() -> dict[str, Any]:
                 # PostgreSQL's lock waits are the server's; nothing is retried
@@ -721,10 +691,6 @@ busy timeout, autocommit, BEGIN IMMEDIATE for the gateway's transaction;
 PostgreSQL: READ COMMITTED, autocommit for one statement), opened before the
 race, and wait for locks the same way (SQLite's busy handler; past the busy
 timeout both try again, the counts are the "lock retries" column).
-On SQLite the store lets two of its calls run at once (driver.CallGate: the
-others wait their turn rather than in SQLite's busy handler); the driver path
-runs every thread at once, as a hand-written caller with a connection per
-thread does (--gated races it through the same gate; not a target).
 What the driver path leaves out is the contract's own Python around the
 statements: argument validation, the clock, building the returned entity and
 the refusal; "CPU us" (process CPU time per attempt, all threads) shows it."""
@@ -803,10 +769,6 @@ def report(rows: list[dict[str, Any]], runs: int, threads: int, repeats: int,
                 print(f"  {'':<11} {'':<17} (not a target: the driver path with {spin * 1e6:g} us more "
                       f"Python per attempt, +spin, has a p99 of {row['spin_p99'] * 1e3:.2f} ms = "
                       f"{row['spin_p99'] / row['driver_p99']:.2f}x the driver's)")
-            if "gate" in row["paths"]:
-                print(f"  {'':<11} {'':<17} (not a target: the driver path through the store's gate, "
-                      f"+gate, has a p99 of {row['gate_p99'] * 1e3:.2f} ms = "
-                      f"{row['gate_p99'] / row['driver_p99']:.2f}x the driver's)")
     print("all targets met" if ok else "some targets NOT met")
     return ok
 
@@ -825,9 +787,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spin", type=float, default=0.0, metavar="US",
                         help="also race the driver path with US microseconds of pure Python before each "
                              "attempt (+spin; not a target): how the p99 grows with an attempt's Python")
-    parser.add_argument("--gated", action="store_true",
-                        help="also race the driver path through a gate of as many calls at once as the "
-                             "store's SQLite engine allows (+gate; not a target)")
     parser.add_argument("--serial", action="store_true",
                         help="no race: one thread tries each key --threads times in a row (the race's "
                              "mix of one win and losses); CPU us per attempt is each path's own cost")
@@ -841,8 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.spin < 0:
         parser.error("--spin must be at least 0 microseconds")
     spin = args.spin * 1e-6
-    paths = ("adapter", "driver") + (("contract",) if args.contract else ()) + (("spin",) if args.spin else ()) \
-        + (("gate",) if args.gated else ())
+    paths = ("adapter", "driver") + (("contract",) if args.contract else ()) + (("spin",) if args.spin else ())
     race = _serial if args.serial else _race
     for d in args.dialects.split(","):
         d = d.strip()

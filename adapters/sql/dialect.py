@@ -135,12 +135,6 @@ class Dialect:
     #: would cost every winner a round trip.
     probe_first = False
 
-    #: How many of the store's calls on one engine run at once by default
-    #: (:class:`.driver.CallGate`; None: no limit).  Not on PostgreSQL, where
-    #: the server runs calls side by side and a call mostly waits on the
-    #: network.
-    call_limit: int | None = None
-
     def driver_usable(self, dbapi_conn: Any) -> bool:
         """Whether an idle connection kept checked out may serve a call (what
         the engine's checkout event checks, see :class:`.driver.IdleConnections`)."""
@@ -254,8 +248,6 @@ class _Sqlite(Dialect):
     begin_sql = "BEGIN IMMEDIATE"
     snapshot_sql = "BEGIN"
     probe_first = True  # see Dialect.probe_first
-    #: one call in Python, one in SQLite: see :class:`.driver.CallGate`
-    call_limit = 2
 
     def claim_returning(self, claim: sa.Update, read: sa.Select[Any]) -> sa.Executable:
         # UPDATE ... RETURNING (SELECT col FROM other ...) per column: one
@@ -452,19 +444,10 @@ def create_engine(
     synchronous: str = "FULL",
     application_name: str = "cortex-spec",
     echo: bool = False,
-    call_limit: int | None = None,
 ) -> Engine:
-    """An engine configured for the store (see the dialect classes above).
-
-    ``call_limit``: how many of the store's calls on the engine run at once
-    (:class:`.driver.CallGate`); None: the dialect's default (SQLite 2,
-    PostgreSQL no limit), 0: no limit."""
+    """An engine configured for the store (see the dialect classes above)."""
     u = normalize_url(url)
     ops = SQLITE if u.get_backend_name() == "sqlite" else POSTGRES
-    if call_limit is None:
-        call_limit = ops.call_limit
-    elif isinstance(call_limit, bool) or not isinstance(call_limit, int) or call_limit < 0:
-        raise ValueError(f"call_limit must be a whole number of calls (0: no limit), got {call_limit!r}")
     engine = sa.create_engine(
         u,
         echo=echo,
@@ -481,6 +464,5 @@ def create_engine(
     from .driver import install_idle  # the driver path's idle connections
 
     # SQLite's connections are always usable: no check per call
-    install_idle(engine, None if type(ops).driver_usable is Dialect.driver_usable else ops.driver_usable,
-                 call_limit or None)
+    install_idle(engine, None if type(ops).driver_usable is Dialect.driver_usable else ops.driver_usable)
     return engine

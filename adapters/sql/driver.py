@@ -54,16 +54,15 @@ other work, so single figures vary by ±50 %):
   "what the SQLite tail is made of").  Both grow steeply with the Python
   every attempt runs: ``claim_throughput.py --spin US`` shows it on the
   driver path itself;
-* and what those sleeps are: in a race they chain.  A writer that finds
-  the lock taken sleeps 1 ms, then 2, 5, 10 … 100 ms, retrying each time
-  against a lock the running calls keep taking; one race had threads asleep
-  there for 100–430 ms at a stretch, and the attempts that slept at all
-  are the slowest 1 %.  A call past two (one in Python, one in SQLite) can
-  only wait, so since the sixth pass it waits for its turn in a queue
-  instead (:class:`CallGate`, two calls at once on SQLite), and the
-  store's p99 is the driver path's (``benchmarks/README.md``, issue 14,
-  sixth pass).  Unlike the writer queue above, the gate limits every call,
-  reads too, and never serialises: two claims still interleave.
+* and those sleeps chain (sixth pass, counted with perf tracepoints): a
+  writer that finds the lock taken sleeps 1, 2, 5 … 100 ms, retrying each
+  time against a lock the running threads keep taking; one race had a
+  thread asleep for 430 ms in one statement.  A gate letting two store
+  calls run at once took the store's p99 to the driver path's, but only
+  because the threads holding the turns kept them: it starved a writer in
+  the SQLite certification (PREP-2).  A gate that hands a turn to a call
+  that has waited cost throughput and the gateway's p99.  Neither was
+  kept (``benchmarks/README.md``, issue 14, sixth pass).
 
 Result, same machine, 1,000 rows, 8 threads, medians of three interleaved
 repeats (``benchmarks/claim_throughput.py``; the driver runs the store's
@@ -95,15 +94,12 @@ the prepared form is cached by the statement object itself.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import copy
 import functools
 import keyword
 import logging
 import re
-import threading
-import time
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -113,7 +109,7 @@ from sqlalchemy.engine import Engine
 
 from cortex_spec.errors import StoreError
 
-__all__ = ["Bound", "CallGate", "DriverConnection", "IdleConnections", "Libpq", "Prepared", "Result", "Statements", "idle_of",
+__all__ = ["Bound", "DriverConnection", "IdleConnections", "Libpq", "Prepared", "Result", "Statements", "idle_of",
            "install_idle", "named_dialect"]
 
 #: An engine's prepared statements stop growing past this many (a statement
@@ -365,149 +361,6 @@ def _columns_from_parameters(stmt: Any) -> bool:
             and getattr(stmt, "select", None) is None)
 
 
-class CallGate:
-    """At most ``limit`` of the store's calls on one engine run at a time;
-    a call past them waits its turn before it takes a connection (asleep,
-    with the GIL released), and takes it when one of them ends.  Installed
-    on SQLite engines (the dialect's ``call_limit``): only the number of
-    *concurrent* calls changes, never what one call does, so every claim
-    is still decided by its one conditional statement or transaction, and
-    two calls still interleave (the certification's races do not go away).
-
-    Why: SQLite has one writer, and Python runs one thread at a time.  Two
-    calls keep both busy (one in Python, one in SQLite); every call past
-    them only waits, and on SQLite it waits in the busy handler, whose
-    sleeps (1, 2, 5, 10 … 100 ms, each retried against a lock that the
-    running calls keep taking) a waiting writer can repeat for a tenth of a
-    second.  Measured under 8 racing threads, one race a process
-    (``benchmarks/README.md``, issue 14, sixth pass): the store's p99
-    claim latency 0.7-3.8 ms ungated against 0.4-0.6 ms with the gate.
-    The price is throughput where the store's own Python is largest: SQLite
-    suspension claims went from about 0.9 of the driver path's to about
-    0.83 (two threads work, so every microsecond of an attempt shows).
-
-    A free turn goes to whichever call asks first (a turn handed to a
-    sleeping thread would be idle while it wakes), so under continuous load
-    the threads holding the turns tend to keep them, as the running
-    threads keep SQLite's lock from a writer in the busy handler.  A call
-    that has waited ``patience`` (0.5 s) is handed the next turn given
-    back, so none waits for ever: about as long as the busy handler keeps
-    a writer waiting without the gate (a race's longest attempt on the
-    driver path: 0.33-0.54 s).  Handing turns over sooner made a race's
-    slow attempts many (0.1 s: p99 1.3-1.9 ms).  A call that gets no turn
-    within the store's ``lock_timeout`` is ``StoreError``.
-    """
-
-    __slots__ = ("limit", "patience", "_mutex", "_free", "_waiting", "_depths")
-
-    def __init__(self, limit: int, patience: float = 0.5) -> None:
-        if limit < 1:
-            raise ValueError(f"a call limit is at least 1, got {limit!r}")
-        self.limit = limit
-        #: how long a waiting call lets newer calls go first (seconds)
-        self.patience = patience
-        self._mutex = threading.Lock()
-        self._free = limit
-        #: the waiting calls, the longest waiting first
-        self._waiting: collections.deque[_Waiter] = collections.deque()
-        #: the threads holding a turn, and how many calls deep each is in them
-        self._depths: dict[int, int] = {}
-
-    def enter(self, timeout: float) -> None:
-        """Take a turn, waiting for one if none is free; ``StoreError`` when
-        none comes within ``timeout`` seconds (the calls holding them are
-        stuck, e.g. on another process's lock).
-
-        A call made inside another on the same thread (a callback of the
-        store's that calls the store) runs on that call's turn: waiting for
-        a second one could wait for ever.  A free turn goes to whichever
-        call asks first, even with calls waiting (so a turn is not idle
-        while a woken thread gets going), except that a call that has
-        waited ``patience`` is handed the next turn given back: no call
-        waits longer than ``patience`` for each call waiting before it."""
-        thread = _thread_id()
-        depth = self._depths.get(thread)
-        if depth:
-            self._depths[thread] = depth + 1
-            return
-        with self._mutex:
-            if self._free:
-                self._free -= 1
-                self._depths[thread] = 1
-                return
-            waiter = _Waiter()
-            self._waiting.append(waiter)
-        deadline = waiter.since + timeout
-        while True:
-            woken = waiter.bell.acquire(True, max(0.0, deadline - time.monotonic()))
-            with self._mutex:
-                waiter.rung = False
-                if waiter.granted:  # handed a turn by leave
-                    break
-                if self._free:  # rung (or timed out) as a turn came free: take it
-                    self._free -= 1
-                    self._waiting.remove(waiter)
-                    break
-                if not woken:
-                    self._waiting.remove(waiter)
-                    raise StoreError(f"no turn among the {self.limit} store calls allowed at once "
-                                     f"came within {timeout:g}s")
-        self._depths[thread] = 1
-
-    def leave(self) -> None:
-        """Give back the turn :meth:`enter` took (the outermost call's)."""
-        thread = _thread_id()
-        depth = self._depths[thread]
-        if depth > 1:
-            self._depths[thread] = depth - 1
-            return
-        del self._depths[thread]
-        with self._mutex:
-            waiting = self._waiting
-            if not waiting:
-                self._free += 1
-                return
-            first = waiting[0]
-            if time.monotonic() - first.since >= self.patience:
-                waiting.popleft()
-                first.granted = True  # the turn goes to it, not back to the free ones
-                if not first.rung:
-                    first.rung = True
-                    first.bell.release()
-                    return
-                # it was rung already, for a free turn: that one is another's now
-            else:
-                self._free += 1
-            for waiter in waiting:  # wake one to ask again (the longest waiting not woken yet)
-                if not waiter.rung:
-                    waiter.rung = True
-                    waiter.bell.release()
-                    return
-
-    def free(self) -> int:
-        """How many turns no call holds now (``limit`` when the store is idle)."""
-        with self._mutex:
-            return self._free
-
-
-class _Waiter:
-    """A call waiting for a :class:`CallGate` turn: ``bell`` is released to
-    wake it (``rung`` until it has woken), ``granted`` when a turn was
-    handed to it."""
-
-    __slots__ = ("since", "bell", "rung", "granted")
-
-    def __init__(self) -> None:
-        self.since = time.monotonic()
-        self.bell = threading.Lock()
-        self.bell.acquire()
-        self.rung = False
-        self.granted = False
-
-
-_thread_id = threading.get_ident
-
-
 class IdleConnections:
     """Pooled connections kept checked out between calls, last in first out,
     each as the :class:`DriverConnection` that ran its last call (its cursor
@@ -528,12 +381,9 @@ class IdleConnections:
     the pool).
     """
 
-    def __init__(self, limit: int, usable: Callable[[Any], bool] | None,
-                 gate: CallGate | None = None) -> None:
+    def __init__(self, limit: int, usable: Callable[[Any], bool] | None) -> None:
         self.limit = limit
         self.usable = usable
-        #: the engine's call gate (None: calls are not limited)
-        self.gate = gate
         #: the idle connections, the most recently used last (the store's
         #: call loop pops and appends here itself: see :meth:`get`, :meth:`put`)
         self.conns: list[DriverConnection] = []
@@ -584,16 +434,13 @@ def _discard(fairy: Any) -> None:
 _IDLE = "_cortex_idle_connections"
 
 
-def install_idle(engine: Engine, usable: Callable[[Any], bool] | None, call_limit: int | None = None) -> None:
+def install_idle(engine: Engine, usable: Callable[[Any], bool] | None) -> None:
     """Give ``engine``'s pool (now, and after every ``dispose``) an
-    :class:`IdleConnections`, with a :class:`CallGate` of ``call_limit``
-    calls (None: none); a disposed pool's idle connections are closed."""
-    gate = None if call_limit is None else CallGate(call_limit)
-
+    :class:`IdleConnections`; a disposed pool's idle connections are closed."""
     def attach() -> None:
         size = engine.pool.size() if isinstance(engine.pool, sa.pool.QueuePool) else 0
         if size > 0:
-            setattr(engine.pool, _IDLE, IdleConnections(size, usable, gate))
+            setattr(engine.pool, _IDLE, IdleConnections(size, usable))
 
     attach()
     old: list[Any] = [engine.pool]

@@ -129,7 +129,6 @@ class SqlStoreBase:
         pool_size: int = 16,
         echo: bool = False,
         owns_engine: bool | None = None,
-        call_limit: int | None = None,
     ) -> None:
         """Open a store on a database.
 
@@ -146,16 +145,10 @@ class SqlStoreBase:
         ``StoreError``.  ``synchronous`` is SQLite's ``PRAGMA synchronous``
         (``FULL``: an acknowledged write survives a power loss).
         ``create_schema=False`` refuses a database without the tables instead
-        of creating them.  ``call_limit`` is how many of the store's calls
-        on its engine run at once, the others waiting their turn
-        (:class:`.driver.CallGate`; None: SQLite 2, PostgreSQL no limit; 0:
-        no limit); it applies to an engine the store makes.
+        of creating them.
         """
         self.clock: Clock = clock if clock is not None else SystemClock()
         if isinstance(url_or_engine, Engine):
-            if call_limit is not None:
-                raise ValueError("call_limit is for an engine the store makes; "
-                                 "pass it to dialect.create_engine for your own")
             self._engine = url_or_engine
             self._owns_engine = bool(owns_engine)
         else:
@@ -165,7 +158,6 @@ class SqlStoreBase:
                 busy_timeout=busy_timeout,
                 synchronous=synchronous,
                 echo=echo,
-                call_limit=call_limit,
             )
             self._owns_engine = True if owns_engine is None else owns_engine
         self._dialect = dialects.prepare_engine(self._engine)
@@ -379,37 +371,27 @@ class SqlStoreBase:
             # the attempt (again) when there is no idle connection, the store
             # is closed or its schema not checked yet, a lost write finds the
             # claim possible after all, or an error is one to try again after.
-            # The short way takes the call's turn as the loop does (driver.CallGate).
             idle = idle_of(self._engine)
-            if idle is not None and not self._closed and self._schema_ready:
-                gate = idle.gate
-                if gate is not None:
-                    gate.enter(self._lock_timeout)
-                won, verdict = False, None
+            if idle is not None and not self._closed and self._schema_ready and (conn := idle.get()) is not None:
+                reusable = False
                 try:
-                    if (conn := idle.get()) is not None:
-                        reusable = False
-                        try:
-                            conn.start(self._statements, self._engine.logger)
-                            won, row, verdict = conn.attempt(write, probe, params, judge, fresh, True)
-                            reusable = True
-                        except (CortexError, ControlFlow):
-                            reusable = True
-                            raise
-                        except Exception as exc:
-                            # raised as the loop raises it, or (returning) made again by the loop
-                            self._failed(exc, conn.fairy, conn, idle, WRITE1, conn.writing or conn.changed,
-                                         time.monotonic(), [0, 0])
-                            won, verdict = False, None
-                        finally:
-                            # (the common case without _give_back's call: measured,
-                            # 0.1-0.3 us of a refused claim's 10; it puts again and
-                            # closes when the list is full)
-                            if not (reusable and idle.put(conn)):
-                                _give_back(conn, idle, reusable)
+                    conn.start(self._statements, self._engine.logger)
+                    won, row, verdict = conn.attempt(write, probe, params, judge, fresh, True)
+                    reusable = True
+                except (CortexError, ControlFlow):
+                    reusable = True
+                    raise
+                except Exception as exc:
+                    # raised as the loop raises it, or (returning) made again by the loop
+                    self._failed(exc, conn.fairy, conn, idle, WRITE1, conn.writing or conn.changed,
+                                 time.monotonic(), [0, 0])
+                    won, verdict = False, None
                 finally:
-                    if gate is not None:
-                        gate.leave()
+                    # (the common case without _give_back's call: measured,
+                    # 0.1-0.3 us of a refused claim's 10; it puts again and
+                    # closes when the list is full)
+                    if not (reusable and idle.put(conn)):
+                        _give_back(conn, idle, reusable)
                 if won or verdict is not None:
                     return won, row, verdict
 
@@ -455,22 +437,12 @@ class SqlStoreBase:
         statement runs without one (SQLite's own statement transaction,
         PostgreSQL's on an idle connection).
         """
-        idle = idle_of(self._engine)
-        gate = None if idle is None else idle.gate
-        if gate is not None:
-            gate.enter(self._lock_timeout)  # the call's turn (driver.CallGate), given back below
-        try:
-            return self._tries(fn, mode, idle)
-        finally:
-            if gate is not None:
-                gate.leave()
-
-    def _tries(self, fn: Callable[[Any], T], mode: str, idle: IdleConnections | None) -> T:
-        """:meth:`_run`'s tries of ``fn``, each on a connection of its own."""
         started = time.monotonic()
         tries = [0, 0]  # lock contention, lost connections
         ops = self._dialect
+        engine = self._engine
         logger = self._engine.logger
+        idle = idle_of(engine)
         while True:
             committing = False
             reusable = False
