@@ -30,7 +30,10 @@ Porcupine's are converted when gocheck starts.  The table
 gives, per family and size, verdict agreement and the median ratio; the last
 lines say whether the targets are met: identical verdicts, median ratio
 <= 2x overall and <= 5x in every family and size, and no ``unknown`` where
-Porcupine decides within 1 s.
+Porcupine decides within 1 s.  ``--median-of N`` runs the whole benchmark N
+times, each a fresh process (``benchmarks/median_of.py``), and judges the
+targets on the medians of the runs: the median of their median ratios, each
+family and size at the median of its runs (issue 14: the median of three).
 Exit status: 0 targets met, 1 a target missed, 2 something needed is absent.
 """
 
@@ -56,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import median_of  # benchmarks/median_of.py, beside this script
 from cortex_spec.stateful.history import Call
 from cortex_spec.stateful.ops import UNKNOWN, Op, Outcome
 
@@ -358,26 +362,59 @@ def _median_ratio(rows: list[dict[str, Any]], name: str) -> float:
     return statistics.median(r[name]["ratio"] for r in rows)
 
 
-def targets(rows: list[dict[str, Any]], name: str) -> list[tuple[bool, str]]:
-    """Issue 14's targets, on the ratios of statistic ``name``."""
+def figures(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """What issue 14's targets are judged on, from the ratios of statistic
+    ``name``: the median ratio, the median ratio of each family and size,
+    the histories whose verdicts differ, and those left ``unknown`` that
+    Porcupine decides within :data:`TARGET_DECIDES_S`."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["family"], row["size"]), []).append(row)
-    median = _median_ratio(rows, name)
-    worst_group = max(groups, key=lambda k: _median_ratio(groups[k], name))
-    worst = _median_ratio(groups[worst_group], name)
-    disagree = [r["name"] for r in rows if r["ours"] != r["theirs"]]
-    undecided = [r["name"] for r in rows if r["ours"] == "unknown" and r["theirs"] != "unknown"
-                 and r[name]["theirs_s"] <= TARGET_DECIDES_S]
+    return {
+        "histories": len(rows),
+        "median": _median_ratio(rows, name),
+        "groups": [[family, size, _median_ratio(g, name)] for (family, size), g in groups.items()],
+        "disagree": [r["name"] for r in rows if r["ours"] != r["theirs"]],
+        "undecided": [r["name"] for r in rows if r["ours"] == "unknown" and r["theirs"] != "unknown"
+                      and r[name]["theirs_s"] <= TARGET_DECIDES_S],
+    }
+
+
+def targets(found: dict[str, Any]) -> list[tuple[bool, str]]:
+    """Issue 14's targets on :func:`figures`, met or not, each with its line."""
+    family, size, worst = max(found["groups"], key=lambda g: g[2])
+    median, disagree, undecided, n = found["median"], found["disagree"], found["undecided"], found["histories"]
     return [
         (not disagree, "identical verdicts on every history"
-         + (f" (differ: {', '.join(disagree)})" if disagree else f" ({len(rows)}/{len(rows)})")),
+         + (f" (differ: {', '.join(disagree)})" if disagree else f" ({n}/{n})")),
         (median <= TARGET_MEDIAN, f"median ratio {median:.2f}x <= {TARGET_MEDIAN:g}x"),
         (worst <= TARGET_EVERY, (f"median ratio of every family and size <= {TARGET_EVERY:g}x "
-                                 f"(highest: {worst_group[0]} {worst_group[1]} at {worst:.2f}x)")),
+                                 f"(highest: {family} {size} at {worst:.2f}x)")),
         (not undecided, f"no unknown where Porcupine decides within {TARGET_DECIDES_S:g} s"
          + (f" (unknown: {', '.join(undecided)})" if undecided else "")),
     ]
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--median-of``: the :func:`figures` of several runs as one, as issue
+    14 judges them: the median of the runs' median ratios, each family and
+    size at the median of its runs' ratios (the highest of those is judged),
+    and a history counted against the targets if its verdicts differed, or
+    it was left unknown, in any run.  A family and size missing from a run
+    fails the whole."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        for family, size, ratio in run["groups"]:
+            groups.setdefault((family, size), []).append(ratio)
+    incomplete = [f"{family} {size} (in {len(r)} of {len(runs)} runs)"
+                  for (family, size), r in groups.items() if len(r) != len(runs)]
+    return {
+        "histories": max(run["histories"] for run in runs),
+        "median": statistics.median(run["median"] for run in runs),
+        "groups": [[family, size, statistics.median(r)] for (family, size), r in groups.items()],
+        "disagree": sorted({h for run in runs for h in run["disagree"]}) + incomplete,
+        "undecided": sorted({h for run in runs for h in run["undecided"]}),
+    }
 
 
 def report(rows: list[dict[str, Any]], judged: str, verbose: bool) -> None:
@@ -417,14 +454,15 @@ def report(rows: list[dict[str, Any]], judged: str, verbose: bool) -> None:
                   f"({r['reps']} reps)")
 
     for name in others:
-        print_targets(rows, name, "for information")
+        print_targets(figures(rows, name), name, "for information")
 
 
-def print_targets(rows: list[dict[str, Any]], name: str, role: str) -> bool:
-    """Each of issue 14's targets on statistic ``name``, met or missed; returns whether all are met."""
+def print_targets(found: dict[str, Any], name: str, role: str) -> bool:
+    """Each of issue 14's targets on :func:`figures` ``found`` of statistic
+    ``name``, met or missed; returns whether all are met."""
     print()
     print(f"on the {DESCRIBED[name]} ({role}):")
-    checks = targets(rows, name)
+    checks = targets(found)
     for met, text in checks:
         print(f"target {'met   ' if met else 'MISSED'}: {text}")
     met_all = all(met for met, _ in checks)
@@ -456,7 +494,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checker", type=Path, help="check with this linearizability.py instead of the project's")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per history, slowest ratio first")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    parser.add_argument("--median-of", type=int, default=1, metavar="N",
+                        help="run the whole benchmark N times, each a fresh process, and judge the targets on "
+                             "the medians of the runs (issue 14 judges the median of three)")
+    parser.add_argument("--json", metavar="PATH", help="also write the judged figures to PATH as JSON")
     args = parser.parse_args(argv)
+    if args.median_of < 1:
+        parser.error("--median-of must be at least 1")
+    if args.median_of > 1:
+        measured = median_of.runs(__file__, sys.argv[1:] if argv is None else argv, args.median_of)
+        if measured is None:
+            return 2
+        found = median_figures(measured)
+        print("(each run's own report is above; a run's figures are on the statistic it judged)")
+        met = print_targets(found, args.statistic, f"judged at the median of {args.median_of} runs")
+        return 0 if met else 1
 
     out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / "cortex-spec-checker-vs-porcupine"
     out.mkdir(parents=True, exist_ok=True)
@@ -501,7 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     # the judged targets last: whether each is met ends the output
-    met = print_targets(rows, args.statistic, "judged")
+    found = figures(rows, args.statistic)
+    if args.json:
+        median_of.write(args.json, found)
+    met = print_targets(found, args.statistic, "judged")
     return 0 if met else 1
 
 
