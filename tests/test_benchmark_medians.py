@@ -113,3 +113,13 @@ def test_a_checker_family_missing_from_a_run_fails_the_median() -> None:
     runs = [_checker_run(1.5, {"kv c50": 2.0, "kv c10": 1.0}), _checker_run(1.5, {"kv c50": 2.0})]
     checks = checker_vs_porcupine.targets(checker_vs_porcupine.median_figures(runs))
     assert checks[0] == (False, "identical verdicts on every history (differ: kv c10 (in 1 of 2 runs))")
+
+
+@pytest.mark.parametrize("n", [1, 99, 100, 101, 2400, 8000])
+def test_the_count_of_slow_attempts_printed_is_where_the_p99_crosses(n: int) -> None:
+    # the claim report says "the p99 is over 1 ms when K or more of N are"
+    k = claim_throughput._p99_count(n)
+    for slow in (k - 1, k):
+        values = sorted([0.0] * (n - slow) + [1.0] * slow)
+        assert (claim_throughput._quantile(values, 0.99) > 0.5) is (slow >= k), (n, slow)
+    assert claim_throughput._slow(sorted([0.0005] * 3 + [0.0015] * 2)) == 2
