@@ -388,10 +388,10 @@ class SqlStoreBase:
                     won, verdict = False, None
                 finally:
                     # (the common case without _give_back's call: measured,
-                    # 0.1-0.3 us of a refused claim's 10; it puts again and
-                    # closes when the list is full)
+                    # 0.1-0.3 us of a refused claim's 10; the list was just
+                    # found full, or the call failed, so no idle list for it)
                     if not (reusable and idle.put(conn)):
-                        _give_back(conn, idle, reusable)
+                        _give_back(conn, None, reusable)
                 if won or verdict is not None:
                     return won, row, verdict
 
